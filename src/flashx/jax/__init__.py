@@ -1,0 +1,4 @@
+"""JAX frontend of flashx: `flashx.jax.attention`, usable inside `jax.jit`."""
+from .attention import attention
+
+__all__ = ["attention"]
