@@ -100,6 +100,8 @@ def attention_forward_kernel(
     Q [B, Nq, Hq, D], K [B, Nkv, Hkv, D], V [B, Nkv, Hkv, Dv], O [B, Nq, Hq, Dv] through their
     strides (any layout); LSE [B, Hq, Nq] float32, dense.
     """
+    # jax-triton passes Python floats as fp64; keep the score arithmetic in fp32.
+    qk_scale_log2 = tl.cast(qk_scale_log2, tl.float32)
     pid_m = tl.program_id(0)
     head = tl.program_id(1)
     batch = tl.program_id(2)
