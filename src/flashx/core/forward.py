@@ -21,6 +21,24 @@ def _dot(a, b, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
 
 
 @triton.jit
+def _load_tile(ptrs, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    """Load a 2-D tile, masking only the axes that can run out of bounds.
+
+    Unneeded masks are left out at compile time: a per-element mask along the contiguous
+    axis would stop the compiler from vectorizing the load.
+    """
+    if CHECK_ROWS and CHECK_COLS:
+        tile = tl.load(ptrs, mask=m_rows[:, None] & m_cols[None, :], other=0.0)
+    elif CHECK_ROWS:
+        tile = tl.load(ptrs, mask=m_rows[:, None], other=0.0)
+    elif CHECK_COLS:
+        tile = tl.load(ptrs, mask=m_cols[None, :], other=0.0)
+    else:
+        tile = tl.load(ptrs)
+    return tile
+
+
+@triton.jit
 def _attend_key_blocks(
     acc, l_i, m_i, q,
     k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
@@ -47,11 +65,8 @@ def _attend_key_blocks(
         # [BD, BN]: k transposed, so that q @ k is [BM, BN] = [BM, BD] @ [BD, BN]
         p_k = k_base + start_n64 * stride_kn + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
         p_v = v_base + start_n64 * stride_vn + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd
-        if MASKED:
-            m_n = kv_idx < seqlen_kv
-            b_k = tl.load(p_k, mask=m_d[:, None] & m_n[None, :], other=0.0)
-        else:
-            b_k = tl.load(p_k, mask=m_d[:, None], other=0.0)
+        m_n = kv_idx < seqlen_kv
+        b_k = _load_tile(p_k, m_d, m_n, HEAD_DIM != BLOCK_D, MASKED)
         b_s = _dot(q, b_k, UPCAST_DOT, DOT_PRECISION) * qk_scale_log2  # log2 units
         if MASKED:
             visible = m_n[None, :]
@@ -72,10 +87,7 @@ def _attend_key_blocks(
         alpha = tl.math.exp2(m_i - m_ref)
         l_i = l_i * alpha + tl.sum(b_p, 1)
         acc = acc * alpha[:, None]
-        if MASKED:
-            b_v = tl.load(p_v, mask=m_n[:, None] & m_dv[None, :], other=0.0)
-        else:
-            b_v = tl.load(p_v, mask=m_dv[None, :], other=0.0)
+        b_v = _load_tile(p_v, m_n, m_dv, MASKED, HEAD_DIM_V != BLOCK_DV)
         acc += _dot(b_p.to(b_v.dtype), b_v, UPCAST_DOT, DOT_PRECISION)  # [BM, BDV] = [BM, BN] @ [BN, BDV]
         m_i = m_new
     return acc, l_i, m_i
@@ -123,7 +135,7 @@ def attention_forward_kernel(
     q_idx = start_m + offs_m
     m_m = q_idx < seqlen_q
     p_q = q_base + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
-    b_q = tl.load(p_q, mask=m_m[:, None] & (offs_d[None, :] < HEAD_DIM), other=0.0)
+    b_q = _load_tile(p_q, m_m, offs_d < HEAD_DIM, True, HEAD_DIM != BLOCK_D)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -159,6 +171,9 @@ def attention_forward_kernel(
     b_o = acc / tl.where(empty, 1.0, l_i)[:, None]
     b_lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_i)) * LN_2)
     p_o = o_base + offs_m[:, None] * stride_on + offs_dv[None, :] * stride_od
-    tl.store(p_o, b_o.to(O.dtype.element_ty), mask=m_m[:, None] & (offs_dv[None, :] < HEAD_DIM_V))
+    m_o = m_m[:, None]
+    if HEAD_DIM_V != BLOCK_DV:
+        m_o = m_o & (offs_dv[None, :] < HEAD_DIM_V)
+    tl.store(p_o, b_o.to(O.dtype.element_ty), mask=m_o)
     p_lse = LSE + (b64 * heads_q + head) * seqlen_q + q_idx
     tl.store(p_lse, b_lse, mask=m_m)
