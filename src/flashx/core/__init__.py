@@ -1,18 +1,30 @@
 """Framework-free core of flashx: the Triton kernels and the plan that launches them.
 
 Imports triton and the standard library only; the frontends (flashx.torch, flashx.jax)
-turn their arrays into `ArraySpec`s, ask for a plan and launch the kernels it names.
+turn their arrays into `ArraySpec`s, ask for a plan and launch the calls it returns.
 """
 from . import runtime
-from .forward import attention_forward_kernel
-from .plan import ArraySpec, ForwardPlan, dense_strides, launch, plan_forward
+from .plan import (
+    ArraySpec,
+    AttentionPlan,
+    BlockMask,
+    BlockMaskSpec,
+    KernelCall,
+    block_map_calls,
+    dense_strides,
+    plan_attention,
+    plan_block_mask,
+)
 
 __all__ = [
     "ArraySpec",
-    "ForwardPlan",
-    "attention_forward_kernel",
+    "AttentionPlan",
+    "BlockMask",
+    "BlockMaskSpec",
+    "KernelCall",
+    "block_map_calls",
     "dense_strides",
-    "launch",
-    "plan_forward",
+    "plan_attention",
+    "plan_block_mask",
     "runtime",
 ]

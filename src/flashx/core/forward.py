@@ -1,179 +1,223 @@
-"""The FlashAttention-2 forward kernel: one kernel, variants chosen by constexpr flags.
+"""The FlashAttention-2 forward kernel: one kernel, every variant chosen by constexpr flags.
 
-Argument order follows jax-triton's convention: input arrays, scalars, output arrays, then
-constexprs, so both frontends launch it with `ForwardPlan.kernel_args`.
+Argument order follows jax-triton's convention (input arrays, scalars, output arrays, then
+constexprs); the plan builds the argument list by name from this signature.
 """
 from . import runtime  # noqa: F401, I001  (first: decides compiled vs interpreted before triton loads)
 
 import triton
 import triton.language as tl
 
-LN_2: tl.constexpr = tl.constexpr(0.6931471805599453)
+from .scores import LN_2, LOG2_E, dot, key_range, load_tile, store_tile, transform_scores, visible_pairs
 
 
 @triton.jit
-def _dot(a, b, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
-    """a @ b with float32 accumulation; UPCAST works around the interpreter's bf16 dot."""
-    if UPCAST:
-        a = a.to(tl.float32)
-        b = b.to(tl.float32)
-    return tl.dot(a, b, input_precision=PRECISION)
+def sequence_bounds(
+    CU_SEQLENS, SEQUSED, batch, seqlen,
+    VARLEN: tl.constexpr, HAS_SEQUSED: tl.constexpr,
+):
+    """(start row, rows that take part, rows owned) of one sequence.
 
-
-@triton.jit
-def _load_tile(ptrs, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
-    """Load a 2-D tile, masking only the axes that can run out of bounds.
-
-    Unneeded masks are left out at compile time: a per-element mask along the contiguous
-    axis would stop the compiler from vectorizing the load.
+    Varlen: rows [cu[b], cu[b+1]) of the packed tensor, clamped into [0, seqlen] so that
+    decreasing or overrunning offsets never read outside it. Otherwise every batch owns seqlen
+    rows; SEQUSED limits how many of them take part (the rest are padding).
     """
-    if CHECK_ROWS and CHECK_COLS:
-        tile = tl.load(ptrs, mask=m_rows[:, None] & m_cols[None, :], other=0.0)
-    elif CHECK_ROWS:
-        tile = tl.load(ptrs, mask=m_rows[:, None], other=0.0)
-    elif CHECK_COLS:
-        tile = tl.load(ptrs, mask=m_cols[None, :], other=0.0)
-    else:
-        tile = tl.load(ptrs)
-    return tile
+    start = 0
+    owned = seqlen
+    if VARLEN:
+        start = tl.minimum(tl.maximum(tl.load(CU_SEQLENS + batch), 0), seqlen)
+        end = tl.minimum(tl.maximum(tl.load(CU_SEQLENS + batch + 1), start), seqlen)
+        owned = end - start
+    used = owned
+    if HAS_SEQUSED:
+        used = tl.minimum(tl.maximum(tl.load(SEQUSED + batch), 0), owned)
+    return start, used, owned
 
 
 @triton.jit
-def _attend_key_blocks(
-    acc, l_i, m_i, q,
-    k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-    q_idx, seqlen_kv, kv_start, kv_end, qk_scale_log2, causal_offset,
-    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+def _attend_block(
+    acc, l_i, m_i, b_q, k_base, v_base, start_n,
+    stride_kn, stride_kd, stride_vn, stride_vd,
+    batch, head, q_idx, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
+    sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
+    MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
+    SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    """Online softmax over key blocks [kv_start, kv_end).
+    """One step of the online softmax over keys [start_n, start_n + BLOCK_N).
 
-    MASKED blocks may hold keys past seqlen_kv or past the causal diagonal; unmasked blocks
-    are fully visible to every query row of the tile and skip the per-element mask.
+    MASKED blocks may hold invisible pairs (past the sequence, outside the window, mask_mod,
+    dense mask); unmasked blocks are visible to every query row and skip the mask.
     """
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    m_d = offs_d < HEAD_DIM
-    m_dv = offs_dv < HEAD_DIM_V
-    for start_n in range(kv_start, kv_end, BLOCK_N):
-        kv_idx = start_n + offs_n
-        # Block start in 64 bits (it can pass 2^31 elements); offsets inside a block stay 32-bit.
-        start_n64 = tl.cast(start_n, tl.int64)
-        # [BD, BN]: k transposed, so that q @ k is [BM, BN] = [BM, BD] @ [BD, BN]
-        p_k = k_base + start_n64 * stride_kn + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
-        p_v = v_base + start_n64 * stride_vn + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd
-        m_n = kv_idx < seqlen_kv
-        b_k = _load_tile(p_k, m_d, m_n, HEAD_DIM != BLOCK_D, MASKED)
-        b_s = _dot(q, b_k, UPCAST_DOT, DOT_PRECISION) * qk_scale_log2  # log2 units
-        if MASKED:
-            visible = m_n[None, :]
-            if CAUSAL:
-                visible = visible & (kv_idx[None, :] <= q_idx[:, None] + causal_offset)
-            # Masked before the row max, so invisible keys never set the max.
-            b_s = tl.where(visible, b_s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(b_s, 1))
-            # A row with no visible key so far keeps m = -inf; subtracting 0 instead keeps
-            # its p and alpha at 0 rather than NaN (-inf - -inf).
-            m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-        else:
-            m_new = tl.maximum(m_i, tl.max(b_s, 1))
-            m_ref = m_new
-        b_p = tl.math.exp2(b_s - m_ref[:, None])
-        # The running sum and output were accumulated against the old max: rescale them to
-        # the new one before adding this block, or earlier blocks would be over-weighted.
-        alpha = tl.math.exp2(m_i - m_ref)
-        l_i = l_i * alpha + tl.sum(b_p, 1)
-        acc = acc * alpha[:, None]
-        b_v = _load_tile(p_v, m_n, m_dv, MASKED, HEAD_DIM_V != BLOCK_DV)
-        acc += _dot(b_p.to(b_v.dtype), b_v, UPCAST_DOT, DOT_PRECISION)  # [BM, BDV] = [BM, BN] @ [BN, BDV]
-        m_i = m_new
-    return acc, l_i, m_i
+    kv_idx = start_n + offs_n
+    m_n = kv_idx < seqlen_kv
+    # Block start in 64 bits (it can pass 2^31 elements); offsets inside a block stay 32-bit.
+    start_n64 = tl.cast(start_n, tl.int64)
+    # [BD, BN]: k transposed, so that q @ k is [BM, BN] = [BM, BD] @ [BD, BN]
+    p_k = k_base + start_n64 * stride_kn + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
+    p_v = v_base + start_n64 * stride_vn + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd
+    b_k = load_tile(p_k, offs_d < HEAD_DIM, m_n, HEAD_DIM != BLOCK_D, MASKED)
+    qk = dot(b_q, b_k, UPCAST_DOT, DOT_PRECISION)
+    if HAS_SCORE_MOD or HAS_SOFTCAP or HAS_ALIBI or HAS_BIAS:
+        b_s = transform_scores(
+            qk, batch, head, q_idx[:, None], kv_idx[None, :], seqlen_q, seqlen_kv, diag_offset,
+            sm_scale, softcap, slope, bias_base, stride_bq, stride_bk,
+            SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+        ) * LOG2_E
+    else:
+        b_s = qk * qk_scale_log2  # the scale folded into the exp2 base change
+    if MASKED:
+        visible = visible_pairs(
+            batch, head, q_idx[:, None], kv_idx[None, :], seqlen_q, seqlen_kv, diag_offset,
+            window_left, window_right, mask_base, stride_mq, stride_mk,
+            MASK_MOD, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD, HAS_DENSE_MASK,
+        )
+        # Masked before the row max, so invisible keys never set the max.
+        b_s = tl.where(visible, b_s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(b_s, 1))
+        # A row with no visible key so far keeps m = -inf; subtracting 0 instead keeps its
+        # p and alpha at 0 rather than NaN (-inf - -inf).
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_new = tl.maximum(m_i, tl.max(b_s, 1))
+        m_ref = m_new
+    b_p = tl.math.exp2(b_s - m_ref[:, None])
+    # The running sum and output were accumulated against the old max: rescale them to the
+    # new one before adding this block, or earlier blocks would be over-weighted.
+    alpha = tl.math.exp2(m_i - m_ref)
+    l_i = l_i * alpha + tl.sum(b_p, 1)
+    acc = acc * alpha[:, None]
+    b_v = load_tile(p_v, m_n, offs_dv < HEAD_DIM_V, MASKED, HEAD_DIM_V != BLOCK_DV)
+    acc += dot(b_p.to(b_v.dtype), b_v, UPCAST_DOT, DOT_PRECISION)  # [BM, BDV] = [BM, BN] @ [BN, BDV]
+    return acc, l_i, m_new
 
 
 @triton.jit
 def attention_forward_kernel(
-    Q, K, V,
-    qk_scale_log2, seqlen_q, seqlen_kv, gqa_group,
+    Q, K, V, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K, MAP_COUNTS, MAP_INDICES,
+    sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_qd,
     stride_kb, stride_kn, stride_kh, stride_kd,
     stride_vb, stride_vn, stride_vh, stride_vd,
     stride_ob, stride_on, stride_oh, stride_od,
+    stride_lb, stride_lh, stride_ln,
+    stride_sb, stride_sh,
+    stride_bb, stride_bh, stride_bq, stride_bk,
+    stride_mb, stride_mh, stride_mq, stride_mk,
+    stride_cb, stride_ch, stride_cq,
+    stride_ib, stride_ih, stride_iq, stride_ik,
     O, LSE,
-    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, VARLEN: tl.constexpr,
+    HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
+    MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One program: BLOCK_M query rows of one (batch, q head). Grid (cdiv(Nq, BLOCK_M), Hq, B).
 
     Q [B, Nq, Hq, D], K [B, Nkv, Hkv, D], V [B, Nkv, Hkv, Dv], O [B, Nq, Hq, Dv] through their
-    strides (any layout); LSE [B, Hq, Nq] float32, dense.
+    strides (any layout; varlen: B strides 0 and rows offset by cu_seqlens); LSE [B, Hq, Nq].
     """
     # jax-triton passes Python floats as fp64; keep the score arithmetic in fp32.
-    qk_scale_log2 = tl.cast(qk_scale_log2, tl.float32)
+    sm_scale = tl.cast(sm_scale, tl.float32)
+    softcap = tl.cast(softcap, tl.float32)
+    qk_scale_log2 = sm_scale * LOG2_E
     pid_m = tl.program_id(0)
     head = tl.program_id(1)
     batch = tl.program_id(2)
-    heads_q = tl.num_programs(1)
     head_kv = head // gqa_group  # GQA/MQA: a group of q heads shares one kv head
     start_m = pid_m * BLOCK_M
 
+    q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
+    k_start, seqlen_kv_b, _ = sequence_bounds(CU_SEQLENS_K, SEQUSED_K, batch, seqlen_kv, VARLEN, HAS_SEQUSED_K)
+    if start_m >= q_owned:
+        return
+    # Causal and windows align on this diagonal: bottom-right (key i + Nkv - Nq for query i) or top-left.
+    diag_offset = (seqlen_kv_b - seqlen_q_b) * bottom_right
+
     # 64-bit base offsets: batch * stride can pass 2^31 on large tensors.
     b64 = batch.to(tl.int64)
-    m64 = start_m.to(tl.int64)
-    q_base = Q + b64 * stride_qb + head.to(tl.int64) * stride_qh + m64 * stride_qn
-    k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh
-    v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh
-    o_base = O + b64 * stride_ob + head.to(tl.int64) * stride_oh + m64 * stride_on
+    h64 = head.to(tl.int64)
+    row0 = (q_start + start_m).to(tl.int64)
+    q_base = Q + b64 * stride_qb + h64 * stride_qh + row0 * stride_qn
+    o_base = O + b64 * stride_ob + h64 * stride_oh + row0 * stride_on
+    k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + tl.cast(k_start, tl.int64) * stride_kn
+    v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + tl.cast(k_start, tl.int64) * stride_vn
+    bias_base = BIAS + b64 * stride_bb + h64 * stride_bh
+    mask_base = MASK + b64 * stride_mb + h64 * stride_mh
+    slope = 0.0
+    if HAS_ALIBI:
+        slope = tl.load(SLOPES + batch * stride_sb + head * stride_sh).to(tl.float32)
 
     offs_m = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
     q_idx = start_m + offs_m
-    m_m = q_idx < seqlen_q
     p_q = q_base + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
-    b_q = _load_tile(p_q, m_m, offs_d < HEAD_DIM, True, HEAD_DIM != BLOCK_D)
+    b_q = load_tile(p_q, q_idx < q_owned, offs_d < HEAD_DIM, True, HEAD_DIM != BLOCK_D)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
 
-    # Bottom-right causal alignment: query i sees key j iff j <= i + causal_offset.
-    causal_offset = seqlen_kv - seqlen_q
-    if CAUSAL:
-        # Keys past the last row's diagonal are never loaded; keys up to the first row's
-        # diagonal are visible to the whole tile and take the unmasked path.
-        kv_end = tl.maximum(tl.minimum(start_m + BLOCK_M + causal_offset, seqlen_kv), 0)
-        full_end = tl.maximum(tl.minimum(start_m + causal_offset + 1, seqlen_kv), 0)
-    else:
-        kv_end = seqlen_kv
-        full_end = seqlen_kv
-    full_end = (full_end // BLOCK_N) * BLOCK_N
+    if not BLOCK_MAP:
+        # Keys outside [lo, hi) are never loaded; [full_lo, full_hi) is visible to the whole tile.
+        lo, full_lo, full_hi, hi = key_range(
+            start_m, seqlen_kv_b, diag_offset, window_left, window_right, BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT
+        )
+        if HAS_MASK_MOD or HAS_DENSE_MASK:
+            full_hi = full_lo  # without a block map every block takes the mask
+        # Padding rows (seqused) must see no key: mask every block of a tile that has them.
+        full_hi = tl.where(seqlen_q_b < q_owned, full_lo, full_hi)
+    p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + pid_m * stride_cq
+    p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + pid_m * stride_iq
+    # Spans of key blocks: with a block map (mask_mod), its lists of partial then full blocks
+    # (empty blocks are in neither and never loaded); else [lo, full_lo) masked,
+    # [full_lo, full_hi) unmasked, [full_hi, hi) masked.
+    for span in tl.static_range(2 if BLOCK_MAP else 3):
+        if BLOCK_MAP:
+            n_blocks = tl.load(p_counts + span)
+        else:
+            if span == 0:
+                span_lo = lo
+                span_hi = full_lo
+            elif span == 1:
+                span_lo = full_lo
+                span_hi = full_hi
+            else:
+                span_lo = full_hi
+                span_hi = hi
+            n_blocks = tl.cdiv(span_hi - span_lo, BLOCK_N)
+        for i in range(0, n_blocks):
+            if BLOCK_MAP:
+                start_n = tl.load(p_indices + span * stride_ik + i) * BLOCK_N
+            else:
+                start_n = span_lo + i * BLOCK_N
+            acc, l_i, m_i = _attend_block(
+                acc, l_i, m_i, b_q, k_base, v_base, start_n,
+                stride_kn, stride_kd, stride_vn, stride_vd,
+                batch, head, q_idx, seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
+                sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+                HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, (span == 0) if BLOCK_MAP else (span != 1),
+                LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
+                SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, UPCAST_DOT, DOT_PRECISION,
+            )
 
-    acc, l_i, m_i = _attend_key_blocks(
-        acc, l_i, m_i, b_q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-        q_idx, seqlen_kv, 0, full_end, qk_scale_log2, causal_offset,
-        HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
-        False, CAUSAL, UPCAST_DOT, DOT_PRECISION,
-    )
-    acc, l_i, m_i = _attend_key_blocks(
-        acc, l_i, m_i, b_q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
-        q_idx, seqlen_kv, full_end, kv_end, qk_scale_log2, causal_offset,
-        HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N,
-        True, CAUSAL, UPCAST_DOT, DOT_PRECISION,
-    )
-
-    # A row that saw no key (causal with Nq > Nkv, or Nkv = 0) gives 0 and lse = -inf.
+    # A row that saw no key (causal with Nq > Nkv, an empty window, padding) gives 0 and lse = -inf.
     empty = l_i == 0.0
     b_o = acc / tl.where(empty, 1.0, l_i)[:, None]
     b_lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_i)) * LN_2)
     p_o = o_base + offs_m[:, None] * stride_on + offs_dv[None, :] * stride_od
-    m_o = m_m[:, None]
-    if HEAD_DIM_V != BLOCK_DV:
-        m_o = m_o & (offs_dv[None, :] < HEAD_DIM_V)
-    tl.store(p_o, b_o.to(O.dtype.element_ty), mask=m_o)
-    p_lse = LSE + (b64 * heads_q + head) * seqlen_q + q_idx
-    tl.store(p_lse, b_lse, mask=m_m)
+    store_tile(p_o, b_o.to(O.dtype.element_ty), q_idx < q_owned, offs_dv < HEAD_DIM_V, HEAD_DIM_V != BLOCK_DV)
+    p_lse = LSE + b64 * stride_lb + h64 * stride_lh + (q_start + q_idx).to(tl.int64) * stride_ln
+    tl.store(p_lse, b_lse, mask=q_idx < q_owned)

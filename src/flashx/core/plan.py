@@ -1,23 +1,30 @@
 """The plan: everything about one attention call that follows from shapes, strides, dtypes and options.
 
-Both frontends describe their arrays as `ArraySpec`s and call `plan_forward`; the returned
-`ForwardPlan` holds the validated sizes, the strides in the kernel's (batch, seq, head, dim)
-order, the output shapes, the grid, the block sizes and the constexpr flags. A frontend never
-re-derives any of these. Framework-free: imports the standard library and `runtime` only.
+Both frontends describe their arrays as `ArraySpec`s and call `plan_attention`; the returned
+`AttentionPlan` holds the validated sizes, the strides in the kernels' (batch, seq, head, dim)
+order, the output shapes, grids, block sizes and constexpr flags, and binds kernel arguments by
+name. A frontend never re-derives any of these. Framework-free: the standard library, triton.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from . import runtime
+from .backward import attention_backward_dkdv_kernel, attention_backward_dq_kernel, attention_backward_preprocess_kernel
+from .blockmask import block_map_kernel, block_map_transpose_kernel
+from .forward import attention_forward_kernel
 
 SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
+INDEX_DTYPES = ("int32",)
+MASK_DTYPES = ("bool", "uint8", "int8")
 # Axis positions of (batch, seq, head, dim) in each user layout.
 LAYOUTS = {"bnhd": (0, 1, 2, 3), "bhnd": (0, 2, 1, 3)}
 MAX_HEAD_DIM = 256
-LOG2_E = 1.4426950408889634
+MAX_GRID_YZ = 65535  # CUDA's limit on grid axes 1 and 2 (heads, batch)
 
 
 @dataclass(frozen=True)
@@ -26,7 +33,7 @@ class ArraySpec:
 
     shape: tuple
     strides: tuple
-    dtype: str  # "float16", "bfloat16", "float32"; anything else is rejected by the plan
+    dtype: str  # numpy-style name: "float16", "bfloat16", "float32", "int32", "bool", ...
     device: str  # e.g. "cpu", "cuda:0"
 
 
@@ -43,115 +50,193 @@ def _next_power_of_2(n: int) -> int:
     return 1 << (max(n, 1) - 1).bit_length()
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 @dataclass(frozen=True)
 class TileConfig:
-    """Block sizes and launch options of the forward kernel."""
+    """Block sizes and launch options: the forward, dQ and dK/dV kernels share the tiles."""
 
     block_m: int
     block_n: int
     num_warps: int
     num_stages: int
+    bwd_num_warps: int
+    bwd_num_stages: int
 
 
-def _tile_config(block_d: int, interpret: bool) -> TileConfig:
-    if interpret:
-        # The interpreter runs tiles as NumPy arrays: small tiles keep CPU tests quick.
-        return TileConfig(block_m=16, block_n=16, num_warps=1, num_stages=1)
-    # Hopper (H200) choices: 128-row tiles feed wgmma; smaller key tiles at large D keep
-    # the K/V stages within shared memory.
+def default_blocks(head_dim: int) -> tuple:
+    """(BLOCK_M, BLOCK_N) for a head dim: small tiles in the interpreter, wgmma-sized on the GPU."""
+    if runtime.INTERPRETER:
+        return (16, 16)
+    return (64, 64) if _next_power_of_2(head_dim) > 128 else (128, 64)
+
+
+def _tile_config(block_d: int, blocks: Optional[tuple]) -> TileConfig:
+    block_m, block_n = blocks or default_blocks(block_d)
+    if runtime.INTERPRETER:
+        # The interpreter runs tiles as NumPy arrays: launch options do not matter.
+        return TileConfig(block_m, block_n, 1, 1, 1, 1)
+    # Hopper (H200): 128-row tiles feed wgmma; at D = 256 smaller tiles keep the stages in
+    # shared memory; the backward holds two [BLOCK_N, D] float32 accumulators, hence 8 warps.
     if block_d <= 64:
-        return TileConfig(block_m=128, block_n=64, num_warps=4, num_stages=3)
+        return TileConfig(block_m, block_n, 4, 3, 4, 2)
     if block_d <= 128:
-        return TileConfig(block_m=128, block_n=64, num_warps=8, num_stages=3)
-    return TileConfig(block_m=64, block_n=64, num_warps=4, num_stages=2)
+        return TileConfig(block_m, block_n, 8, 3, 8, 2)
+    return TileConfig(block_m, block_n, 4, 2, 8, 1)
+
+
+# --- user functions -------------------------------------------------------------------------
+
+
+def _is_triton_function(fn: Any) -> bool:
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(fn, (triton.JITFunction, InterpretedFunction))
+
+
+@functools.lru_cache(maxsize=None)
+def _interpretable(fn: Any) -> Any:
+    """A user's @triton.jit function in the form the current mode can call from a kernel.
+
+    A function decorated before flashx switched to the interpreter is a compiled-kernel
+    JITFunction; the interpreter needs its plain-Python twin.
+    """
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if runtime.INTERPRETER and isinstance(fn, triton.JITFunction):
+        return InterpretedFunction(fn.fn)
+    return fn
+
+
+def _check_function(name: str, fn: Any) -> Any:
+    if fn is None:
+        return None
+    if not _is_triton_function(fn):
+        raise TypeError(f"{name} must be a @triton.jit function, got {type(fn).__name__}")
+    return _interpretable(fn)
+
+
+# --- block masks ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class ForwardPlan:
-    """A validated forward attention call.
+class BlockMaskSpec:
+    """The framework-free description of a block map: which key blocks each query block sees.
 
-    Sizes: q is (B, Nq, Hq, D), k (B, Nkv, Hkv, D), v (B, Nkv, Hkv, Dv) in "bnhd" layout
-    ("bhnd" swaps the sequence and head axes). The output has q's layout and dtype with last
-    dim Dv; lse is float32 (B, Hq, Nq).
+    Built once (by `create_block_mask` in either frontend) from mask_mod, optionally with a
+    causal/window mask folded in, and reusable across calls and layers with the same sizes.
+    batch or heads 1 means the mask does not depend on that index (broadcast).
     """
 
+    mask_mod: Any
     batch: int
+    heads: int
     seqlen_q: int
     seqlen_kv: int
-    heads_q: int
-    heads_kv: int
-    head_dim: int
-    head_dim_v: int
-    dtype: str
-    layout: str
-    causal: bool
-    scale: float
-    interpret: bool
-    # Strides in elements, ordered (batch, seq, head, dim) whatever the layout.
-    q_strides: tuple
-    k_strides: tuple
-    v_strides: tuple
-    out_strides: tuple
-    out_shape: tuple
-    lse_shape: tuple
-    tiles: TileConfig = field(repr=False)
+    block_m: int
+    block_n: int
+    window_left: int  # -1: unbounded
+    window_right: int
 
     @property
-    def needs_launch(self) -> bool:
-        """False when the output is empty: nothing to compute."""
-        return self.batch * self.heads_q * self.seqlen_q > 0
-
-    def scalar_args(self) -> tuple:
-        """The kernel's scalar arguments, in signature order (between the inputs and the outputs)."""
-        return (
-            self.scale * LOG2_E,
-            self.seqlen_q,
-            self.seqlen_kv,
-            self.heads_q // self.heads_kv,
-            *self.q_strides,
-            *self.k_strides,
-            *self.v_strides,
-            *self.out_strides,
-        )
-
-    def kernel_args(self, q: Any, k: Any, v: Any, out: Any, lse: Any) -> tuple:
-        """All positional kernel arguments: inputs, scalars, then outputs (jax-triton's order)."""
-        return (q, k, v, *self.scalar_args(), out, lse)
+    def num_q_blocks(self) -> int:
+        return _cdiv(self.seqlen_q, self.block_m)
 
     @property
-    def constexprs(self) -> dict:
-        """The kernel's constexpr arguments."""
-        block_d = _next_power_of_2(max(self.head_dim, 16))
-        block_dv = _next_power_of_2(max(self.head_dim_v, 16))
+    def num_kv_blocks(self) -> int:
+        return _cdiv(self.seqlen_kv, self.block_n)
+
+    @property
+    def shapes(self) -> dict:
+        """Shapes of the map's arrays (all int32 but `state`, int8)."""
+        bh = (self.batch, self.heads)
+        nq, nk = self.num_q_blocks, self.num_kv_blocks
         return dict(
-            HEAD_DIM=self.head_dim,
-            HEAD_DIM_V=self.head_dim_v,
-            BLOCK_D=block_d,
-            BLOCK_DV=block_dv,
-            BLOCK_M=self.tiles.block_m,
-            BLOCK_N=self.tiles.block_n,
-            CAUSAL=self.causal,
-            # Triton's interpreter gets bf16 dots wrong; upcast there, keep bf16 tensor cores on GPU.
-            UPCAST_DOT=self.interpret and self.dtype == "bfloat16",
-            # float32 inputs: full-precision dots rather than tf32, so fp32 means fp32.
-            DOT_PRECISION="ieee" if self.dtype == "float32" else "tf32",
+            state=bh + (nq, nk),  # 0 empty, 1 partial, 2 full
+            counts=bh + (nq, 2),  # [partial, full] key blocks per query block
+            indices=bh + (nq, 2, nk),
+            t_counts=bh + (nk, 2),  # the transpose: query blocks per key block
+            t_indices=bh + (nk, 2, nq),
         )
 
-    @property
-    def launch_options(self) -> dict:
-        return dict(num_warps=self.tiles.num_warps, num_stages=self.tiles.num_stages)
+    def scalars(self) -> dict:
+        return dict(
+            seqlen_q=self.seqlen_q, seqlen_kv=self.seqlen_kv,
+            window_left=max(self.window_left, 0), window_right=max(self.window_right, 0),
+            num_q_blocks=self.num_q_blocks, num_kv_blocks=self.num_kv_blocks,
+        )
+
+    def constexprs(self) -> dict:
+        return dict(
+            BLOCK_M=self.block_m, BLOCK_N=self.block_n, MASK_MOD=self.mask_mod,
+            LIMIT_LEFT=self.window_left >= 0, LIMIT_RIGHT=self.window_right >= 0,
+        )
 
     @property
     def grid(self) -> tuple:
-        """(query blocks, q heads, batch)."""
-        return (-(-self.seqlen_q // self.tiles.block_m), self.heads_q, self.batch)
+        return (self.num_q_blocks, self.heads, self.batch)
+
+    @property
+    def transpose_grid(self) -> tuple:
+        return (self.num_kv_blocks, self.heads, self.batch)
 
 
-def _check_array(name: str, spec: ArraySpec) -> None:
-    if len(spec.shape) != 4:
-        raise ValueError(f"{name} must be 4-D, got shape {tuple(spec.shape)} ({len(spec.shape)}-D)")
-    if spec.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"{name} has dtype {spec.dtype}; flashx supports {', '.join(SUPPORTED_DTYPES)}")
+@dataclass
+class BlockMask:
+    """A block map built on the device: `spec` plus its arrays (torch tensors or jax arrays)."""
+
+    spec: BlockMaskSpec
+    counts: Any
+    indices: Any
+    t_counts: Any
+    t_indices: Any
+
+
+def _normalize_window(window: Any, causal: bool) -> tuple:
+    """(left, right) with -1 for unbounded; causal closes the right side at the diagonal."""
+    if window is None:
+        left, right = -1, -1
+    else:
+        ok = isinstance(window, (tuple, list)) and len(window) == 2
+        ok = ok and all(isinstance(w, int) and not isinstance(w, bool) and w >= -1 for w in window)
+        if not ok:
+            raise ValueError(f"window must be (left, right), two ints >= -1 (-1: unbounded), got {window!r}")
+        left, right = int(window[0]), int(window[1])
+    if causal:
+        right = 0 if right == -1 else min(right, 0)
+    return left, right
+
+
+def plan_block_mask(
+    mask_mod: Any, batch: Optional[int], heads: Optional[int], seqlen_q: int, seqlen_kv: int, *,
+    causal: bool = False, window: Any = None, blocks: Optional[tuple] = None,
+) -> BlockMaskSpec:
+    """Validate `create_block_mask`'s arguments. blocks: (BLOCK_M, BLOCK_N); the default suits D <= 128."""
+    mask_mod = _check_function("mask_mod", mask_mod)
+    if mask_mod is None:
+        raise TypeError("mask_mod must be a @triton.jit function, got None")
+    sizes = dict(batch=1 if batch is None else batch, heads=1 if heads is None else heads, seqlen_q=seqlen_q, seqlen_kv=seqlen_kv)
+    for name, size in sizes.items():
+        if isinstance(size, bool) or not isinstance(size, int) or size < (0 if name.startswith("seqlen") else 1):
+            raise ValueError(f"{name} must be a positive int (None for batch/heads: broadcast), got {size!r}")
+    causal = _check_flag("causal", causal)
+    left, right = _normalize_window(window, causal)
+    block_m, block_n = blocks or default_blocks(128)
+    for name, b in (("block_m", block_m), ("block_n", block_n)):
+        if not isinstance(b, int) or b < 16 or b & (b - 1):
+            raise ValueError(f"{name} must be a power of two >= 16, got {b!r}")
+    return BlockMaskSpec(mask_mod, sizes["batch"], sizes["heads"], seqlen_q, seqlen_kv, block_m, block_n, left, right)
+
+
+# --- the attention plan ---------------------------------------------------------------------
+
+
+def _named_strides(prefix: str, axes: str, strides: Sequence[int]) -> dict:
+    return {f"{prefix}{a}": int(s) for a, s in zip(axes, strides)}
 
 
 def _check_flag(name: str, value: Any) -> bool:
@@ -160,7 +245,219 @@ def _check_flag(name: str, value: Any) -> bool:
     return value
 
 
-def plan_forward(
+def _check_array(name: str, spec: Any, ndim: int, dtypes: Sequence[str]) -> None:
+    if not isinstance(spec, ArraySpec):
+        raise TypeError(f"{name} must be an array, got {type(spec).__name__}")
+    if len(spec.shape) != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(spec.shape)} ({len(spec.shape)}-D)")
+    if spec.dtype not in dtypes:
+        raise TypeError(f"{name} has dtype {spec.dtype}; expected {' or '.join(dtypes)}")
+
+
+def _broadcast_strides(name: str, spec: ArraySpec, target: tuple) -> tuple:
+    """Strides that read `spec` broadcast to `target` (numpy rules; size-1 and missing axes: 0)."""
+    if len(spec.shape) > len(target):
+        raise ValueError(f"{name} of shape {tuple(spec.shape)} does not broadcast to {target}")
+    pad = len(target) - len(spec.shape)
+    shape = (1,) * pad + tuple(spec.shape)
+    strides = (0,) * pad + tuple(spec.strides)
+    out = []
+    for size, stride, want in zip(shape, strides, target):
+        if size == want:
+            out.append(int(stride) if want > 1 else 0)
+        elif size == 1:
+            out.append(0)
+        else:
+            raise ValueError(f"{name} of shape {tuple(spec.shape)} does not broadcast to {target}")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    """A validated attention call: sizes, flags, strides, output shapes, grids and tiles.
+
+    Shapes: q (B, Nq, Hq, D), k (B, Nkv, Hkv, D), v (B, Nkv, Hkv, Dv) for layout "bnhd"
+    ("bhnd" swaps sequence and head axes); varlen: q (total_q, Hq, D), k/v (total_kv, Hkv, ·).
+    Output: q's layout and dtype, last dim Dv; lse float32 (B, Hq, Nq), varlen (Hq, total_q).
+    """
+
+    batch: int
+    seqlen_q: int  # per-batch length, or total rows when varlen
+    seqlen_kv: int
+    max_seqlen_q: int  # rows the grid covers per sequence
+    max_seqlen_kv: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    head_dim_v: int
+    dtype: str
+    varlen: bool
+    out_shape: tuple
+    lse_shape: tuple
+    q_shape: tuple
+    k_shape: tuple
+    v_shape: tuple
+    bias_shape: Optional[tuple]
+    bias_reduce_axes: tuple  # axes of the (B, Hq, Nq, Nkv) bias gradient to sum for the bias's shape
+    block_mask: Optional[BlockMaskSpec]
+    # mask_mod without a block map: the map this call should build first (then plan again with it).
+    auto_block_mask: Optional[BlockMaskSpec]
+    scalars: Mapping[str, Any] = field(repr=False)
+    flags: Mapping[str, Any] = field(repr=False)
+    tiles: TileConfig = field(repr=False)
+    layout_axes: tuple = field(repr=False)
+
+    @property
+    def needs_launch(self) -> bool:
+        """False when the output is empty: nothing to compute."""
+        return self.batch * self.heads_q * self.max_seqlen_q > 0
+
+    @property
+    def needs_backward_launch(self) -> bool:
+        return self.needs_launch and self.max_seqlen_kv > 0
+
+    # Output and gradient layouts: dense in the user's layout (lse: dense (B, Hq, Nq) or (Hq, total)).
+    def _dense(self, prefix: str, shape: tuple) -> dict:
+        strides = dense_strides(shape)
+        if self.varlen:  # (total, H, D): no batch stride, rows offset by cu_seqlens
+            return _named_strides(prefix, "bnhd", (0,) + strides)
+        return _named_strides(prefix, "bnhd", tuple(strides[a] for a in self.layout_axes))
+
+    def _lse_strides(self) -> dict:
+        if self.varlen:
+            return dict(stride_lb=0, stride_lh=self.lse_shape[1], stride_ln=1)
+        return _named_strides("stride_l", "bhn", dense_strides(self.lse_shape))
+
+    def _constexprs(self, kernel: Any, extra: Mapping[str, Any] = {}) -> dict:
+        wanted = _kernel_params(kernel)[1]
+        values = {**self.flags, **extra}
+        return {name: values[name] for name in wanted}
+
+    def _bind(self, kernel: Any, arrays: Mapping[str, Any], placeholder: Any, scalars: Mapping[str, Any]) -> tuple:
+        """The kernel's runtime arguments by name: arrays (a placeholder for absent ones), then scalars."""
+        runtime_names, _ = _kernel_params(kernel)
+        values = {**self.scalars, **scalars}
+        args = []
+        for name in runtime_names:
+            if name in values:
+                args.append(values[name])
+            elif name in arrays and arrays[name] is not None:
+                args.append(arrays[name])
+            elif name.isupper():
+                args.append(placeholder)
+            else:
+                raise KeyError(f"no value for kernel argument {name}")
+        return tuple(args)
+
+    def forward_call(self, arrays: Mapping[str, Any], placeholder: Any) -> "KernelCall":
+        """The forward launch. arrays: Q, K, V and the optional inputs by kernel name."""
+        extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
+        return KernelCall(
+            attention_forward_kernel, self.forward_grid, self._bind(attention_forward_kernel, arrays, placeholder, extra),
+            ("O", "LSE"), self._constexprs(attention_forward_kernel),
+            dict(num_warps=self.tiles.num_warps, num_stages=self.tiles.num_stages),
+        )
+
+    def backward_calls(self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec) -> tuple:
+        """(preprocess, dK/dV, dQ) launches.
+
+        arrays: the forward's plus O, DO (grad_out, any strides), LSE, DELTA and optionally
+        DLSE (the gradient of lse, folded into delta). bias_grad: also write dBias.
+        """
+        if tuple(grad_out.shape) != self.out_shape:
+            raise ValueError(f"grad_out must have the output's shape {self.out_shape}, got {tuple(grad_out.shape)}")
+        do_strides = (0,) + tuple(grad_out.strides) if self.varlen else tuple(grad_out.strides[a] for a in self.layout_axes)
+        grads = (
+            _named_strides("stride_do", "bnhd", do_strides) | self._dense("stride_dk", self.k_shape)
+            | self._dense("stride_dv", self.v_shape) | self._dense("stride_dq", self.q_shape)
+            | self._lse_strides() | self._dense("stride_o", self.out_shape)
+        )
+        has_dlse = arrays.get("DLSE") is not None
+        grads |= _named_strides("stride_g", "bhqk", dense_strides(self.bias_grad_shape) if bias_grad else (0, 0, 0, 0))
+        options = dict(num_warps=self.tiles.bwd_num_warps, num_stages=self.tiles.bwd_num_stages)
+        transposed = dict(arrays, MAP_COUNTS=arrays.get("MAP_T_COUNTS"), MAP_INDICES=arrays.get("MAP_T_INDICES"))
+        t_strides = self.scalars_for_map("t_") if self.block_mask else {}
+        preprocess = KernelCall(
+            attention_backward_preprocess_kernel, self.forward_grid,
+            self._bind(attention_backward_preprocess_kernel, arrays, placeholder, grads), ("DELTA",),
+            self._constexprs(attention_backward_preprocess_kernel, dict(HAS_DLSE=has_dlse)), dict(num_warps=4, num_stages=1),
+        )
+        dkdv = KernelCall(
+            attention_backward_dkdv_kernel, self.dkdv_grid,
+            self._bind(attention_backward_dkdv_kernel, transposed, placeholder, grads | t_strides), ("DK", "DV"),
+            self._constexprs(attention_backward_dkdv_kernel), options,
+        )
+        dq = KernelCall(
+            attention_backward_dq_kernel, self.forward_grid,
+            self._bind(attention_backward_dq_kernel, arrays, placeholder, grads), ("DQ", "DBIAS"),
+            self._constexprs(attention_backward_dq_kernel, dict(BIAS_GRAD=bias_grad)), options,
+        )
+        return preprocess, dkdv, dq
+
+    def scalars_for_map(self, prefix: str) -> dict:
+        """Strides of the block map's count and index arrays (prefix "t_": the transposed ones)."""
+        spec = self.block_mask
+        shapes = spec.shapes
+        counts = dense_strides(shapes[prefix + "counts"])
+        indices = dense_strides(shapes[prefix + "indices"])
+        # A map built for batch 1 or head 1 broadcasts over that index.
+        bcast = (spec.batch == 1, spec.heads == 1)
+        counts = tuple(0 if (i < 2 and bcast[i]) else s for i, s in enumerate(counts))
+        indices = tuple(0 if (i < 2 and bcast[i]) else s for i, s in enumerate(indices))
+        return _named_strides("stride_c", "bhq", counts[:3]) | _named_strides("stride_i", "bhqk", indices[:4])
+
+    @property
+    def bias_grad_shape(self) -> tuple:
+        return (self.batch, self.heads_q, self.seqlen_q, self.seqlen_kv)
+
+    @property
+    def forward_grid(self) -> tuple:
+        """(query blocks, q heads, batch)."""
+        return (_cdiv(self.max_seqlen_q, self.tiles.block_m), self.heads_q, self.batch)
+
+    @property
+    def dkdv_grid(self) -> tuple:
+        """(key blocks, kv heads, batch)."""
+        return (_cdiv(self.max_seqlen_kv, self.tiles.block_n), self.heads_kv, self.batch)
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One launch: kernel, grid, runtime arguments (inputs and scalars), output names, constexprs, options.
+
+    Frontends launch it as kernel(*inputs, *args, *outputs): `inputs` are only those arrays
+    not already bound in `args` (the block map's STATE); outputs come last (jax-triton's order).
+    """
+
+    kernel: Any
+    grid: tuple
+    args: tuple
+    outputs: tuple
+    constexprs: Mapping[str, Any]
+    options: Mapping[str, Any]
+
+    def launch(self, outputs: Sequence[Any], inputs: Sequence[Any] = ()) -> None:
+        """Launch with Triton's own launcher on arrays it accepts (torch tensors)."""
+        runtime.repair_triton_cache_dir()
+        runtime.warn_once_if_interpreted()
+        self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_params(kernel: Any) -> tuple:
+    """(runtime argument names without the outputs, constexpr names) of a kernel, from its signature."""
+    import triton.language as tl
+
+    params = inspect.signature(kernel.fn).parameters.values()
+    constexprs = tuple(p.name for p in params if p.annotation is tl.constexpr)
+    runtime_names = [p.name for p in params if p.annotation is not tl.constexpr]
+    # Outputs are the trailing upper-case pointers after the last scalar (jax-triton's order).
+    while runtime_names and runtime_names[-1].isupper():
+        runtime_names.pop()
+    return tuple(runtime_names), constexprs
+
+
+def plan_attention(
     q: ArraySpec,
     k: ArraySpec,
     v: ArraySpec,
@@ -168,41 +465,100 @@ def plan_forward(
     causal: bool = False,
     scale: Optional[float] = None,
     layout: str = "bnhd",
-) -> ForwardPlan:
-    """Validate one forward call and compute everything its launch needs.
+    window: Any = None,
+    alibi_slopes: Optional[ArraySpec] = None,
+    softcap: Optional[float] = None,
+    cu_seqlens_q: Optional[ArraySpec] = None,
+    cu_seqlens_k: Optional[ArraySpec] = None,
+    max_seqlen_q: Optional[int] = None,
+    max_seqlen_k: Optional[int] = None,
+    mask_mod: Any = None,
+    score_mod: Any = None,
+    score_mod_grad: Any = None,
+    block_mask: Optional[BlockMaskSpec] = None,
+    bias: Optional[ArraySpec] = None,
+    mask: Optional[ArraySpec] = None,
+    seqused_q: Optional[ArraySpec] = None,
+    seqused_k: Optional[ArraySpec] = None,
+    bottom_right: bool = True,
+) -> AttentionPlan:
+    """Validate one call and compute everything its launches need.
 
     Raises ValueError or TypeError naming the offending argument; nothing is launched here.
+    bias, mask, seqused_* and bottom_right=False serve the SDPA / jax.nn drop-ins.
     """
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
     causal = _check_flag("causal", causal)
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    ndim = 3 if varlen else 4
     for name, spec in (("q", q), ("k", k), ("v", v)):
-        _check_array(name, spec)
+        _check_array(name, spec, ndim, SUPPORTED_DTYPES)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k and v must share one dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
-    if not (q.device == k.device == v.device):
-        raise ValueError(f"q, k and v must be on one device, got q {q.device}, k {k.device}, v {v.device}")
+    devices = {name: s.device for name, s in (("q", q), ("k", k), ("v", v), ("alibi_slopes", alibi_slopes),
+               ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k), ("bias", bias), ("mask", mask),
+               ("seqused_q", seqused_q), ("seqused_k", seqused_k)) if s is not None}
+    if len(set(devices.values())) > 1:
+        raise ValueError("all arrays must be on one device, got " + ", ".join(f"{n} {d}" for n, d in devices.items()))
     if not runtime.INTERPRETER and q.device == "cpu":
         raise ValueError(
             "q, k and v are on the CPU, but flashx compiles its kernels for the GPU in this process; "
             "move them to the GPU, or set TRITON_INTERPRET=1 before importing flashx to run on the CPU"
         )
 
-    axes = LAYOUTS[layout]
+    if varlen:
+        if layout != "bnhd":
+            raise ValueError(f"varlen inputs are (total, heads, dim): layout must be 'bnhd', got {layout!r}")
+        axes = (0, 1, 2)
+        (tq, hq, d), (tk, hkv, dk), (tv, hv, dv) = q.shape, k.shape, v.shape
+        shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        if cu_seqlens_q is None or cu_seqlens_k is None:
+            raise ValueError("varlen needs both cu_seqlens_q and cu_seqlens_k")
+        for name, spec in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+            _check_array(name, spec, 1, INDEX_DTYPES)
+        batch = int(cu_seqlens_q.shape[0]) - 1
+        if batch < 1 or cu_seqlens_k.shape[0] != batch + 1:
+            raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length B + 1 >= 2, got "
+                             f"{cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
+        for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+            if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+                raise ValueError(f"{name} must be an int >= 0 with cu_seqlens (a static Python int), got {m!r}")
+        if tv != tk:
+            raise ValueError(f"k and v must have the same number of rows, got {shapes}")
+        nq, nkv = int(tq), int(tk)
+        max_q, max_kv = max_seqlen_q, max_seqlen_k
+        q_strides = (0,) + tuple(q.strides)
+        k_strides = (0,) + tuple(k.strides)
+        v_strides = (0,) + tuple(v.strides)
+        out_shape = (tq, hq, dv)
+        lse_shape = (hq, tq)
+        if bias is not None or mask is not None or mask_mod is not None and block_mask is not None:
+            raise ValueError("varlen does not combine with bias, mask or block_mask (mask_mod alone is fine)")
+    else:
+        axes = LAYOUTS[layout]
 
-    def canonical(values: Sequence[int]) -> tuple:
-        return tuple(int(values[a]) for a in axes)
+        def canonical(values: Sequence[int]) -> tuple:
+            return tuple(int(values[a]) for a in axes)
 
-    qb, nq, hq, d = canonical(q.shape)
-    kb, nkv, hkv, dk = canonical(k.shape)
-    vb, nv, hv, dv = canonical(v.shape)
-    shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} (layout {layout!r})"
-    if not (qb == kb == vb):
-        raise ValueError(f"q, k and v must have the same batch size, got {shapes}")
+        batch, nq, hq, d = canonical(q.shape)
+        kb, nkv, hkv, dk = canonical(k.shape)
+        vb, nv, hv, dv = canonical(v.shape)
+        shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} (layout {layout!r})"
+        if not (batch == kb == vb):
+            raise ValueError(f"q, k and v must have the same batch size, got {shapes}")
+        if nv != nkv:
+            raise ValueError(f"k and v must have the same sequence length, got {shapes}")
+        if max_seqlen_q is not None or max_seqlen_k is not None:
+            raise ValueError("max_seqlen_q and max_seqlen_k go with cu_seqlens_q and cu_seqlens_k")
+        max_q, max_kv = nq, nkv
+        q_strides, k_strides, v_strides = canonical(q.strides), canonical(k.strides), canonical(v.strides)
+        out_shape = list(q.shape)
+        out_shape[axes[3]] = dv
+        out_shape = tuple(int(s) for s in out_shape)
+        lse_shape = (batch, hq, nq)
     if dk != d:
         raise ValueError(f"q and k must have the same head dim, got {shapes}")
-    if nv != nkv:
-        raise ValueError(f"k and v must have the same sequence length, got {shapes}")
     if hv != hkv:
         raise ValueError(f"k and v must have the same number of heads, got {shapes}")
     if hq < 1 or hkv < 1:
@@ -212,41 +568,131 @@ def plan_forward(
     for name, size in (("q and k head dim", d), ("v head dim", dv)):
         if not 1 <= size <= MAX_HEAD_DIM:
             raise ValueError(f"{name} must be in [1, {MAX_HEAD_DIM}], got {size}: {shapes}")
+    if hq > MAX_GRID_YZ or batch > MAX_GRID_YZ:
+        raise ValueError(f"at most {MAX_GRID_YZ} heads and batches per call, got {shapes}")
 
     if scale is None:
         scale = 1.0 / math.sqrt(d)
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise TypeError(f"scale must be a finite float or None, got {scale!r}")
+    if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))
+                                or not math.isfinite(softcap) or softcap <= 0):
+        raise ValueError(f"softcap must be a float > 0 or None, got {softcap!r}")
+    window_left, window_right = _normalize_window(window, causal)
+    bottom_right = _check_flag("bottom_right", bottom_right)
 
-    out_shape = list(q.shape)
-    out_shape[axes[3]] = dv
-    out_shape = tuple(int(s) for s in out_shape)
-    interpret = runtime.INTERPRETER
-    return ForwardPlan(
-        batch=qb,
-        seqlen_q=nq,
-        seqlen_kv=nkv,
-        heads_q=hq,
-        heads_kv=hkv,
-        head_dim=d,
-        head_dim_v=dv,
-        dtype=q.dtype,
-        layout=layout,
-        causal=causal,
-        scale=float(scale),
-        interpret=interpret,
-        q_strides=canonical(q.strides),
-        k_strides=canonical(k.strides),
-        v_strides=canonical(v.strides),
-        out_strides=canonical(dense_strides(out_shape)),
-        out_shape=out_shape,
-        lse_shape=(qb, hq, nq),
-        tiles=_tile_config(_next_power_of_2(max(d, dv, 16)), interpret),
+    slope_strides = (0, 0)
+    if alibi_slopes is not None:
+        if not isinstance(alibi_slopes, ArraySpec) or alibi_slopes.dtype != "float32" or \
+                tuple(alibi_slopes.shape) not in ((hq,), (batch, hq)):
+            got = f"{tuple(alibi_slopes.shape)} {alibi_slopes.dtype}" if isinstance(alibi_slopes, ArraySpec) else type(alibi_slopes).__name__
+            raise ValueError(f"alibi_slopes must be float32 of shape ({hq},) or ({batch}, {hq}), got {got}")
+        slope_strides = tuple(alibi_slopes.strides) if len(alibi_slopes.shape) == 2 else (0, alibi_slopes.strides[0])
+
+    score_target = (batch, hq, nq, nkv)
+    bias_strides = mask_strides = (0, 0, 0, 0)
+    bias_reduce: tuple = ()
+    if bias is not None:
+        if not isinstance(bias, ArraySpec) or bias.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"bias must be a float array ({', '.join(SUPPORTED_DTYPES)}), got {getattr(bias, 'dtype', type(bias).__name__)}")
+        bias_strides = _broadcast_strides("bias", bias, score_target)
+        padded = (1,) * (4 - len(bias.shape)) + tuple(bias.shape)
+        bias_reduce = tuple(i for i, (s, t) in enumerate(zip(padded, score_target)) if s != t)
+    if mask is not None:
+        if not isinstance(mask, ArraySpec) or mask.dtype not in MASK_DTYPES:
+            raise TypeError(f"mask must be a boolean array, got {getattr(mask, 'dtype', type(mask).__name__)}")
+        mask_strides = _broadcast_strides("mask", mask, score_target)
+    for name, spec in (("seqused_q", seqused_q), ("seqused_k", seqused_k)):
+        if spec is not None:
+            _check_array(name, spec, 1, INDEX_DTYPES)
+            if spec.shape[0] != batch:
+                raise ValueError(f"{name} must have shape ({batch},), got {tuple(spec.shape)}")
+
+    mask_mod = _check_function("mask_mod", mask_mod)
+    score_mod = _check_function("score_mod", score_mod)
+    score_mod_grad = _check_function("score_mod_grad", score_mod_grad)
+    if score_mod_grad is not None and score_mod is None:
+        raise ValueError("score_mod_grad goes with score_mod")
+    if block_mask is not None:
+        if not isinstance(block_mask, BlockMaskSpec):
+            raise TypeError(f"block_mask must come from create_block_mask, got {type(block_mask).__name__}")
+        if mask_mod is not None and mask_mod is not block_mask.mask_mod:
+            raise ValueError("mask_mod differs from the block_mask's: pass one or the other")
+        want = (block_mask.seqlen_q, block_mask.seqlen_kv)
+        if want != (nq, nkv) or block_mask.batch not in (1, batch) or block_mask.heads not in (1, hq):
+            raise ValueError(f"block_mask was built for B={block_mask.batch}, H={block_mask.heads}, Nq={want[0]}, "
+                             f"Nkv={want[1]}, not for {shapes}")
+        if (block_mask.window_left, block_mask.window_right) != (window_left, window_right) and (causal or window is not None):
+            raise ValueError("causal/window differ from the block_mask's: build the block mask with them")
+        window_left, window_right = block_mask.window_left, block_mask.window_right
+        mask_mod = block_mask.mask_mod
+        if not bottom_right and nq != nkv and (window_left >= 0 or window_right >= 0):
+            raise ValueError("a block_mask aligns causal/window bottom-right")
+
+    block_d = _next_power_of_2(max(d, 16))
+    block_dv = _next_power_of_2(max(dv, 16))
+    tiles = _tile_config(max(block_d, block_dv), (block_mask.block_m, block_mask.block_n) if block_mask else None)
+    flags = dict(
+        HEAD_DIM=d, HEAD_DIM_V=dv, BLOCK_D=block_d, BLOCK_DV=block_dv,
+        BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
+        LIMIT_LEFT=window_left >= 0, LIMIT_RIGHT=window_right >= 0, VARLEN=varlen,
+        HAS_SEQUSED_Q=seqused_q is not None, HAS_SEQUSED_K=seqused_k is not None,
+        MASK_MOD=mask_mod, HAS_MASK_MOD=mask_mod is not None, HAS_DENSE_MASK=mask is not None,
+        BLOCK_MAP=block_mask is not None,
+        SCORE_MOD=score_mod, SCORE_MOD_GRAD=score_mod_grad, HAS_SCORE_MOD=score_mod is not None,
+        HAS_SOFTCAP=softcap is not None, HAS_ALIBI=alibi_slopes is not None, HAS_BIAS=bias is not None,
+        # Triton's interpreter gets bf16 dots wrong; upcast there, keep bf16 tensor cores on GPU.
+        UPCAST_DOT=runtime.INTERPRETER and q.dtype == "bfloat16",
+        # float32 inputs: full-precision dots rather than tf32, so fp32 means fp32.
+        DOT_PRECISION="ieee" if q.dtype == "float32" else "tf32",
+        BIAS_GRAD=False,
     )
+    scalars = dict(
+        sm_scale=float(scale), softcap=float(softcap or 1.0),
+        window_left=max(window_left, 0), window_right=max(window_right, 0),
+        bottom_right=int(bottom_right), seqlen_q=nq, seqlen_kv=nkv, gqa_group=hq // hkv,
+        **_named_strides("stride_q", "bnhd", q_strides), **_named_strides("stride_k", "bnhd", k_strides),
+        **_named_strides("stride_v", "bnhd", v_strides), **_named_strides("stride_s", "bh", slope_strides),
+        **_named_strides("stride_b", "bhqk", bias_strides), **_named_strides("stride_m", "bhqk", mask_strides),
+        **_named_strides("stride_c", "bhq", (0, 0, 0)), **_named_strides("stride_i", "bhqk", (0, 0, 0, 0)),
+    )
+    auto_block_mask = None
+    if mask_mod is not None and block_mask is None and not varlen:
+        # The map folds the window in aligned bottom-right; top-left windows keep the plain path.
+        if bottom_right or nq == nkv or (window_left < 0 and window_right < 0):
+            auto_block_mask = BlockMaskSpec(
+                mask_mod, batch, hq, nq, nkv, tiles.block_m, tiles.block_n, window_left, window_right
+            )
+    plan = AttentionPlan(
+        batch=batch, seqlen_q=nq, seqlen_kv=nkv, max_seqlen_q=max_q, max_seqlen_kv=max_kv,
+        heads_q=hq, heads_kv=hkv, head_dim=d, head_dim_v=dv, dtype=q.dtype, varlen=varlen,
+        out_shape=out_shape, lse_shape=lse_shape,
+        q_shape=tuple(q.shape), k_shape=tuple(k.shape), v_shape=tuple(v.shape),
+        bias_shape=tuple(bias.shape) if bias is not None else None, bias_reduce_axes=bias_reduce,
+        block_mask=block_mask, auto_block_mask=auto_block_mask, scalars=scalars, flags=flags, tiles=tiles, layout_axes=axes,
+    )
+    if block_mask is not None:
+        object.__setattr__(plan, "scalars", {**scalars, **plan.scalars_for_map("")})
+    return plan
 
 
-def launch(kernel: Callable, plan: ForwardPlan, q: Any, k: Any, v: Any, out: Any, lse: Any) -> None:
-    """Launch `kernel` with Triton's own launcher on arrays Triton accepts (torch tensors)."""
-    runtime.repair_triton_cache_dir()
-    runtime.warn_once_if_interpreted()
-    kernel[plan.grid](*plan.kernel_args(q, k, v, out, lse), **plan.constexprs, **plan.launch_options)
+def block_map_calls(spec: BlockMaskSpec) -> tuple:
+    """The two launches that fill a BlockMask's arrays, in order.
+
+    First (no inputs) -> STATE, COUNTS, INDICES; then (STATE) -> T_COUNTS, T_INDICES.
+    Returns (call, input names) pairs; a call's args start with its inputs, in that order.
+    """
+    scalars = spec.scalars()
+    values = spec.constexprs()
+    calls = []
+    for kernel, grid, outputs in (
+        (block_map_kernel, spec.grid, ("STATE", "COUNTS", "INDICES")),
+        (block_map_transpose_kernel, spec.transpose_grid, ("T_COUNTS", "T_INDICES")),
+    ):
+        names, constexpr_names = _kernel_params(kernel)
+        inputs = tuple(n for n in names if n not in scalars)
+        calls.append((KernelCall(
+            kernel, grid, tuple(scalars[n] for n in names if n in scalars), outputs,
+            {n: values[n] for n in constexpr_names}, dict(num_warps=4, num_stages=1),
+        ), inputs))
+    return tuple(calls)

@@ -1,8 +1,13 @@
-"""flashx attention for JAX arrays: jax-triton's `triton_call` on the GPU, Triton's interpreter on the CPU."""
+"""flashx attention for JAX arrays: jax-triton's `triton_call` on the GPU, Triton's interpreter on the CPU.
+
+Differentiable through `jax.custom_vjp` (residuals q, k, v, o, lse); works inside `jax.jit`.
+"""
 from __future__ import annotations
 
+import functools
 import warnings
-from typing import Optional, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Union
 
 import jax
 import jax.numpy as jnp
@@ -26,14 +31,21 @@ def _triton_call(*args, **kwargs):
     return _jax_triton.triton_call(*args, **kwargs)
 
 
-def _spec(name: str, x) -> core.ArraySpec:
+jax.tree_util.register_pytree_node(
+    core.BlockMask,
+    lambda m: ((m.counts, m.indices, m.t_counts, m.t_indices), m.spec),
+    lambda spec, arrays: core.BlockMask(spec, *arrays),
+)
+
+
+def _spec(name: str, x: Any) -> Optional[core.ArraySpec]:
+    if x is None:
+        return None
     if not isinstance(x, jax.Array):
         raise TypeError(f"{name} must be a jax.Array, got {type(x).__name__}")
     # JAX arrays are dense and row-major; inside jit the backend stands for the device.
     return core.ArraySpec(
-        shape=tuple(x.shape),
-        strides=core.dense_strides(x.shape),
-        dtype=str(x.dtype),
+        shape=tuple(x.shape), strides=core.dense_strides(x.shape), dtype=str(x.dtype),
         device="cpu" if jax.default_backend() == "cpu" else "cuda",
     )
 
@@ -43,39 +55,184 @@ def _to_torch(a: np.ndarray):
     import torch
 
     a = np.ascontiguousarray(a)
-    with warnings.catch_warnings():  # callback buffers are read-only; the kernel only writes outputs
+    with warnings.catch_warnings():  # callback buffers are read-only; kernels only write the outputs
         warnings.simplefilter("ignore", UserWarning)
         if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16 has no DLPack or torch.from_numpy route
             return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
         return torch.from_numpy(a)
 
 
-def _interpreted_forward(plan: core.ForwardPlan, q, k, v, out_type, lse_type):
-    def run_on_host(q, k, v):
-        out = np.empty(out_type.shape, out_type.dtype)
-        lse = np.empty(lse_type.shape, lse_type.dtype)
-        core.launch(core.attention_forward_kernel, plan, *map(_to_torch, (q, k, v, out, lse)))
-        return out, lse
-
-    return jax.pure_callback(run_on_host, (out_type, lse_type), q, k, v, vmap_method="sequential")
+# A call builder: (arrays by kernel name, placeholder) -> (KernelCall, extra leading inputs).
+CallBuilder = Callable[[Mapping[str, Any], Any], tuple]
 
 
-def _forward(q, k, v, causal, scale, layout):
-    plan = core.plan_forward(_spec("q", q), _spec("k", k), _spec("v", v), causal=causal, scale=scale, layout=layout)
-    out_type = jax.ShapeDtypeStruct(plan.out_shape, q.dtype)
-    lse_type = jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32)
-    if not plan.needs_launch:
-        return jnp.zeros(out_type.shape, out_type.dtype), jnp.zeros(lse_type.shape, lse_type.dtype)
-    if plan.interpret:
-        return _interpreted_forward(plan, q, k, v, out_type, lse_type)
-    return _triton_call(
-        q, k, v, *plan.scalar_args(),
-        kernel=core.attention_forward_kernel,
-        out_shape=(out_type, lse_type),
-        grid=plan.grid,
-        **plan.launch_options,
-        **plan.constexprs,
+def _launch(build: CallBuilder, arrays: Mapping[str, Any], out_types: tuple, zeroed: bool = False) -> tuple:
+    """Run one kernel on JAX arrays: triton_call on the GPU, a host callback into the interpreter on the CPU."""
+    arrays = {name: a for name, a in arrays.items() if a is not None}
+    if not core.runtime.INTERPRETER:
+        call, inputs = build(arrays, jnp.zeros((1,), jnp.int32))
+        return tuple(_triton_call(
+            *inputs, *call.args, kernel=call.kernel, out_shape=out_types, grid=call.grid,
+            zeroed_outputs=tuple(range(len(out_types))) if zeroed else (), **call.options, **call.constexprs,
+        ))
+
+    def on_host(host_arrays):
+        import torch
+
+        outs = tuple((np.zeros if zeroed else np.empty)(t.shape, t.dtype) for t in out_types)
+        call, inputs = build({n: _to_torch(a) for n, a in host_arrays.items()}, torch.zeros(1, dtype=torch.int32))
+        call.launch(tuple(map(_to_torch, outs)), inputs=inputs)
+        return outs
+
+    return tuple(jax.pure_callback(on_host, out_types, arrays, vmap_method="sequential"))
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The static (hashable) options of one call."""
+
+    causal: bool
+    scale: Optional[float]
+    layout: str
+    window: Any
+    softcap: Optional[float]
+    max_seqlen_q: Optional[int]
+    max_seqlen_k: Optional[int]
+    mask_mod: Any
+    score_mod: Any
+    score_mod_grad: Any
+    block_mask: Optional[core.BlockMaskSpec]
+    bottom_right: bool
+
+
+def _plan(options: _Options, q, k, v, bias, aux: Mapping[str, Any]) -> core.AttentionPlan:
+    return core.plan_attention(
+        _spec("q", q), _spec("k", k), _spec("v", v),
+        causal=options.causal, scale=options.scale, layout=options.layout, window=options.window,
+        alibi_slopes=_spec("alibi_slopes", aux.get("SLOPES")), softcap=options.softcap,
+        cu_seqlens_q=_spec("cu_seqlens_q", aux.get("CU_SEQLENS_Q")), cu_seqlens_k=_spec("cu_seqlens_k", aux.get("CU_SEQLENS_K")),
+        max_seqlen_q=options.max_seqlen_q, max_seqlen_k=options.max_seqlen_k,
+        mask_mod=options.mask_mod, score_mod=options.score_mod, score_mod_grad=options.score_mod_grad,
+        block_mask=options.block_mask, bias=_spec("bias", bias), mask=_spec("mask", aux.get("MASK")),
+        seqused_q=_spec("seqused_q", aux.get("SEQUSED_Q")), seqused_k=_spec("seqused_k", aux.get("SEQUSED_K")),
+        bottom_right=options.bottom_right,
     )
+
+
+def _forward(options: _Options, q, k, v, bias, aux):
+    plan = _plan(options, q, k, v, bias, aux)
+    out_types = (jax.ShapeDtypeStruct(plan.out_shape, q.dtype), jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32))
+    if not plan.needs_launch:
+        return tuple(jnp.zeros(t.shape, t.dtype) for t in out_types)
+    arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias)
+    # varlen padding rows belong to no sequence and are left at zero.
+    return _launch(lambda a, p: (plan.forward_call(a, p), ()), arrays, out_types, zeroed=plan.varlen)
+
+
+def _backward(options: _Options, q, k, v, bias, aux, out, lse, dout, dlse):
+    plan = _plan(options, q, k, v, bias, aux)
+    bias_grad = bias is not None
+    if not plan.needs_backward_launch:
+        return jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v), None if bias is None else jnp.zeros_like(bias)
+    if options.score_mod is not None and options.score_mod_grad is None:
+        raise NotImplementedError("the backward through a score_mod needs score_mod_grad, d score_mod / d score")
+    arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DLSE=dlse)
+    grad_out = _spec("grad_out", dout)
+
+    def call(index):
+        return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out)[index], ())
+
+    (delta,) = _launch(call(0), arrays, (jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32),))
+    arrays["DELTA"] = delta
+    dk, dv = _launch(call(1), arrays, (jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)),
+                     zeroed=plan.varlen)
+    dbias_type = jax.ShapeDtypeStruct(plan.bias_grad_shape if bias_grad else (1,), jnp.float32)
+    # dBias: key blocks no query block visits are never written, so it starts at zero.
+    dq, dbias = _launch(call(2), arrays, (jax.ShapeDtypeStruct(q.shape, q.dtype), dbias_type), zeroed=True)
+    if bias_grad:
+        axes = plan.bias_reduce_axes
+        dbias = (dbias.sum(axis=axes, keepdims=True) if axes else dbias).reshape(bias.shape).astype(bias.dtype)
+    else:
+        dbias = None
+    return dq, dk, dv, dbias
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _attention(options: _Options, q, k, v, bias, aux):
+    return _forward(options, q, k, v, bias, aux)
+
+
+def _attention_fwd(options, q, k, v, bias, aux):
+    out, lse = _forward(options, q, k, v, bias, aux)
+    return (out, lse), (q, k, v, bias, aux, out, lse)
+
+
+def _attention_bwd(options, residuals, cotangents):
+    q, k, v, bias, aux, out, lse = residuals
+    dout, dlse = cotangents
+    dq, dk, dv, dbias = _backward(options, q, k, v, bias, aux, out, lse, dout, dlse)
+    return dq, dk, dv, dbias, jax.tree_util.tree_map(lambda _: None, aux)
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+def _build_block_mask(spec: core.BlockMaskSpec) -> core.BlockMask:
+    shapes = spec.shapes
+    types = {n: jax.ShapeDtypeStruct(s, jnp.int8 if n == "state" else jnp.int32) for n, s in shapes.items()}
+    if not (spec.num_q_blocks and spec.num_kv_blocks):
+        return core.BlockMask(spec, *(jnp.zeros(types[n].shape, jnp.int32) for n in ("counts", "indices", "t_counts", "t_indices")))
+    (first, _), (second, _) = core.block_map_calls(spec)
+    state, counts, indices = _launch(lambda a, p: (first, ()), {}, (types["state"], types["counts"], types["indices"]))
+    t_counts, t_indices = _launch(lambda a, p: (second, (a["STATE"],)), {"STATE": state}, (types["t_counts"], types["t_indices"]))
+    return core.BlockMask(spec, counts, indices, t_counts, t_indices)
+
+
+def create_block_mask(
+    mask_mod: Any, B: Optional[int], H: Optional[int], Nq: int, Nkv: int, *,
+    causal: bool = False, window: Optional[tuple] = None, blocks: Optional[tuple] = None,
+) -> core.BlockMask:
+    """A reusable block map of mask_mod (with causal/window folded in); a pytree, so it can
+    be built outside jax.jit and passed in.
+
+    mask_mod(b, h, q_idx, kv_idx) -> bool is a @triton.jit function; B or H None means the
+    mask does not depend on that index. Pass the result as `block_mask=` to `attention` with
+    the same sizes, causal and window; empty blocks are never loaded, full blocks skip the mask.
+    """
+    return _build_block_mask(core.plan_block_mask(mask_mod, B, H, Nq, Nkv, causal=causal, window=window, blocks=blocks))
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+
+
+def _run(q, k, v, bias, aux: dict, options: _Options, return_lse: bool):
+    """Validate (naming the argument) before tracing any kernel, build mask_mod's block map
+    if the plan asks for one, then call the differentiable op."""
+    _check_bool("return_lse", return_lse)
+    plan = _plan(options, q, k, v, bias, aux)
+    if plan.auto_block_mask is not None:
+        built = _build_block_mask(plan.auto_block_mask)
+        options = _replace(options, block_mask=built.spec)
+        aux = {**aux, **_block_mask_arrays(built)}
+    out, lse = _attention(options, q, k, v, bias, {n: a for n, a in aux.items() if a is not None})
+    return (out, lse) if return_lse else out
+
+
+def _replace(options: _Options, **changes) -> _Options:
+    import dataclasses
+
+    return dataclasses.replace(options, **changes)
+
+
+def _block_mask_arrays(block_mask: Optional[core.BlockMask]) -> dict:
+    if block_mask is None:
+        return {}
+    if not isinstance(block_mask, core.BlockMask):
+        raise TypeError(f"block_mask must come from flashx.jax.create_block_mask, got {type(block_mask).__name__}")
+    return dict(MAP_COUNTS=block_mask.counts, MAP_INDICES=block_mask.indices,
+                MAP_T_COUNTS=block_mask.t_counts, MAP_T_INDICES=block_mask.t_indices)
 
 
 def attention(
@@ -86,23 +243,35 @@ def attention(
     causal: bool = False,
     scale: Optional[float] = None,
     layout: str = "bnhd",
+    window: Optional[tuple] = None,
+    alibi_slopes: Optional[jax.Array] = None,
+    softcap: Optional[float] = None,
+    cu_seqlens_q: Optional[jax.Array] = None,
+    cu_seqlens_k: Optional[jax.Array] = None,
+    max_seqlen_q: Optional[int] = None,
+    max_seqlen_k: Optional[int] = None,
+    mask_mod: Any = None,
+    score_mod: Any = None,
+    score_mod_grad: Any = None,
+    block_mask: Optional[core.BlockMask] = None,
+    deterministic: bool = False,
     return_lse: bool = False,
 ) -> Union[jax.Array, tuple[jax.Array, jax.Array]]:
-    """Fused softmax(q k^T * scale) v; works eagerly and inside `jax.jit`.
+    """Fused softmax(score(q, k)) v; works eagerly and inside `jax.jit`, differentiable in q, k, v.
 
-    Args:
-        q: (B, Nq, Hq, D) for layout "bnhd", (B, Hq, Nq, D) for "bhnd".
-        k: (B, Nkv, Hkv, D), Hq a multiple of Hkv (GQA/MQA: q head h reads kv head h // (Hq // Hkv)).
-        v: (B, Nkv, Hkv, Dv).
-        causal: bottom-right aligned: query i sees key j iff j <= i + Nkv - Nq.
-        scale: defaults to 1 / sqrt(D).
-        layout: "bnhd" or "bhnd".
-        return_lse: also return the float32 log-sum-exp, (B, Hq, Nq).
-
-    Returns:
-        out in q's layout and dtype, last dim Dv; and lse if return_lse.
+    Arguments, shapes and semantics are those of `flashx.torch.attention`:
+    q (B, Nq, Hq, D) ["bnhd"] or (B, Hq, Nq, D) ["bhnd"], k (B, Nkv, Hkv, D), v (B, Nkv, Hkv, Dv);
+    varlen: (total, H, D) with int32 cu_seqlens_q/k (B + 1,) and static int max_seqlen_q/k.
+    causal and window align bottom-right; the score is q.k * scale -> score_mod -> softcap ->
+    alibi -> masks. Returns out (q's layout and dtype, last dim Dv) and, if return_lse, the
+    float32 lse (B, Hq, Nq) (varlen: (Hq, total_q)).
     """
-    if not isinstance(return_lse, bool):
-        raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
-    out, lse = _forward(q, k, v, causal, scale, layout)
-    return (out, lse) if return_lse else out
+    _check_bool("deterministic", deterministic)
+    options = _Options(
+        causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
+        softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+        mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
+        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, bottom_right=True,
+    )
+    aux = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k, **_block_mask_arrays(block_mask))
+    return _run(q, k, v, None, aux, options, return_lse)

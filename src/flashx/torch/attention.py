@@ -1,47 +1,224 @@
-"""flashx attention for PyTorch tensors: eager, and torch.compile through a torch.library op."""
+"""flashx attention for PyTorch tensors: eager, autograd and torch.compile through torch.library ops."""
 from __future__ import annotations
 
 import contextlib
-from typing import Optional, Union
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
 from .. import core
 
+# Tensor inputs by kernel argument name, in the order the ops take them.
+# BIAS travels as its own op argument (it may need a gradient); these go as one list.
+_OPTIONAL_INPUTS = (
+    "SLOPES", "MASK", "CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K",
+    "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS", "MAP_T_INDICES",
+)
 
-def _spec(name: str, x) -> core.ArraySpec:
+
+@dataclass(frozen=True)
+class _Options:
+    """The non-tensor options of one call; interned to an int that the ops carry."""
+
+    causal: bool
+    scale: Optional[float]
+    layout: str
+    window: Any
+    softcap: Optional[float]
+    max_seqlen_q: Optional[int]
+    max_seqlen_k: Optional[int]
+    mask_mod: Any
+    score_mod: Any
+    score_mod_grad: Any
+    block_mask: Optional[core.BlockMaskSpec]
+    bottom_right: bool
+
+
+_interned: dict = {}
+_by_key: list = []
+
+
+def _intern(options: _Options) -> int:
+    """A stable int for options (torch.library ops cannot take Python functions or objects)."""
+    key = _interned.get(options)
+    if key is None:
+        key = _interned[options] = len(_by_key)
+        _by_key.append(options)
+    return key
+
+
+def _spec(name: str, x: Any) -> Optional[core.ArraySpec]:
+    if x is None:
+        return None
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     return core.ArraySpec(
-        shape=tuple(x.shape),
-        strides=tuple(x.stride()),
-        dtype=str(x.dtype).removeprefix("torch."),
-        device=str(x.device),
+        shape=tuple(x.shape), strides=tuple(x.stride()),
+        dtype=str(x.dtype).removeprefix("torch."), device=str(x.device),
     )
 
 
-def _plan(q, k, v, causal, scale, layout) -> core.ForwardPlan:
-    return core.plan_forward(_spec("q", q), _spec("k", k), _spec("v", v), causal=causal, scale=scale, layout=layout)
+def _plan(q, k, v, bias, tensors: Sequence[Optional[torch.Tensor]], options: _Options) -> core.AttentionPlan:
+    named = dict(zip(_OPTIONAL_INPUTS, tensors))
+    window = tuple(options.window) if options.window is not None else None
+    return core.plan_attention(
+        _spec("q", q), _spec("k", k), _spec("v", v),
+        causal=options.causal, scale=options.scale, layout=options.layout, window=window,
+        alibi_slopes=_spec("alibi_slopes", named["SLOPES"]), softcap=options.softcap,
+        cu_seqlens_q=_spec("cu_seqlens_q", named["CU_SEQLENS_Q"]), cu_seqlens_k=_spec("cu_seqlens_k", named["CU_SEQLENS_K"]),
+        max_seqlen_q=options.max_seqlen_q, max_seqlen_k=options.max_seqlen_k,
+        mask_mod=options.mask_mod, score_mod=options.score_mod, score_mod_grad=options.score_mod_grad,
+        block_mask=options.block_mask, bias=_spec("bias", bias), mask=_spec("mask", named["MASK"]),
+        seqused_q=_spec("seqused_q", named["SEQUSED_Q"]), seqused_k=_spec("seqused_k", named["SEQUSED_K"]),
+        bottom_right=options.bottom_right,
+    )
+
+
+def _on_device(t: torch.Tensor):
+    # Triton launches on the current CUDA device: make it the tensors'.
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+
+
+def _placeholder(t: torch.Tensor) -> torch.Tensor:
+    """Stands in for an absent optional input; the kernel never reads it."""
+    return torch.empty(1, dtype=torch.int32, device=t.device)
 
 
 @torch.library.custom_op("flashx::attention_forward", mutates_args=())
-def _attention_forward(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: Optional[float], layout: str
+def _forward_op(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Optional[torch.Tensor],
+    tensors: list[Optional[torch.Tensor]], options_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    plan = _plan(q, k, v, causal, scale, layout)
-    out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
+    plan = _plan(q, k, v, bias, tensors, _by_key[options_key])
+    fill = torch.zeros if plan.varlen else torch.empty  # varlen padding rows belong to no sequence
+    out = fill(plan.out_shape, dtype=q.dtype, device=q.device)
+    lse = fill(plan.lse_shape, dtype=torch.float32, device=q.device)
     if plan.needs_launch:
-        # Triton launches on the current CUDA device: make it q's.
-        with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
-            core.launch(core.attention_forward_kernel, plan, q, k, v, out, lse)
+        arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias)
+        with _on_device(q):
+            plan.forward_call(arrays, _placeholder(q)).launch((out, lse))
     return out, lse
 
 
-@_attention_forward.register_fake
-def _(q, k, v, causal, scale, layout):
-    plan = _plan(q, k, v, causal, scale, layout)
+@_forward_op.register_fake
+def _(q, k, v, bias, tensors, options_key):
+    plan = _plan(q, k, v, bias, tensors, _by_key[options_key])
     return q.new_empty(plan.out_shape), q.new_empty(plan.lse_shape, dtype=torch.float32)
+
+
+@torch.library.custom_op("flashx::attention_backward", mutates_args=())
+def _backward_op(
+    dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    out: torch.Tensor, lse: torch.Tensor, bias: Optional[torch.Tensor], tensors: list[Optional[torch.Tensor]],
+    options_key: int, bias_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    plan = _plan(q, k, v, bias, tensors, _by_key[options_key])
+    dq = torch.zeros(plan.q_shape, dtype=q.dtype, device=q.device)
+    dk = torch.zeros(plan.k_shape, dtype=k.dtype, device=k.device)
+    dv = torch.zeros(plan.v_shape, dtype=v.dtype, device=v.device)
+    dbias = torch.zeros(plan.bias_grad_shape if bias_grad else (0,), dtype=torch.float32, device=q.device)
+    if plan.needs_backward_launch:
+        delta = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
+        arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DELTA=delta,
+                      DLSE=None if dlse is None else dlse.contiguous())
+        preprocess, dkdv, dq_call = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout))
+        with _on_device(q):
+            preprocess.launch((delta,))
+            dkdv.launch((dk, dv))
+            dq_call.launch((dq, dbias))
+    return dq, dk, dv, dbias
+
+
+@_backward_op.register_fake
+def _(dout, dlse, q, k, v, out, lse, bias, tensors, options_key, bias_grad):
+    plan = _plan(q, k, v, bias, tensors, _by_key[options_key])
+    dbias_shape = plan.bias_grad_shape if bias_grad else (0,)
+    return q.new_empty(plan.q_shape), k.new_empty(plan.k_shape), v.new_empty(plan.v_shape), q.new_empty(dbias_shape, dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, bias, tensors, options_key = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, bias, *tensors)
+    ctx.options_key = options_key
+    ctx.bias_grad = bias is not None and bias.requires_grad
+
+
+def _backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
+    options = _by_key[ctx.options_key]
+    if options.score_mod is not None and options.score_mod_grad is None:
+        raise NotImplementedError("the backward through a score_mod needs score_mod_grad, d score_mod / d score")
+    dq, dk, dv, dbias = _backward_op(
+        grad_out, grad_lse, q, k, v, out, lse, bias, tensors, ctx.options_key, ctx.bias_grad
+    )
+    grad_bias = None
+    if ctx.bias_grad:
+        # dBias was written for the full (B, Hq, Nq, Nkv) score; sum it over the broadcast axes.
+        axes = _plan(q, k, v, bias, tensors, options).bias_reduce_axes
+        grad_bias = (dbias.sum(dim=axes, keepdim=True) if axes else dbias).reshape(bias.shape).to(bias.dtype)
+    return dq, dk, dv, grad_bias, None, None
+
+
+_forward_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+
+
+def _run(q, k, v, tensors: dict, options: _Options, return_lse: bool, bias: Optional[torch.Tensor] = None):
+    """Validate (naming the argument) before any dispatch, build mask_mod's block map if the
+    plan asks for one, then call the op."""
+    plan = _plan(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], options)
+    if plan.auto_block_mask is not None:
+        built = _build_block_mask(plan.auto_block_mask, q.device)
+        options = dataclasses.replace(options, block_mask=built.spec)
+        tensors = {**tensors, **_block_mask_tensors(built)}
+    out, lse = _forward_op(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], _intern(options))
+    return (out, lse) if return_lse else out
+
+
+def _block_mask_tensors(block_mask: Optional[core.BlockMask]) -> dict:
+    if block_mask is None:
+        return {}
+    if not isinstance(block_mask, core.BlockMask):
+        raise TypeError(f"block_mask must come from flashx.torch.create_block_mask, got {type(block_mask).__name__}")
+    return dict(MAP_COUNTS=block_mask.counts, MAP_INDICES=block_mask.indices,
+                MAP_T_COUNTS=block_mask.t_counts, MAP_T_INDICES=block_mask.t_indices)
+
+
+def _build_block_mask(spec: core.BlockMaskSpec, device: torch.device) -> core.BlockMask:
+    arrays = {name: torch.empty(shape, dtype=torch.int8 if name == "state" else torch.int32, device=device)
+              for name, shape in spec.shapes.items()}
+    (first, _), (second, _) = core.block_map_calls(spec)
+    if spec.num_q_blocks and spec.num_kv_blocks:
+        with _on_device(arrays["state"]):
+            first.launch((arrays["state"], arrays["counts"], arrays["indices"]))
+            second.launch((arrays["t_counts"], arrays["t_indices"]), inputs=(arrays["state"],))
+    else:
+        for name in ("counts", "t_counts"):
+            arrays[name].zero_()
+    return core.BlockMask(spec, arrays["counts"], arrays["indices"], arrays["t_counts"], arrays["t_indices"])
+
+
+def create_block_mask(
+    mask_mod: Any, B: Optional[int], H: Optional[int], Nq: int, Nkv: int, *,
+    causal: bool = False, window: Optional[tuple] = None, device: Union[str, torch.device] = "cuda",
+    blocks: Optional[tuple] = None,
+) -> core.BlockMask:
+    """A reusable block map of mask_mod (with causal/window folded in), built on `device`.
+
+    mask_mod(b, h, q_idx, kv_idx) -> bool is a @triton.jit function; B or H None means the
+    mask does not depend on that index. Pass the result as `block_mask=` to `attention` with
+    the same sizes, causal and window; empty blocks are never loaded, full blocks skip the mask.
+    blocks: (BLOCK_M, BLOCK_N) tiles of the map, which the attention kernels then use.
+    """
+    spec = core.plan_block_mask(mask_mod, B, H, Nq, Nkv, causal=causal, window=window, blocks=blocks)
+    return _build_block_mask(spec, torch.device(device))
 
 
 def attention(
@@ -52,24 +229,53 @@ def attention(
     causal: bool = False,
     scale: Optional[float] = None,
     layout: str = "bnhd",
+    window: Optional[tuple] = None,
+    alibi_slopes: Optional[torch.Tensor] = None,
+    softcap: Optional[float] = None,
+    cu_seqlens_q: Optional[torch.Tensor] = None,
+    cu_seqlens_k: Optional[torch.Tensor] = None,
+    max_seqlen_q: Optional[int] = None,
+    max_seqlen_k: Optional[int] = None,
+    mask_mod: Any = None,
+    score_mod: Any = None,
+    score_mod_grad: Any = None,
+    block_mask: Optional[core.BlockMask] = None,
+    deterministic: bool = False,
     return_lse: bool = False,
 ) -> Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """Fused softmax(q k^T * scale) v.
+    """Fused softmax(score(q, k)) v, differentiable in q, k and v.
 
     Args:
-        q: (B, Nq, Hq, D) for layout "bnhd", (B, Hq, Nq, D) for "bhnd".
+        q: (B, Nq, Hq, D) for layout "bnhd", (B, Hq, Nq, D) for "bhnd"; varlen: (total_q, Hq, D).
         k: (B, Nkv, Hkv, D), Hq a multiple of Hkv (GQA/MQA: q head h reads kv head h // (Hq // Hkv)).
         v: (B, Nkv, Hkv, Dv).
         causal: bottom-right aligned: query i sees key j iff j <= i + Nkv - Nq.
         scale: defaults to 1 / sqrt(D).
         layout: "bnhd" or "bhnd"; any strides are accepted, no copy is made.
-        return_lse: also return the float32 log-sum-exp, (B, Hq, Nq).
+        window: (left, right): query i sees key j iff i' - left <= j <= i' + right, i' = i + Nkv - Nq;
+            -1 leaves a side unbounded; with causal, right = 0.
+        alibi_slopes: float32 (Hq,) or (B, Hq): score -= slope * |i' - j|.
+        softcap: score = softcap * tanh(score / softcap).
+        cu_seqlens_q, cu_seqlens_k: int32 (B + 1,) offsets of packed sequences, with max_seqlen_q/k.
+        mask_mod: @triton.jit (b, h, q_idx, kv_idx) -> bool; a block map skips empty blocks.
+        score_mod: @triton.jit (score, b, h, q_idx, kv_idx) -> score; score_mod_grad gives its
+            derivative in score, for the backward.
+        block_mask: from `create_block_mask`, reused across calls.
+        deterministic: accepted for FlashAttention parity; flashx's backward uses no atomics, so its
+            gradients are bitwise reproducible either way.
+        return_lse: also return the float32 log-sum-exp, (B, Hq, Nq) (varlen: (Hq, total_q)).
 
-    Returns:
-        out in q's layout and dtype, last dim Dv; and lse if return_lse.
+    The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
+    Returns out in q's layout and dtype, last dim Dv; and lse if return_lse.
     """
-    if not isinstance(return_lse, bool):
-        raise TypeError(f"return_lse must be a bool, got {type(return_lse).__name__}")
-    _plan(q, k, v, causal, scale, layout)  # validate with argument names before dispatch
-    out, lse = _attention_forward(q, k, v, causal, scale, layout)
-    return (out, lse) if return_lse else out
+    _check_bool("deterministic", deterministic)
+    _check_bool("return_lse", return_lse)
+    options = _Options(
+        causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
+        softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+        mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
+        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, bottom_right=True,
+    )
+    tensors = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k)
+    tensors.update(_block_mask_tensors(block_mask))
+    return _run(q, k, v, tensors, options, return_lse)

@@ -1,0 +1,361 @@
+"""The FlashAttention-2 backward: delta = rowsum(dO * O), then dK/dV over key blocks, then dQ.
+
+No atomics: each dK/dV program owns one key block of one kv head and loops over the q heads
+of its GQA group; each dQ program owns one query block. Gradients are therefore bitwise
+deterministic. P is recomputed from q, k and the saved lse; nothing of size Nq x Nkv is
+allocated (except the bias gradient, when an additive bias needs one).
+"""
+from . import runtime  # noqa: F401, I001  (first: decides compiled vs interpreted before triton loads)
+
+import triton
+import triton.language as tl
+
+from .forward import sequence_bounds
+from .scores import (
+    LOG2_E, dot, grad_through_transforms, key_range, load_tile, query_range, store_tile,
+    transform_scores, visible_pairs,
+)
+
+
+@triton.jit
+def attention_backward_preprocess_kernel(
+    O, DO, DLSE, CU_SEQLENS_Q,
+    seqlen_q,
+    stride_ob, stride_on, stride_oh, stride_od,
+    stride_dob, stride_don, stride_doh, stride_dod,
+    stride_lb, stride_lh, stride_ln,
+    DELTA,
+    HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, VARLEN: tl.constexpr,
+    HAS_DLSE: tl.constexpr,
+):
+    """delta [B, Hq, Nq] (lse's layout) = rowsum(dO * O) - dlse, float32. Grid (cdiv(Nq, BLOCK_M), Hq, B).
+
+    d lse / d score = P, so an lse gradient enters dS = P * (dP - delta) through delta.
+    """
+    pid_m = tl.program_id(0)
+    head = tl.program_id(1)
+    batch = tl.program_id(2)
+    q_start, _, q_owned = sequence_bounds(CU_SEQLENS_Q, CU_SEQLENS_Q, batch, seqlen_q, VARLEN, False)
+    q_idx = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    rows = (q_start + q_idx).to(tl.int64)
+    b64 = batch.to(tl.int64)
+    h64 = head.to(tl.int64)
+    p_o = O + b64 * stride_ob + h64 * stride_oh + rows[:, None] * stride_on + offs_dv[None, :] * stride_od
+    p_do = DO + b64 * stride_dob + h64 * stride_doh + rows[:, None] * stride_don + offs_dv[None, :] * stride_dod
+    m_rows = q_idx < q_owned
+    m_dv = offs_dv < HEAD_DIM_V
+    b_o = load_tile(p_o, m_rows, m_dv, True, HEAD_DIM_V != BLOCK_DV).to(tl.float32)
+    b_do = load_tile(p_do, m_rows, m_dv, True, HEAD_DIM_V != BLOCK_DV).to(tl.float32)
+    lse_offsets = b64 * stride_lb + h64 * stride_lh + rows * stride_ln
+    delta = tl.sum(b_o * b_do, 1)
+    if HAS_DLSE:
+        delta -= tl.load(DLSE + lse_offsets, mask=m_rows, other=0.0)
+    tl.store(DELTA + lse_offsets, delta, mask=m_rows)
+
+
+@triton.jit
+def _score_grads(
+    qk, dp, lse_log2, delta, batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
+    sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+    MASKED: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
+    MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
+    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
+):
+    """(P, dS, d qk) of one tile, in whichever orientation q2/kv2, lse and delta broadcast to.
+
+    P = exp(score - lse); dS = P * (dP - delta) is the gradient wrt the final score (and so
+    the bias's); d qk follows it back through softcap, score_mod and the scale.
+    """
+    if HAS_SCORE_MOD or HAS_SOFTCAP or HAS_ALIBI or HAS_BIAS:
+        s = transform_scores(
+            qk, batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, sm_scale, softcap, slope,
+            bias_base, stride_bq, stride_bk, SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+        ) * LOG2_E
+    else:
+        s = qk * qk_scale_log2
+    if MASKED:
+        visible = visible_pairs(
+            batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
+            mask_base, stride_mq, stride_mk, MASK_MOD, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD, HAS_DENSE_MASK,
+        )
+        s = tl.where(visible, s, float("-inf"))
+    p = tl.math.exp2(s - lse_log2)
+    ds = p * (dp - delta)
+    dqk = grad_through_transforms(
+        ds, qk, batch, head, q2, kv2, sm_scale, softcap, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, HAS_SOFTCAP
+    )
+    return p, ds, dqk
+
+
+@triton.jit
+def _load_lse_log2(p_lse, m_rows):
+    """lse in log2 units; rows that saw no key (lse = -inf) or lie outside get +inf, so P = 0."""
+    lse = tl.load(p_lse, mask=m_rows, other=float("inf"))
+    return tl.where(lse == float("-inf"), float("inf"), lse) * LOG2_E
+
+
+@triton.jit
+def attention_backward_dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+    MAP_COUNTS, MAP_INDICES,
+    sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
+    stride_qb, stride_qn, stride_qh, stride_qd,
+    stride_kb, stride_kn, stride_kh, stride_kd,
+    stride_vb, stride_vn, stride_vh, stride_vd,
+    stride_dob, stride_don, stride_doh, stride_dod,
+    stride_lb, stride_lh, stride_ln,
+    stride_sb, stride_sh,
+    stride_bb, stride_bh, stride_bq, stride_bk,
+    stride_mb, stride_mh, stride_mq, stride_mk,
+    stride_cb, stride_ch, stride_cq,
+    stride_ib, stride_ih, stride_iq, stride_ik,
+    stride_dkb, stride_dkn, stride_dkh, stride_dkd,
+    stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+    DK, DV,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, VARLEN: tl.constexpr,
+    HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
+    MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group. Grid (cdiv(Nkv, BLOCK_N), Hkv, B).
+
+    Tiles are transposed ([BN, BM]: keys down, queries across) so dK and dV accumulate
+    without a transpose of P. MAP_* is the transposed block map (query blocks per key block).
+    """
+    sm_scale = tl.cast(sm_scale, tl.float32)
+    softcap = tl.cast(softcap, tl.float32)
+    qk_scale_log2 = sm_scale * LOG2_E
+    pid_n = tl.program_id(0)
+    head_kv = tl.program_id(1)
+    batch = tl.program_id(2)
+    start_n = pid_n * BLOCK_N
+
+    q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
+    k_start, seqlen_kv_b, k_owned = sequence_bounds(CU_SEQLENS_K, SEQUSED_K, batch, seqlen_kv, VARLEN, HAS_SEQUSED_K)
+    if start_n >= k_owned:
+        return
+    diag_offset = (seqlen_kv_b - seqlen_q_b) * bottom_right
+
+    b64 = batch.to(tl.int64)
+    hk64 = head_kv.to(tl.int64)
+    row0 = (k_start + start_n).to(tl.int64)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    kv_idx = start_n + offs_n
+    m_n = kv_idx < k_owned
+    m_d = offs_d < HEAD_DIM
+    m_dv = offs_dv < HEAD_DIM_V
+    p_k = K + b64 * stride_kb + hk64 * stride_kh + row0 * stride_kn + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd
+    p_v = V + b64 * stride_vb + hk64 * stride_vh + row0 * stride_vn + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd
+    b_k = load_tile(p_k, m_n, m_d, True, HEAD_DIM != BLOCK_D)  # [BN, BD]
+    b_v = load_tile(p_v, m_n, m_dv, True, HEAD_DIM_V != BLOCK_DV)  # [BN, BDV]
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
+
+    if not BLOCK_MAP:
+        lo, full_lo, full_hi, hi = query_range(
+            start_n, seqlen_q_b, diag_offset, window_left, window_right, BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT
+        )
+        if HAS_MASK_MOD or HAS_DENSE_MASK:
+            full_hi = full_lo  # without a block map every block takes the mask
+        # A key block that runs past the sequence is masked for every query block.
+        full_hi = tl.where(start_n + BLOCK_N > seqlen_kv_b, full_lo, full_hi)
+
+    for g in range(0, gqa_group):
+        head = head_kv * gqa_group + g
+        h64 = head.to(tl.int64)
+        q_base = Q + b64 * stride_qb + h64 * stride_qh + tl.cast(q_start, tl.int64) * stride_qn
+        do_base = DO + b64 * stride_dob + h64 * stride_doh + tl.cast(q_start, tl.int64) * stride_don
+        lse_base = LSE + b64 * stride_lb + h64 * stride_lh + tl.cast(q_start, tl.int64) * stride_ln
+        delta_base = DELTA + b64 * stride_lb + h64 * stride_lh + tl.cast(q_start, tl.int64) * stride_ln
+        bias_base = BIAS + b64 * stride_bb + h64 * stride_bh
+        mask_base = MASK + b64 * stride_mb + h64 * stride_mh
+        slope = 0.0
+        if HAS_ALIBI:
+            slope = tl.load(SLOPES + batch * stride_sb + head * stride_sh).to(tl.float32)
+        p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + pid_n * stride_cq
+        p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + pid_n * stride_iq
+        for span in tl.static_range(2 if BLOCK_MAP else 3):
+            if BLOCK_MAP:
+                n_blocks = tl.load(p_counts + span)
+            else:
+                if span == 0:
+                    span_lo = lo
+                    span_hi = full_lo
+                elif span == 1:
+                    span_lo = full_lo
+                    span_hi = full_hi
+                else:
+                    span_lo = full_hi
+                    span_hi = hi
+                n_blocks = tl.cdiv(span_hi - span_lo, BLOCK_M)
+            for i in range(0, n_blocks):
+                if BLOCK_MAP:
+                    start_m = tl.load(p_indices + span * stride_ik + i) * BLOCK_M
+                else:
+                    start_m = span_lo + i * BLOCK_M
+                q_idx = start_m + offs_m
+                m_m = q_idx < q_owned
+                m64 = tl.cast(start_m, tl.int64)
+                p_q = q_base + m64 * stride_qn + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
+                p_do = do_base + m64 * stride_don + offs_m[:, None] * stride_don + offs_dv[None, :] * stride_dod
+                b_q = load_tile(p_q, m_m, m_d, True, HEAD_DIM != BLOCK_D)  # [BM, BD]
+                b_do = load_tile(p_do, m_m, m_dv, True, HEAD_DIM_V != BLOCK_DV)  # [BM, BDV]
+                lse_log2 = _load_lse_log2(lse_base + q_idx.to(tl.int64) * stride_ln, m_m)
+                delta = tl.load(delta_base + q_idx.to(tl.int64) * stride_ln, mask=m_m, other=0.0)
+                qk_t = dot(b_k, tl.trans(b_q), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BD] @ [BD, BM]
+                dp_t = dot(b_v, tl.trans(b_do), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BDV] @ [BDV, BM]
+                p_t, _, dqk_t = _score_grads(
+                    qk_t, dp_t, lse_log2[None, :], delta[None, :], batch, head, q_idx[None, :], kv_idx[:, None],
+                    seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
+                    sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+                    (span == 0) if BLOCK_MAP else (span != 1), LIMIT_LEFT, LIMIT_RIGHT,
+                    MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
+                    HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+                )
+                dv += dot(p_t.to(b_do.dtype), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV] = [BN, BM] @ [BM, BDV]
+                dk += dot(dqk_t.to(b_q.dtype), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD] = [BN, BM] @ [BM, BD]
+
+    p_dk = DK + b64 * stride_dkb + hk64 * stride_dkh + row0 * stride_dkn + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd
+    p_dv = DV + b64 * stride_dvb + hk64 * stride_dvh + row0 * stride_dvn + offs_n[:, None] * stride_dvn + offs_dv[None, :] * stride_dvd
+    store_tile(p_dk, dk.to(DK.dtype.element_ty), m_n, m_d, HEAD_DIM != BLOCK_D)
+    store_tile(p_dv, dv.to(DV.dtype.element_ty), m_n, m_dv, HEAD_DIM_V != BLOCK_DV)
+
+
+@triton.jit
+def attention_backward_dq_kernel(
+    Q, K, V, DO, LSE, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+    MAP_COUNTS, MAP_INDICES,
+    sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
+    stride_qb, stride_qn, stride_qh, stride_qd,
+    stride_kb, stride_kn, stride_kh, stride_kd,
+    stride_vb, stride_vn, stride_vh, stride_vd,
+    stride_dob, stride_don, stride_doh, stride_dod,
+    stride_lb, stride_lh, stride_ln,
+    stride_sb, stride_sh,
+    stride_bb, stride_bh, stride_bq, stride_bk,
+    stride_mb, stride_mh, stride_mq, stride_mk,
+    stride_cb, stride_ch, stride_cq,
+    stride_ib, stride_ih, stride_iq, stride_ik,
+    stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+    stride_gb, stride_gh, stride_gq, stride_gk,
+    DQ, DBIAS,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, VARLEN: tl.constexpr,
+    HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
+    MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD.
+
+    Grid (cdiv(Nq, BLOCK_M), Hq, B); walks the same key blocks as the forward.
+    """
+    sm_scale = tl.cast(sm_scale, tl.float32)
+    softcap = tl.cast(softcap, tl.float32)
+    qk_scale_log2 = sm_scale * LOG2_E
+    pid_m = tl.program_id(0)
+    head = tl.program_id(1)
+    batch = tl.program_id(2)
+    head_kv = head // gqa_group
+    start_m = pid_m * BLOCK_M
+
+    q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
+    k_start, seqlen_kv_b, _ = sequence_bounds(CU_SEQLENS_K, SEQUSED_K, batch, seqlen_kv, VARLEN, HAS_SEQUSED_K)
+    if start_m >= q_owned:
+        return
+    diag_offset = (seqlen_kv_b - seqlen_q_b) * bottom_right
+
+    b64 = batch.to(tl.int64)
+    h64 = head.to(tl.int64)
+    row0 = (q_start + start_m).to(tl.int64)
+    k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + tl.cast(k_start, tl.int64) * stride_kn
+    v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + tl.cast(k_start, tl.int64) * stride_vn
+    bias_base = BIAS + b64 * stride_bb + h64 * stride_bh
+    mask_base = MASK + b64 * stride_mb + h64 * stride_mh
+    dbias_base = DBIAS + b64 * stride_gb + h64 * stride_gh
+    slope = 0.0
+    if HAS_ALIBI:
+        slope = tl.load(SLOPES + batch * stride_sb + head * stride_sh).to(tl.float32)
+
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    q_idx = start_m + offs_m
+    m_m = q_idx < q_owned
+    m_d = offs_d < HEAD_DIM
+    m_dv = offs_dv < HEAD_DIM_V
+    p_q = Q + b64 * stride_qb + h64 * stride_qh + row0 * stride_qn + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
+    p_do = DO + b64 * stride_dob + h64 * stride_doh + row0 * stride_don + offs_m[:, None] * stride_don + offs_dv[None, :] * stride_dod
+    b_q = load_tile(p_q, m_m, m_d, True, HEAD_DIM != BLOCK_D)  # [BM, BD]
+    b_do = load_tile(p_do, m_m, m_dv, True, HEAD_DIM_V != BLOCK_DV)  # [BM, BDV]
+    rows = (q_start + q_idx).to(tl.int64)
+    lse_log2 = _load_lse_log2(LSE + b64 * stride_lb + h64 * stride_lh + rows * stride_ln, m_m)
+    delta = tl.load(DELTA + b64 * stride_lb + h64 * stride_lh + rows * stride_ln, mask=m_m, other=0.0)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    if not BLOCK_MAP:
+        lo, full_lo, full_hi, hi = key_range(
+            start_m, seqlen_kv_b, diag_offset, window_left, window_right, BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT
+        )
+        if HAS_MASK_MOD or HAS_DENSE_MASK:
+            full_hi = full_lo
+        full_hi = tl.where(seqlen_q_b < q_owned, full_lo, full_hi)
+    p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + pid_m * stride_cq
+    p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + pid_m * stride_iq
+    for span in tl.static_range(2 if BLOCK_MAP else 3):
+        if BLOCK_MAP:
+            n_blocks = tl.load(p_counts + span)
+        else:
+            if span == 0:
+                span_lo = lo
+                span_hi = full_lo
+            elif span == 1:
+                span_lo = full_lo
+                span_hi = full_hi
+            else:
+                span_lo = full_hi
+                span_hi = hi
+            n_blocks = tl.cdiv(span_hi - span_lo, BLOCK_N)
+        for i in range(0, n_blocks):
+            if BLOCK_MAP:
+                start_n = tl.load(p_indices + span * stride_ik + i) * BLOCK_N
+            else:
+                start_n = span_lo + i * BLOCK_N
+            kv_idx = start_n + offs_n
+            m_n = kv_idx < seqlen_kv_b
+            n64 = tl.cast(start_n, tl.int64)
+            masked = (span == 0) if BLOCK_MAP else (span != 1)
+            # [BD, BN] and [BDV, BN]: k and v transposed for q @ k^T and dO @ v^T
+            p_kt = k_base + n64 * stride_kn + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
+            p_vt = v_base + n64 * stride_vn + offs_n[None, :] * stride_vn + offs_dv[:, None] * stride_vd
+            b_kt = load_tile(p_kt, m_d, m_n, HEAD_DIM != BLOCK_D, masked)
+            b_vt = load_tile(p_vt, m_dv, m_n, HEAD_DIM_V != BLOCK_DV, masked)
+            qk = dot(b_q, b_kt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BD] @ [BD, BN]
+            dp = dot(b_do, b_vt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BDV] @ [BDV, BN]
+            _, ds, dqk = _score_grads(
+                qk, dp, lse_log2[:, None], delta[:, None], batch, head, q_idx[:, None], kv_idx[None, :],
+                seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
+                sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+                masked, LIMIT_LEFT, LIMIT_RIGHT,
+                MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
+                HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+            )
+            if BIAS_GRAD:
+                p_db = dbias_base + q_idx[:, None].to(tl.int64) * stride_gq + kv_idx[None, :] * stride_gk
+                tl.store(p_db, ds, mask=m_m[:, None] & m_n[None, :])
+            dq += dot(dqk.to(b_kt.dtype), tl.trans(b_kt), UPCAST_DOT, DOT_PRECISION)  # [BM, BD] = [BM, BN] @ [BN, BD]
+
+    p_dq = DQ + b64 * stride_dqb + h64 * stride_dqh + row0 * stride_dqn + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd
+    store_tile(p_dq, dq.to(DQ.dtype.element_ty), m_m, m_d, HEAD_DIM != BLOCK_D)

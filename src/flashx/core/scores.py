@@ -1,0 +1,178 @@
+"""Tile helpers shared by the forward, backward and block-map kernels.
+
+The score of one (query, key) pair, in a fixed and documented order:
+    x = q . k * scale -> score_mod -> softcap -> alibi -> + bias -> masks
+Masks (each optional): keys past the sequence, the window (causal is its right edge at 0),
+mask_mod, a dense boolean mask. Invisible pairs get -inf before the row max is taken.
+"""
+from . import runtime  # noqa: F401, I001  (first: decides compiled vs interpreted before triton loads)
+
+import triton
+import triton.language as tl
+
+LOG2_E: tl.constexpr = tl.constexpr(1.4426950408889634)
+LN_2: tl.constexpr = tl.constexpr(0.6931471805599453)
+
+
+@triton.jit
+def load_tile(ptrs, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    """Load a 2-D tile, masking only the axes that can run out of bounds.
+
+    Unneeded masks are left out at compile time: a per-element mask along the contiguous
+    axis would stop the compiler from vectorizing the load.
+    """
+    if CHECK_ROWS and CHECK_COLS:
+        tile = tl.load(ptrs, mask=m_rows[:, None] & m_cols[None, :], other=0.0)
+    elif CHECK_ROWS:
+        tile = tl.load(ptrs, mask=m_rows[:, None], other=0.0)
+    elif CHECK_COLS:
+        tile = tl.load(ptrs, mask=m_cols[None, :], other=0.0)
+    else:
+        tile = tl.load(ptrs)
+    return tile
+
+
+@triton.jit
+def store_tile(ptrs, value, m_rows, m_cols, CHECK_COLS: tl.constexpr):
+    """Store a 2-D tile whose rows may run out of bounds (and its columns when CHECK_COLS)."""
+    if CHECK_COLS:
+        tl.store(ptrs, value, mask=m_rows[:, None] & m_cols[None, :])
+    else:
+        tl.store(ptrs, value, mask=m_rows[:, None])
+
+
+@triton.jit
+def dot(a, b, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    """a @ b with float32 accumulation; UPCAST works around the interpreter's bf16 dot."""
+    if UPCAST:
+        a = a.to(tl.float32)
+        b = b.to(tl.float32)
+    return tl.dot(a, b, input_precision=PRECISION)
+
+
+@triton.jit
+def tanh(x):
+    """tanh through exp2, portable to the interpreter; saturates to +-1 without NaN."""
+    return 1.0 - 2.0 / (tl.math.exp2(x * (2.0 * LOG2_E)) + 1.0)
+
+
+@triton.jit
+def visible_pairs(
+    batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
+    mask_base, stride_mq, stride_mk,
+    MASK_MOD: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
+    HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
+):
+    """Bool tile: which (query, key) pairs take part.
+
+    q2 and kv2 are positions within the sequence as broadcastable 2-D tiles ([BM, 1] and
+    [1, BN], or transposed for the backward). Query i sits on the diagonal at key
+    i + diag_offset; the window keeps keys in [i + diag_offset - window_left, i + diag_offset + window_right].
+    Rows and keys past the sequence are never visible.
+    """
+    visible = (q2 < seqlen_q) & (kv2 < seqlen_kv)
+    if LIMIT_LEFT:
+        visible = visible & (kv2 >= q2 + diag_offset - window_left)
+    if LIMIT_RIGHT:
+        visible = visible & (kv2 <= q2 + diag_offset + window_right)
+    if HAS_MASK_MOD:
+        visible = visible & MASK_MOD(batch, head, q2, kv2)
+    if HAS_DENSE_MASK:
+        p_mask = mask_base + q2.to(tl.int64) * stride_mq + kv2 * stride_mk
+        visible = visible & (tl.load(p_mask, mask=visible, other=0) != 0)
+    return visible
+
+
+@triton.jit
+def transform_scores(
+    qk, batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, sm_scale, softcap, slope,
+    bias_base, stride_bq, stride_bk,
+    SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
+):
+    """Float32 scores in natural-log units, before masking (q2, kv2 as in visible_pairs)."""
+    x = qk * sm_scale
+    if HAS_SCORE_MOD:
+        x = SCORE_MOD(x, batch, head, q2, kv2)
+    if HAS_SOFTCAP:
+        x = softcap * tanh(x / softcap)
+    if HAS_ALIBI:
+        x = x - slope * tl.abs(q2 + diag_offset - kv2).to(tl.float32)
+    if HAS_BIAS:
+        p_bias = bias_base + q2.to(tl.int64) * stride_bq + kv2 * stride_bk
+        in_bounds = (q2 < seqlen_q) & (kv2 < seqlen_kv)
+        x = x + tl.load(p_bias, mask=in_bounds, other=0.0).to(tl.float32)
+    return x
+
+
+@triton.jit
+def grad_through_transforms(
+    ds, qk, batch, head, q2, kv2, sm_scale, softcap,
+    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr,
+):
+    """d loss / d (q . k), given ds = d loss / d score (alibi and bias add constants: grad 1)."""
+    if HAS_SOFTCAP or HAS_SCORE_MOD:
+        x = qk * sm_scale
+        if HAS_SCORE_MOD:
+            ds = ds * SCORE_MOD_GRAD(x, batch, head, q2, kv2)
+            x = SCORE_MOD(x, batch, head, q2, kv2)
+        if HAS_SOFTCAP:
+            t = tanh(x / softcap)
+            ds = ds * (1.0 - t * t)
+    return ds * sm_scale
+
+
+@triton.jit
+def key_range(
+    start_m, seqlen_kv, diag_offset, window_left, window_right,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
+):
+    """Key blocks that query rows [start_m, start_m + BLOCK_M) can see, in three spans.
+
+    Returns (lo, full_lo, full_hi, hi): [lo, full_lo) and [full_hi, hi) need the mask,
+    [full_lo, full_hi) is visible to every row of the tile and skips it. Block starts are
+    multiples of BLOCK_N; keys outside [lo, hi) are never loaded.
+    """
+    lo = 0
+    full_lo = 0
+    hi = seqlen_kv
+    full_hi = seqlen_kv
+    if LIMIT_LEFT:
+        lo = tl.maximum(start_m + diag_offset - window_left, 0)
+        full_lo = tl.maximum(start_m + BLOCK_M - 1 + diag_offset - window_left, 0)
+    if LIMIT_RIGHT:
+        hi = tl.minimum(start_m + BLOCK_M - 1 + diag_offset + window_right + 1, seqlen_kv)
+        full_hi = tl.minimum(start_m + diag_offset + window_right + 1, seqlen_kv)
+    hi = tl.maximum(hi, 0)
+    lo = tl.minimum((lo // BLOCK_N) * BLOCK_N, hi)
+    full_lo = tl.minimum(tl.maximum(tl.cdiv(full_lo, BLOCK_N) * BLOCK_N, lo), hi)
+    full_hi = tl.maximum((tl.maximum(full_hi, 0) // BLOCK_N) * BLOCK_N, full_lo)
+    return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def query_range(
+    start_n, seqlen_q, diag_offset, window_left, window_right,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
+):
+    """Query blocks that can see keys [start_n, start_n + BLOCK_N): the transpose of key_range.
+
+    Key j is seen by query i iff j - diag_offset - window_right <= i <= j - diag_offset + window_left.
+    Returns (lo, full_lo, full_hi, hi) over query positions, block starts multiples of BLOCK_M.
+    """
+    lo = 0
+    full_lo = 0
+    hi = seqlen_q
+    full_hi = seqlen_q
+    if LIMIT_RIGHT:
+        lo = tl.maximum(start_n - diag_offset - window_right, 0)
+        full_lo = tl.maximum(start_n + BLOCK_N - 1 - diag_offset - window_right, 0)
+    if LIMIT_LEFT:
+        hi = tl.minimum(start_n + BLOCK_N - 1 - diag_offset + window_left + 1, seqlen_q)
+        full_hi = tl.minimum(start_n - diag_offset + window_left + 1, seqlen_q)
+    hi = tl.maximum(hi, 0)
+    lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, hi)
+    full_lo = tl.minimum(tl.maximum(tl.cdiv(full_lo, BLOCK_M) * BLOCK_M, lo), hi)
+    full_hi = tl.maximum((tl.maximum(full_hi, 0) // BLOCK_M) * BLOCK_M, full_lo)
+    return lo, full_lo, full_hi, hi

@@ -1,0 +1,51 @@
+"""`flashx.jax.dot_product_attention`: jax.nn's signature and semantics, flashx's kernel."""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import jax
+import jax.numpy as jnp
+
+from .attention import _Options, _run
+
+
+def dot_product_attention(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    bias: Optional[jax.Array] = None,
+    mask: Optional[jax.Array] = None,
+    *,
+    scale: Optional[float] = None,
+    is_causal: bool = False,
+    query_seq_lengths: Optional[jax.Array] = None,
+    key_value_seq_lengths: Optional[jax.Array] = None,
+    local_window_size: Optional[Union[int, tuple]] = None,
+) -> jax.Array:
+    """Drop-in for jax.nn.dot_product_attention, jit-compatible and differentiable (bias too).
+
+    query (B, T, N, H), key and value (B, S, K, H) with N a multiple of K (GQA). bias and mask
+    (bool, True takes part) broadcast to (B, N, T, S). is_causal and local_window_size
+    (w or (left, right)) are top-left aligned, as in jax.nn. Query rows past
+    query_seq_lengths are padding: flashx returns 0 there.
+    """
+    window = None
+    if local_window_size is not None:
+        if isinstance(local_window_size, int) and not isinstance(local_window_size, bool):
+            window = (local_window_size, local_window_size)
+        elif isinstance(local_window_size, (tuple, list)):
+            window = tuple(local_window_size)
+        else:
+            raise ValueError(f"local_window_size must be an int or (left, right), got {local_window_size!r}")
+    lengths = {}
+    for name, field, lens in (("query_seq_lengths", "SEQUSED_Q", query_seq_lengths),
+                              ("key_value_seq_lengths", "SEQUSED_K", key_value_seq_lengths)):
+        if lens is not None:
+            if not isinstance(lens, jax.Array) or not jnp.issubdtype(lens.dtype, jnp.integer):
+                raise TypeError(f"{name} must be an integer jax.Array of shape (B,), got {getattr(lens, 'dtype', type(lens).__name__)}")
+            lengths[field] = lens.astype(jnp.int32)
+    options = _Options(
+        causal=is_causal, scale=scale, layout="bnhd", window=window, softcap=None, max_seqlen_q=None,
+        max_seqlen_k=None, mask_mod=None, score_mod=None, score_mod_grad=None, block_mask=None, bottom_right=False,
+    )
+    return _run(query, key, value, bias, dict(MASK=mask, **lengths), options, False)
