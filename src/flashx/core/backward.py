@@ -213,7 +213,7 @@ def attention_backward_dkdv_kernel(
                 delta = tl.load(delta_base + q_idx.to(tl.int64) * stride_ln, mask=m_m, other=0.0)
                 qk_t = dot(b_k, tl.trans(b_q), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BD] @ [BD, BM]
                 dp_t = dot(b_v, tl.trans(b_do), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BDV] @ [BDV, BM]
-                p_t, _, dqk_t = _score_grads(
+                p_t, _ds_t, dqk_t = _score_grads(
                     qk_t, dp_t, lse_log2[None, :], delta[None, :], batch, head, q_idx[None, :], kv_idx[:, None],
                     seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
@@ -271,7 +271,7 @@ def attention_backward_dq_kernel(
     start_m = pid_m * BLOCK_M
 
     q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
-    k_start, seqlen_kv_b, _ = sequence_bounds(CU_SEQLENS_K, SEQUSED_K, batch, seqlen_kv, VARLEN, HAS_SEQUSED_K)
+    k_start, seqlen_kv_b, _k_owned = sequence_bounds(CU_SEQLENS_K, SEQUSED_K, batch, seqlen_kv, VARLEN, HAS_SEQUSED_K)
     if start_m >= q_owned:
         return
     diag_offset = (seqlen_kv_b - seqlen_q_b) * bottom_right
@@ -344,7 +344,7 @@ def attention_backward_dq_kernel(
             b_vt = load_tile(p_vt, m_dv, m_n, HEAD_DIM_V != BLOCK_DV, masked)
             qk = dot(b_q, b_kt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BD] @ [BD, BN]
             dp = dot(b_do, b_vt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BDV] @ [BDV, BN]
-            _, ds, dqk = _score_grads(
+            _probs, ds, dqk = _score_grads(
                 qk, dp, lse_log2[:, None], delta[:, None], batch, head, q_idx[:, None], kv_idx[None, :],
                 seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
