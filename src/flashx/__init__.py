@@ -17,7 +17,7 @@ __all__ = ["attention"]
 __version__ = "0.1.0"
 
 
-def _framework(x) -> str:
+def _framework(name: str, x) -> str:
     """'torch', 'jax' or 'dlpack' for an array, judged without importing any framework."""
     module = type(x).__module__.split(".")[0]
     if module == "torch":
@@ -26,7 +26,7 @@ def _framework(x) -> str:
         return "jax"
     if hasattr(x, "__dlpack__"):
         return "dlpack"
-    raise TypeError(f"expected a torch.Tensor, a jax.Array or a DLPack array, got {type(x).__name__}")
+    raise TypeError(f"{name} must be a torch.Tensor, a jax.Array or a DLPack array, got {type(x).__name__}")
 
 
 def attention(q, k, v, **options):
@@ -36,9 +36,9 @@ def attention(q, k, v, **options):
     copy, run through the torch frontend, and returned as the producer's own array type.
     Options and shapes are those of `flashx.torch.attention`.
     """
-    kind = _framework(q)
+    kind = _framework("q", q)
     for name, x in (("k", k), ("v", v)):
-        if _framework(x) != kind or (kind == "dlpack" and type(x) is not type(q)):
+        if _framework(name, x) != kind or (kind == "dlpack" and type(x) is not type(q)):
             raise TypeError(f"q and {name} must be arrays of one kind, got {type(q).__name__} and {type(x).__name__}")
     if kind == "jax":
         from .jax import attention as jax_attention

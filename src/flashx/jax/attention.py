@@ -104,8 +104,19 @@ class _Options:
     block_mask: Optional[core.BlockMaskSpec]
     bottom_right: bool
 
+    @classmethod
+    def make(cls, **given) -> "_Options":
+        """Options with flashx.jax.attention's defaults for whatever is not given."""
+        defaults = dict(causal=False, scale=None, layout="bnhd", window=None, softcap=None, max_seqlen_q=None,
+                        max_seqlen_k=None, mask_mod=None, score_mod=None, score_mod_grad=None, block_mask=None,
+                        bottom_right=True)
+        return cls(**{**defaults, **given})
+
 
 def _plan(options: _Options, q, k, v, bias, aux: Mapping[str, Any]) -> core.AttentionPlan:
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, jax.Array):
+            raise TypeError(f"{name} must be a jax.Array, got {type(x).__name__}")
     return core.plan_attention(
         _spec("q", q), _spec("k", k), _spec("v", v),
         causal=options.causal, scale=options.scale, layout=options.layout, window=options.window,
@@ -267,11 +278,11 @@ def attention(
     float32 lse (B, Hq, Nq) (varlen: (Hq, total_q)).
     """
     _check_bool("deterministic", deterministic)
-    options = _Options(
+    options = _Options.make(
         causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
-        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, bottom_right=True,
+        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask,
     )
     aux = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k, **_block_mask_arrays(block_mask))
     return _run(q, k, v, None, aux, options, return_lse)

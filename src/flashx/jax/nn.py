@@ -44,8 +44,5 @@ def dot_product_attention(
             if not isinstance(lens, jax.Array) or not jnp.issubdtype(lens.dtype, jnp.integer):
                 raise TypeError(f"{name} must be an integer jax.Array of shape (B,), got {getattr(lens, 'dtype', type(lens).__name__)}")
             lengths[field] = lens.astype(jnp.int32)
-    options = _Options(
-        causal=is_causal, scale=scale, layout="bnhd", window=window, softcap=None, max_seqlen_q=None,
-        max_seqlen_k=None, mask_mod=None, score_mod=None, score_mod_grad=None, block_mask=None, bottom_right=False,
-    )
+    options = _Options.make(causal=is_causal, scale=scale, window=window, bottom_right=False)
     return _run(query, key, value, bias, dict(MASK=mask, **lengths), options, False)

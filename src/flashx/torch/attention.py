@@ -35,6 +35,14 @@ class _Options:
     block_mask: Optional[core.BlockMaskSpec]
     bottom_right: bool
 
+    @classmethod
+    def make(cls, **given) -> "_Options":
+        """Options with flashx.torch.attention's defaults for whatever is not given."""
+        defaults = dict(causal=False, scale=None, layout="bnhd", window=None, softcap=None, max_seqlen_q=None,
+                        max_seqlen_k=None, mask_mod=None, score_mod=None, score_mod_grad=None, block_mask=None,
+                        bottom_right=True)
+        return cls(**{**defaults, **given})
+
 
 _interned: dict = {}
 _by_key: list = []
@@ -63,6 +71,9 @@ def _spec(name: str, x: Any) -> Optional[core.ArraySpec]:
 def _plan(q, k, v, bias, tensors: Sequence[Optional[torch.Tensor]], options: _Options) -> core.AttentionPlan:
     named = dict(zip(_OPTIONAL_INPUTS, tensors))
     window = tuple(options.window) if options.window is not None else None
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     return core.plan_attention(
         _spec("q", q), _spec("k", k), _spec("v", v),
         causal=options.causal, scale=options.scale, layout=options.layout, window=window,
@@ -270,11 +281,11 @@ def attention(
     """
     _check_bool("deterministic", deterministic)
     _check_bool("return_lse", return_lse)
-    options = _Options(
+    options = _Options.make(
         causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
-        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, bottom_right=True,
+        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask,
     )
     tensors = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k)
     tensors.update(_block_mask_tensors(block_mask))

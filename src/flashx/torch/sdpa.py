@@ -45,9 +45,6 @@ def scaled_dot_product_attention(
             mask = attn_mask
         else:
             bias = attn_mask
-    options = _Options(
-        causal=is_causal, scale=scale, layout="bhnd", window=None, softcap=None, max_seqlen_q=None,
-        max_seqlen_k=None, mask_mod=None, score_mod=None, score_mod_grad=None, block_mask=None, bottom_right=False,
-    )
+    options = _Options.make(causal=is_causal, scale=scale, layout="bhnd", bottom_right=False)
     out = _run(query, key, value, {"MASK": mask}, options, False, bias=bias)
     return out.squeeze(0) if squeeze else out

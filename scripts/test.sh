@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up .venv (if missing) and run flashx's tests: python -m pytest -q -ra tests [extra args].
+# Meant for a fresh clone on a machine with Python 3.11 and no GPU (CI runs it through .ci/run);
+# without a GPU the kernels run through Triton's interpreter. Extra arguments go to pytest:
+#   bash scripts/test.sh -k causal -x
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON="${PYTHON:-python3}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+if [[ ! -x .venv/bin/python ]]; then
+  echo "creating .venv with $("$PYTHON" --version 2>&1)"
+  "$PYTHON" -m venv .venv
+fi
+# torch first, pinned: this exact version resolves to the CPU build on local disk, where a bare
+# `torch` (or the extra's torch>=2.5) would fetch a multi-GB CUDA build.
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e ".[torch,jax,test]"
+
+status=0
+.venv/bin/python -m pytest -q -ra tests "$@" || status=$?
+if [[ $status -eq 5 ]]; then
+  echo "test.sh: pytest collected no tests (exit code 5): counted as a failure" >&2
+fi
+exit "$status"

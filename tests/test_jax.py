@@ -1,0 +1,204 @@
+"""flashx.jax.attention (inside jax.jit and eagerly) against jax.nn.dot_product_attention and the float64 reference.
+
+On the CPU the kernel runs through Triton's interpreter in a host callback; on the GPU through
+jax-triton's triton_call.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+
+import flashx.jax  # noqa: E402
+from conftest import (  # noqa: E402
+    DTYPES,
+    INTERPRETED,
+    assert_error_within,
+    assert_lse_close,
+    causal_mask,
+    random_qkv,
+    reference_attention,
+    rel_error,
+    rows_with_keys,
+    zero_rows_without_keys,
+)
+
+if not INTERPRETED:
+    pytest.importorskip("jax_triton", reason="flashx.jax runs through jax-triton on the GPU")
+
+JAX_DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
+OPTIONS = ("causal", "scale", "layout", "return_lse")
+jitted_attention = jax.jit(flashx.jax.attention, static_argnames=OPTIONS)
+
+
+class Case(NamedTuple):
+    b: int
+    nq: int
+    nkv: int
+    hq: int
+    hkv: int
+    d: int
+    dv: int
+    causal: bool = False
+    layout: str = "bnhd"
+
+
+def make_inputs(rng, case: Case, dtype: str):
+    return tuple(jnp.asarray(x, dtype=JAX_DTYPES[dtype]) for x in random_qkv(rng, *case[:7], layout=case.layout))
+
+
+def to_numpy(x) -> np.ndarray:
+    return np.asarray(x).astype(np.float64)
+
+
+def native_attention(q, k, v, *, causal=False, scale=None, layout="bnhd"):
+    """jax.nn.dot_product_attention (XLA) in the input dtype, with an explicit bottom-right causal mask.
+
+    It needs Dv == D: the shorter of q/k and v is zero-padded, which changes no dot product
+    (the scale stays 1/sqrt(D) of the real D).
+    """
+    if layout == "bhnd":
+        q, k, v = (jnp.swapaxes(x, 1, 2) for x in (q, k, v))
+    d, dv = q.shape[-1], v.shape[-1]
+    scale = d**-0.5 if scale is None else scale
+    pad = lambda x, n: jnp.pad(x, [(0, 0)] * 3 + [(0, n - x.shape[-1])])  # noqa: E731
+    q, k, v = pad(q, max(d, dv)), pad(k, max(d, dv)), pad(v, max(d, dv))
+    mask = jnp.asarray(causal_mask(q.shape[1], k.shape[1]))[None, None] if causal else None
+    out = jax.nn.dot_product_attention(q, k, v, mask=mask, scale=scale, implementation="xla")[..., :dv]
+    return jnp.swapaxes(out, 1, 2) if layout == "bhnd" else out
+
+
+def check_against_reference(q, k, v, out, lse, dtype, *, causal=False, scale=None, layout="bnhd"):
+    """out and lse against the float64 reference, out bounded by jax's own error in the same dtype."""
+    seq_axis = 1 if layout == "bnhd" else 2
+    nq, nkv = q.shape[seq_axis], k.shape[seq_axis]
+    assert isinstance(out, jax.Array) and out.dtype == q.dtype
+    assert out.shape == (*q.shape[:3], v.shape[-1])
+    assert lse.dtype == jnp.float32 and lse.shape == (q.shape[0], q.shape[3 - seq_axis], nq)
+    ref_out, ref_lse = reference_attention(to_numpy(q), to_numpy(k), to_numpy(v), causal=causal, scale=scale, layout=layout)
+    native = zero_rows_without_keys(to_numpy(native_attention(q, k, v, causal=causal, scale=scale, layout=layout)), nq, nkv, causal, layout)
+    assert_error_within(rel_error(to_numpy(out), ref_out), rel_error(native, ref_out), dtype)
+    assert_lse_close(to_numpy(lse), ref_lse)
+
+
+CASES = [
+    pytest.param(Case(1, 37, 65, 4, 2, 64, 64), id="gqa-4:2-q37-kv65"),
+    pytest.param(Case(1, 65, 37, 2, 2, 40, 40, causal=True), id="q65-kv37-causal-rows-without-keys"),
+    pytest.param(Case(2, 37, 65, 3, 1, 24, 72, causal=True), id="mqa-3:1-q37-kv65-d24-dv72-causal"),
+    pytest.param(Case(1, 37, 50, 2, 2, 40, 16, causal=True, layout="bhnd"), id="d40-dv16-causal-bhnd"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES)
+def test_jit_matches_reference(rng, case, dtype):
+    """Inside jax.jit: out and lse agree with float64, within a small factor of jax's own error."""
+    q, k, v = make_inputs(rng, case, dtype)
+    out, lse = jitted_attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
+    check_against_reference(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
+
+
+@pytest.mark.parametrize(
+    "case, dtype, scale",
+    [
+        pytest.param(Case(1, 1, 33, 2, 1, 1, 8, causal=True), "float32", None, id="q1-kv33-d1-causal-fp32"),
+        pytest.param(Case(1, 29, 29, 2, 2, 256, 256, layout="bhnd"), "bfloat16", 0.2, id="d256-bhnd-scale-bf16"),
+    ],
+)
+def test_eager_matches_reference(rng, case, dtype, scale):
+    """Called eagerly (no jit): the same results."""
+    q, k, v = make_inputs(rng, case, dtype)
+    out, lse = flashx.jax.attention(q, k, v, causal=case.causal, scale=scale, layout=case.layout, return_lse=True)
+    check_against_reference(q, k, v, out, lse, dtype, causal=case.causal, scale=scale, layout=case.layout)
+
+
+def test_jit_equals_eager_and_composes(rng):
+    """jit and eager give identical bits, and the call composes with other ops in one jitted function."""
+    case = Case(1, 21, 30, 2, 1, 16, 16, causal=True)
+    q, k, v = make_inputs(rng, case, "float16")
+    eager = flashx.jax.attention(q, k, v, causal=True)
+    assert isinstance(eager, jax.Array)
+    np.testing.assert_array_equal(np.asarray(jitted_attention(q, k, v, causal=True)), np.asarray(eager))
+
+    @jax.jit
+    def block(q, k, v):
+        return flashx.jax.attention(q * 2.0, k, v, causal=True, scale=0.125).sum(axis=-1)  # same scores
+
+    np.testing.assert_allclose(to_numpy(block(q, k, v)), to_numpy(eager).sum(axis=-1), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(Case(1, 50, 20, 2, 1, 16, 24, causal=True), id="causal-q50-kv20"),
+        pytest.param(Case(1, 9, 0, 2, 2, 16, 16, layout="bhnd"), id="kv0-bhnd"),
+    ],
+)
+def test_rows_without_keys_are_zero(rng, case):
+    """A row that sees no key gives out exactly 0 and lse exactly -inf."""
+    q, k, v = make_inputs(rng, case, "float32")
+    out, lse = jitted_attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
+    empty = ~rows_with_keys(case.nq, case.nkv, case.causal)
+    out, lse = np.asarray(out), np.asarray(lse)
+    rows = out[:, empty] if case.layout == "bnhd" else out[:, :, empty]
+    assert (rows == 0).all()
+    assert np.isneginf(lse[:, :, empty]).all() and np.isfinite(lse[:, :, ~empty]).all()
+    check_against_reference(q, k, v, jnp.asarray(out), jnp.asarray(lse), "float32", causal=case.causal, layout=case.layout)
+
+
+def test_empty_query(rng):
+    """Nq = 0: empty outputs of the right shapes and dtypes, under jit too."""
+    q, k, v = make_inputs(rng, Case(2, 0, 5, 2, 1, 16, 8), "bfloat16")
+    for fn in (flashx.jax.attention, jitted_attention):
+        out, lse = fn(q, k, v, return_lse=True)
+        assert out.shape == (2, 0, 2, 8) and out.dtype == jnp.bfloat16
+        assert lse.shape == (2, 2, 0) and lse.dtype == jnp.float32
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input
+# ----------------------------------------------------------------------------------------------
+
+
+def _a(*shape, dtype=jnp.float16):
+    return jnp.asarray(np.random.default_rng(0).standard_normal(shape), dtype=dtype)
+
+
+Q, K, V = (1, 5, 4, 16), (1, 7, 2, 16), (1, 7, 2, 8)
+
+BAD_INPUTS = [
+    pytest.param(lambda: ((_a(5, 4, 16), _a(*K), _a(*V)), {}), ValueError, r"\bq\b.*4-D", id="q-rank-3"),
+    pytest.param(lambda: ((_a(*Q), _a(1, 7, 2, 24), _a(*V)), {}), ValueError, r"q and k.*head dim", id="head-dim-mismatch"),
+    pytest.param(lambda: ((_a(*Q), _a(*K), _a(1, 6, 2, 8)), {}), ValueError, r"k and v.*sequence length", id="kv-length-mismatch"),
+    pytest.param(lambda: ((_a(1, 5, 3, 16), _a(*K), _a(*V)), {}), ValueError, r"q's heads", id="hq-not-multiple"),
+    pytest.param(lambda: ((_a(*Q), _a(*K), _a(1, 7, 2, 300)), {}), ValueError, r"v head dim.*300", id="dv-300"),
+    pytest.param(lambda: ((_a(*Q), _a(*K, dtype=jnp.bfloat16), _a(*V)), {}), TypeError, r"q, k and v.*dtype", id="mixed-dtypes"),
+    pytest.param(lambda: ((_a(*Q, dtype=jnp.int32), _a(*K, dtype=jnp.int32), _a(*V, dtype=jnp.int32)), {}), TypeError, r"\bq\b.*int32", id="int32"),
+    pytest.param(lambda: ((_a(*Q), _a(*K), _a(*V)), {"layout": "BNHD"}), ValueError, r"layout", id="unknown-layout"),
+    pytest.param(lambda: ((_a(*Q), _a(*K), _a(*V)), {"causal": 0}), TypeError, r"causal", id="causal-int"),
+    pytest.param(lambda: ((_a(*Q), _a(*K), _a(*V)), {"scale": float("nan")}), TypeError, r"scale", id="scale-nan"),
+    pytest.param(lambda: ((_a(*Q), _a(*K), _a(*V)), {"return_lse": "yes"}), TypeError, r"return_lse", id="return-lse-str"),
+    pytest.param(lambda: ((_a(*Q), [1.0], _a(*V)), {}), TypeError, r"\bk\b.*jax\.Array", id="k-list"),
+    pytest.param(
+        lambda: ((np.ones(Q, np.float32), np.ones(K, np.float32), np.ones(V, np.float32)), {}),
+        TypeError, r"\bq\b.*jax\.Array.*ndarray", id="numpy-inputs",
+    ),
+]
+
+
+@pytest.mark.parametrize("make, error, match", BAD_INPUTS)
+def test_bad_input_raises(make, error, match):
+    """Each bad input raises the documented error naming the argument (NumPy arrays are not accepted: jax.Array only)."""
+    args, kwargs = make()
+    with pytest.raises(error, match=match):
+        flashx.jax.attention(*args, **kwargs)
+
+
+def test_bad_input_raises_at_trace_time():
+    """Under jit the error comes from tracing, with the same message."""
+    with pytest.raises(ValueError, match=r"q's heads \(3\)"):
+        jitted_attention(_a(1, 5, 3, 16), _a(*K), _a(*V))

@@ -1,0 +1,560 @@
+"""flashx.torch.attention against torch's scaled_dot_product_attention and the float64 reference.
+
+Small shapes run everywhere (CPU through Triton's interpreter, or the GPU when there is one);
+tests marked `gpu` run larger shapes on the GPU only.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+import flashx.torch  # noqa: E402
+from conftest import (  # noqa: E402
+    DTYPES,
+    INTERPRETED,
+    assert_error_within,
+    assert_lse_close,
+    causal_mask,
+    random_qkv,
+    reference_attention,
+    rel_error,
+    rows_with_keys,
+    shapes,
+    zero_rows_without_keys,
+)
+
+DEVICE = "cpu" if INTERPRETED else "cuda"
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class Case(NamedTuple):
+    b: int
+    nq: int
+    nkv: int
+    hq: int
+    hkv: int
+    d: int
+    dv: int
+    causal: bool = False
+    layout: str = "bnhd"
+
+
+def to_torch(x: np.ndarray, dtype: str, device=DEVICE) -> torch.Tensor:
+    return torch.from_numpy(x).to(device=device, dtype=TORCH_DTYPES[dtype])
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+def make_inputs(rng, case: Case, dtype: str, device=DEVICE, scale: float = 1.0):
+    q, k, v = random_qkv(rng, *case[:7], layout=case.layout, scale=scale)
+    return tuple(to_torch(x, dtype, device) for x in (q, k, v))
+
+
+def to_bhnd(x: torch.Tensor, layout: str) -> torch.Tensor:
+    return x.transpose(1, 2) if layout == "bnhd" else x
+
+
+def sdpa(q, k, v, *, causal=False, scale=None, layout="bnhd", upcast=False):
+    """torch's own attention in q's layout: native in the input dtype, or the math backend in float64.
+
+    Causal uses an explicit bottom-right mask (SDPA's is_causal is top-left) unless Nq == Nkv.
+    Rows that see no key are left as SDPA gives them; callers zero them.
+    """
+    q, k, v = (to_bhnd(x, layout) for x in (q, k, v))
+    if upcast:
+        q, k, v = q.double(), k.double(), v.double()
+    nq, nkv = q.shape[2], k.shape[2]
+    mask = None
+    is_causal = causal and nq == nkv and not upcast
+    if causal and not is_causal:
+        mask = torch.from_numpy(causal_mask(nq, nkv)).to(q.device)
+    gqa = q.shape[1] != k.shape[1]
+    if upcast:
+        with sdpa_kernel(SDPBackend.MATH):
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=gqa)
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=gqa)
+    return to_bhnd(out, layout)
+
+
+def check_against_references(q, k, v, out, lse, dtype, *, causal=False, scale=None, layout="bnhd"):
+    """flashx's out and lse against the float64 NumPy reference and float64 SDPA, bounded by native SDPA's error."""
+    nq = q.shape[1 if layout == "bnhd" else 2]
+    nkv = k.shape[1 if layout == "bnhd" else 2]
+    dv = v.shape[-1]
+    assert out.dtype == q.dtype and out.device == q.device
+    assert tuple(out.shape) == (*q.shape[:3], dv)
+    assert lse.dtype == torch.float32 and tuple(lse.shape) == (q.shape[0], q.shape[2 if layout == "bnhd" else 1], nq)
+
+    ref_out, ref_lse = reference_attention(to_numpy(q), to_numpy(k), to_numpy(v), causal=causal, scale=scale, layout=layout)
+    sdpa64 = zero_rows_without_keys(
+        to_numpy(sdpa(q, k, v, causal=causal, scale=scale, layout=layout, upcast=True)), nq, nkv, causal, layout
+    )
+    assert rel_error(sdpa64, ref_out) < 1e-12, "the two float64 references disagree"
+    native = zero_rows_without_keys(to_numpy(sdpa(q, k, v, causal=causal, scale=scale, layout=layout)), nq, nkv, causal, layout)
+    native_error = rel_error(native, ref_out)
+
+    got = to_numpy(out)
+    assert_error_within(rel_error(got, ref_out), native_error, dtype, "out vs float64 reference")
+    assert_error_within(rel_error(got, sdpa64), native_error, dtype, "out vs float64 SDPA")
+    assert_lse_close(to_numpy(lse), ref_lse)
+
+
+# ----------------------------------------------------------------------------------------------
+# Correctness on small shapes (every dtype)
+# ----------------------------------------------------------------------------------------------
+
+SMALL_CASES = [
+    pytest.param(Case(1, 37, 37, 2, 2, 64, 64), id="q37-kv37"),
+    pytest.param(Case(1, 37, 37, 2, 2, 64, 64, causal=True), id="q37-kv37-causal"),
+    pytest.param(Case(2, 1, 65, 2, 2, 32, 32), id="q1-kv65"),
+    pytest.param(Case(1, 1, 65, 2, 2, 32, 32, causal=True), id="q1-kv65-causal"),
+    pytest.param(Case(1, 65, 1, 2, 2, 32, 32), id="q65-kv1"),
+    pytest.param(Case(1, 65, 37, 2, 2, 40, 40, causal=True), id="q65-kv37-causal-rows-without-keys"),
+    pytest.param(Case(1, 37, 130, 2, 2, 24, 24, causal=True), id="q37-kv130-causal"),
+    pytest.param(Case(1, 65, 65, 4, 2, 72, 72, causal=True), id="gqa-4:2-d72-causal"),
+    pytest.param(Case(2, 37, 65, 3, 1, 32, 32, layout="bhnd"), id="mqa-3:1-bhnd"),
+    pytest.param(Case(1, 37, 65, 2, 2, 40, 16, layout="bhnd"), id="d40-dv16-bhnd"),
+    pytest.param(Case(1, 37, 37, 2, 1, 24, 96, causal=True), id="gqa-2:1-d24-dv96-causal"),
+    pytest.param(Case(1, 37, 65, 2, 1, 1, 1), id="d1"),
+    pytest.param(Case(1, 20, 33, 1, 1, 1, 256, causal=True, layout="bhnd"), id="d1-dv256-causal-bhnd"),
+    pytest.param(Case(1, 20, 33, 1, 1, 256, 256), id="d256"),
+    pytest.param(Case(1, 130, 130, 2, 2, 16, 16, causal=True), id="q130-kv130-causal"),
+    pytest.param(Case(1, 203, 203, 1, 1, 16, 16), id="q203-kv203"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", SMALL_CASES)
+def test_matches_reference(rng, case, dtype):
+    """out and lse agree with float64 references, within a small factor of SDPA's own error."""
+    q, k, v = make_inputs(rng, case, dtype)
+    out, lse = flashx.torch.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
+    check_against_references(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
+
+
+# Nkv - Nq around multiples of the key/query tile sizes (16 in the interpreter, 64 and 128 on the GPU),
+# where the unmasked/masked split of the key loop and the last key block can be off by one.
+CAUSAL_OFFSETS = [-65, -63, -31, -18, -17, -2, -1, 1, 14, 15, 17, 30, 62, 63, 65, 127, 129]
+
+
+@pytest.mark.parametrize("offset", [pytest.param(o, id=f"nkv-nq={o}") for o in CAUSAL_OFFSETS])
+def test_causal_diagonal_offsets(rng, offset):
+    """Bottom-right causal masking for Nkv - Nq across tile boundaries (fp32, so any wrong key shows)."""
+    nq = 70 if INTERPRETED else 300
+    case = Case(1, nq, nq + offset, 2, 1, 16, 16, causal=True)
+    q, k, v = make_inputs(rng, case, "float32")
+    out, lse = flashx.torch.attention(q, k, v, causal=True, return_lse=True)
+    check_against_references(q, k, v, out, lse, "float32", causal=True)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(Case(1, 65, 37, 2, 2, 32, 24, causal=True), id="causal-q65-kv37"),
+        pytest.param(Case(1, 70, 5, 2, 1, 16, 16, causal=True, layout="bhnd"), id="causal-q70-kv5-gqa-bhnd"),
+        pytest.param(Case(2, 19, 0, 2, 2, 16, 16), id="kv0"),
+    ],
+)
+def test_rows_without_keys_are_zero(rng, case):
+    """A row that sees no key gives out exactly 0 and lse exactly -inf (never NaN); the others are correct."""
+    q, k, v = make_inputs(rng, case, "float16")
+    out, lse = flashx.torch.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
+    empty = ~rows_with_keys(case.nq, case.nkv, case.causal)
+    assert empty.any()
+    rows = out[:, empty] if case.layout == "bnhd" else out[:, :, empty]
+    assert torch.equal(rows, torch.zeros_like(rows))
+    assert torch.isneginf(lse[:, :, empty]).all()
+    assert torch.isfinite(lse[:, :, ~empty]).all()
+    check_against_references(q, k, v, out, lse, "float16", causal=case.causal, layout=case.layout)
+
+
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_empty_query_or_batch(rng, layout):
+    """Nq = 0 or B = 0: empty outputs of the right shapes, dtype and device."""
+    for b, nq in ((1, 0), (0, 5)):
+        q, k, v = make_inputs(rng, Case(b, nq, 7, 2, 1, 16, 24, layout=layout), "float16")
+        out, lse = flashx.torch.attention(q, k, v, layout=layout, return_lse=True)
+        assert tuple(out.shape) == (*q.shape[:3], 24) and out.dtype == torch.float16 and out.device == q.device
+        assert tuple(lse.shape) == (b, 2, nq) and lse.dtype == torch.float32
+
+
+def test_return_lse_false_returns_tensor(rng):
+    """Without return_lse the result is one tensor, equal to the out of return_lse=True."""
+    q, k, v = make_inputs(rng, Case(1, 17, 23, 2, 2, 16, 16), "float32")
+    out = flashx.torch.attention(q, k, v)
+    assert isinstance(out, torch.Tensor)
+    out2, _ = flashx.torch.attention(q, k, v, return_lse=True)
+    assert torch.equal(out, out2)
+
+
+@pytest.mark.parametrize(
+    "scale",
+    [
+        pytest.param(0.3, id="float"),
+        pytest.param(1, id="int"),
+        pytest.param(-0.2, id="negative"),
+        pytest.param(0.0, id="zero"),
+    ],
+)
+def test_explicit_scale(rng, scale):
+    """An explicit scale replaces 1/sqrt(D); ints, negatives and 0 (uniform weights) are valid."""
+    case = Case(1, 37, 45, 2, 1, 24, 24, causal=True)
+    q, k, v = make_inputs(rng, case, "float32")
+    out, lse = flashx.torch.attention(q, k, v, causal=True, scale=scale, return_lse=True)
+    check_against_references(q, k, v, out, lse, "float32", causal=True, scale=scale)
+
+
+@pytest.mark.parametrize(
+    "scale",
+    [pytest.param(1e-4, id="moderate-softmax"), pytest.param(1.0, id="saturated-softmax")],
+)
+def test_fp16_scores_beyond_fp16_range(rng, scale):
+    """q.k dot products of ~1e5 (past fp16's 65504): finite, correct output; the kernel must not form scores in fp16.
+
+    torch's own fp16 attention may overflow here, so only the fp16 cap bounds the error.
+    """
+    case = Case(1, 37, 45, 2, 2, 32, 32)
+    q, k, v = make_inputs(rng, case, "float16")
+    q, k = q * 80.0, k * 80.0  # |q.k| ~ 80 * 80 * sqrt(32) ~ 4e4, the largest ~ 1e5
+    dots = torch.einsum("bihd,bjhd->bhij", q.double(), k.double())
+    assert dots.abs().max() > 65504
+    out, lse = flashx.torch.attention(q, k, v, scale=scale, return_lse=True)
+    ref_out, ref_lse = reference_attention(to_numpy(q), to_numpy(k), to_numpy(v), scale=scale)
+    assert_error_within(rel_error(to_numpy(out), ref_out), None, "float16")
+    assert_lse_close(to_numpy(lse), ref_lse)
+
+
+def test_every_output_element_is_written(rng, monkeypatch):
+    """Outputs are allocated uninitialized: make that allocation NaN-filled, then expect every element written."""
+    case = Case(2, 37, 29, 3, 1, 40, 24, causal=True, layout="bhnd")
+    q, k, v = make_inputs(rng, case, "float16")
+    empty, poisoned = torch.empty, []
+
+    def poisoned_empty(*args, **kwargs):
+        t = empty(*args, **kwargs)
+        if t.is_floating_point():
+            t.fill_(float("nan"))
+            poisoned.append(tuple(t.shape))
+        return t
+
+    monkeypatch.setattr(torch, "empty", poisoned_empty)
+    out, lse = flashx.torch.attention(q, k, v, causal=True, layout="bhnd", return_lse=True)
+    monkeypatch.undo()
+    assert {(2, 3, 37, 24), (2, 3, 37)} <= set(poisoned), f"out and lse were not allocated with torch.empty: {poisoned}"
+    assert torch.isfinite(out).all()
+    assert not torch.isnan(lse).any()
+    check_against_references(q, k, v, out, lse, "float16", causal=True, layout="bhnd")
+
+
+# ----------------------------------------------------------------------------------------------
+# Strided inputs
+# ----------------------------------------------------------------------------------------------
+
+
+def _packed_qkv(rng, dtype):
+    """q, k, v as slices of one (B, N, 3, H, D) tensor."""
+    qkv = to_torch(rng.standard_normal((2, 37, 3, 2, 40)).astype(np.float32), dtype)
+    return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], "bnhd"
+
+
+def _packed_gqa_heads(rng, dtype):
+    """q, k, v as head slices of one (B, N, Hq + 2 Hkv, D) tensor (fused GQA projection)."""
+    qkv = to_torch(rng.standard_normal((1, 45, 4 + 2 + 2, 24)).astype(np.float32), dtype)
+    return qkv[:, :, :4], qkv[:, :, 4:6], qkv[:, :, 6:], "bnhd"
+
+
+def _transposed_views(rng, dtype):
+    """bnhd views of (B, H, N, D) tensors (the sequence axis is not the slow one)."""
+    q, k, v = (to_torch(rng.standard_normal(s).astype(np.float32), dtype) for s in ((1, 2, 37, 32), (1, 2, 50, 32), (1, 2, 50, 16)))
+    return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), "bnhd"
+
+
+def _bhnd_of_bnhd_memory(rng, dtype):
+    """bhnd views of (B, N, H, D) tensors."""
+    q, k, v = (to_torch(rng.standard_normal(s).astype(np.float32), dtype) for s in ((1, 37, 2, 32), (1, 50, 1, 32), (1, 50, 1, 32)))
+    return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), "bhnd"
+
+
+def _head_dim_stride_2(rng, dtype):
+    """Every other element of the head dim (D stride 2), with a sliced sequence."""
+    q, k, v = (to_torch(rng.standard_normal(s).astype(np.float32), dtype) for s in ((1, 40, 2, 48), (1, 60, 2, 48), (1, 60, 2, 32)))
+    return q[:, 3:, :, ::2], k[:, 5:, :, ::2], v[:, 5:, :, ::2], "bnhd"
+
+
+def _broadcast_kv_heads(rng, dtype):
+    """k and v expanded over heads (head stride 0)."""
+    q = to_torch(rng.standard_normal((1, 37, 3, 16)).astype(np.float32), dtype)
+    k, v = (to_torch(rng.standard_normal((1, 41, 1, 16)).astype(np.float32), dtype).expand(1, 41, 3, 16) for _ in range(2))
+    return q, k, v, "bnhd"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(_packed_qkv, id="packed-qkv"),
+        pytest.param(_packed_gqa_heads, id="packed-gqa-heads"),
+        pytest.param(_transposed_views, id="transposed-view"),
+        pytest.param(_bhnd_of_bnhd_memory, id="bhnd-view-of-bnhd"),
+        pytest.param(_head_dim_stride_2, id="head-dim-stride-2"),
+        pytest.param(_broadcast_kv_heads, id="broadcast-kv-heads"),
+    ],
+)
+def test_strided_inputs(rng, make, dtype):
+    """Non-contiguous q, k, v give the right answer (strides go to the kernel as they are)."""
+    q, k, v, layout = make(rng, dtype)
+    assert not all(x.is_contiguous() for x in (q, k, v))
+    out, lse = flashx.torch.attention(q, k, v, causal=True, layout=layout, return_lse=True)
+    check_against_references(q, k, v, out, lse, dtype, causal=True, layout=layout)
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.compile and the registered op
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "backend, dynamic",
+    [
+        pytest.param("eager", False, id="eager"),
+        pytest.param("aot_eager", False, id="aot_eager"),
+        pytest.param("aot_eager", True, id="aot_eager-dynamic"),
+    ],
+)
+def test_torch_compile_fullgraph(rng, backend, dynamic):
+    """flashx traces into one graph under torch.compile(fullgraph=True) and matches eager bit for bit."""
+    torch._dynamo.reset()
+
+    def fn(q, k, v):
+        out, lse = flashx.torch.attention(q, k, v, causal=True, layout="bhnd", return_lse=True)
+        return out * 2.0, lse
+
+    compiled = torch.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic)
+    for case in (Case(1, 37, 29, 2, 1, 24, 40, causal=True, layout="bhnd"), Case(1, 20, 45, 2, 1, 24, 40, causal=True, layout="bhnd")):
+        q, k, v = make_inputs(rng, case, "float16")
+        out, lse = compiled(q, k, v)
+        ref_out, ref_lse = fn(q, k, v)
+        assert torch.equal(out, ref_out)
+        assert torch.equal(lse, ref_lse)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(Case(1, 21, 13, 4, 2, 24, 40, causal=True), id="bnhd-causal-gqa"),
+        pytest.param(Case(1, 13, 21, 2, 2, 16, 16, layout="bhnd"), id="bhnd"),
+    ],
+)
+def test_opcheck(rng, case):
+    """torch.ops.flashx.attention_forward passes torch.library.opcheck's schema, fake-tensor and
+    autograd-registration checks."""
+    from flashx.torch.attention import _OPTIONAL_INPUTS, _intern, _Options
+
+    q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
+    options = _Options.make(causal=case.causal, scale=0.25 if case.causal else None, layout=case.layout)
+    torch.library.opcheck(
+        torch.ops.flashx.attention_forward.default,
+        (q, k, v, None, [None] * len(_OPTIONAL_INPUTS), _intern(options)),
+        test_utils=("test_schema", "test_faketensor", "test_autograd_registration"),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input: ValueError or TypeError naming the argument, before any launch
+# ----------------------------------------------------------------------------------------------
+
+
+def _t(*shape, dtype=torch.float16):
+    return torch.randn(shape, dtype=dtype, device=DEVICE)
+
+
+Q, K, V = (1, 5, 4, 16), (1, 7, 2, 16), (1, 7, 2, 8)
+
+BAD_INPUTS = [
+    pytest.param(lambda: ((_t(5, 4, 16), _t(*K), _t(*V)), {}), ValueError, r"\bq\b.*4-D", id="q-rank-3"),
+    pytest.param(lambda: ((_t(*Q), _t(1, *K), _t(*V)), {}), ValueError, r"\bk\b.*4-D", id="k-rank-5"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(7, 2, 8)), {}), ValueError, r"\bv\b.*4-D", id="v-rank-3"),
+    pytest.param(lambda: ((_t(2, 5, 4, 16), _t(*K), _t(*V)), {}), ValueError, r"batch", id="batch-mismatch"),
+    pytest.param(lambda: ((_t(*Q), _t(1, 7, 2, 24), _t(*V)), {}), ValueError, r"q and k.*head dim", id="head-dim-mismatch"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(1, 6, 2, 8)), {}), ValueError, r"k and v.*sequence length", id="kv-length-mismatch"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(1, 7, 1, 8)), {}), ValueError, r"k and v.*heads", id="kv-heads-mismatch"),
+    pytest.param(lambda: ((_t(1, 5, 3, 16), _t(*K), _t(*V)), {}), ValueError, r"q's heads \(3\).*k's and v's heads \(2\)", id="hq-not-multiple"),
+    pytest.param(lambda: ((_t(1, 5, 0, 16), _t(1, 7, 0, 16), _t(1, 7, 0, 8)), {}), ValueError, r"head", id="zero-heads"),
+    pytest.param(lambda: ((_t(1, 5, 4, 257), _t(1, 7, 2, 257), _t(*V)), {}), ValueError, r"q and k head dim.*257", id="d-257"),
+    pytest.param(lambda: ((_t(1, 5, 4, 0), _t(1, 7, 2, 0), _t(*V)), {}), ValueError, r"q and k head dim.*0", id="d-0"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(1, 7, 2, 257)), {}), ValueError, r"v head dim.*257", id="dv-257"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(1, 7, 2, 0)), {}), ValueError, r"v head dim.*0", id="dv-0"),
+    pytest.param(lambda: ((_t(*Q), _t(*K, dtype=torch.float32), _t(*V)), {}), TypeError, r"q, k and v.*dtype", id="mixed-dtypes"),
+    pytest.param(lambda: ((_t(*Q, dtype=torch.float64), _t(*K, dtype=torch.float64), _t(*V, dtype=torch.float64)), {}), TypeError, r"\bq\b.*float64", id="float64"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V).to(torch.int32)), {}), TypeError, r"v\b.*dtype", id="int-v"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V)), {"layout": "bshd"}), ValueError, r"layout", id="unknown-layout"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V)), {"layout": None}), ValueError, r"layout", id="layout-none"),
+    pytest.param(lambda: ((_t(*Q).numpy() if DEVICE == "cpu" else [1.0], _t(*K), _t(*V)), {}), TypeError, r"\bq\b.*torch\.Tensor", id="q-not-a-tensor"),
+    pytest.param(lambda: ((_t(*Q), [[1.0]], _t(*V)), {}), TypeError, r"\bk\b.*torch\.Tensor", id="k-list"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), None), {}), TypeError, r"\bv\b.*torch\.Tensor", id="v-none"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V)), {"causal": 1}), TypeError, r"causal", id="causal-int"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V)), {"causal": "yes"}), TypeError, r"causal", id="causal-str"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V)), {"scale": float("nan")}), TypeError, r"scale", id="scale-nan"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V)), {"scale": float("inf")}), TypeError, r"scale", id="scale-inf"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V)), {"scale": "0.5"}), TypeError, r"scale", id="scale-str"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V)), {"scale": True}), TypeError, r"scale", id="scale-bool"),
+    pytest.param(lambda: ((_t(*Q), _t(*K), _t(*V)), {"return_lse": 1}), TypeError, r"return_lse", id="return-lse-int"),
+]
+
+
+@pytest.mark.parametrize("make, error, match", BAD_INPUTS)
+def test_bad_input_raises(make, error, match):
+    """Each bad input raises the documented error type with a message naming the argument."""
+    args, kwargs = make()
+    with pytest.raises(error, match=match):
+        flashx.torch.attention(*args, **kwargs)
+
+
+def test_bad_input_is_rejected_before_launch(monkeypatch):
+    """Validation happens before the kernel is launched."""
+    import flashx.core
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("launched")
+
+    monkeypatch.setattr(flashx.core.KernelCall, "launch", no_launch)
+    with pytest.raises(ValueError, match="head dim"):
+        flashx.torch.attention(_t(*Q), _t(1, 7, 2, 24), _t(*V))
+
+
+# ----------------------------------------------------------------------------------------------
+# GPU only: larger shapes, >2^31-element tensors, several devices
+# ----------------------------------------------------------------------------------------------
+
+GPU_CASES = [
+    pytest.param(Case(2, 1023, 1023, 8, 8, 64, 64), "float16", id="b2-n1023-h8-d64-fp16"),
+    pytest.param(Case(2, 1023, 1023, 8, 8, 64, 64, causal=True), "bfloat16", id="b2-n1023-h8-d64-causal-bf16"),
+    pytest.param(Case(2, 2048, 2048, 8, 8, 128, 128, causal=True), "float16", id="b2-n2048-h8-d128-causal-fp16"),
+    pytest.param(Case(2, 2048, 2048, 8, 8, 128, 128), "bfloat16", id="b2-n2048-h8-d128-bf16"),
+    pytest.param(Case(2, 1023, 2048, 8, 2, 256, 256, causal=True), "bfloat16", id="gqa-8:2-q1023-kv2048-d256-causal-bf16"),
+    pytest.param(Case(2, 2048, 1023, 8, 8, 256, 256, causal=True, layout="bhnd"), "float16", id="q2048-kv1023-d256-causal-bhnd-fp16"),
+    pytest.param(Case(2, 1023, 1023, 8, 1, 96, 96, causal=True), "float16", id="mqa-8:1-n1023-d96-causal-fp16"),
+    pytest.param(Case(2, 777, 1500, 8, 4, 80, 48), "bfloat16", id="gqa-8:4-q777-kv1500-d80-dv48-bf16"),
+    pytest.param(Case(1, 1023, 1023, 4, 4, 128, 128, causal=True), "float32", id="n1023-d128-causal-fp32"),
+    pytest.param(Case(1, 777, 1023, 4, 2, 256, 200), "float32", id="gqa-q777-kv1023-d256-dv200-fp32"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case, dtype", GPU_CASES)
+def test_gpu_large_shapes(case, dtype):
+    """Training-sized shapes on the GPU: within a small factor of native SDPA's error against float64."""
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
+    q, k, v = (
+        torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(TORCH_DTYPES[dtype])
+        for s in shapes(*case[:7], case.layout)
+    )
+    out, lse = flashx.torch.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
+    torch.cuda.synchronize()
+    nq, nkv = case.nq, case.nkv
+    ref = sdpa(q, k, v, causal=case.causal, layout=case.layout, upcast=True)
+    ref = zero_rows_without_keys(to_numpy(ref), nq, nkv, case.causal, case.layout)
+    native = zero_rows_without_keys(to_numpy(sdpa(q, k, v, causal=case.causal, layout=case.layout)), nq, nkv, case.causal, case.layout)
+    assert_error_within(rel_error(to_numpy(out), ref), rel_error(native, ref), dtype)
+    # lse from the float64 scores, computed on the GPU
+    qh, kh = (to_bhnd(x, case.layout).double() for x in (q, k))
+    kh = kh.repeat_interleave(case.hq // case.hkv, dim=1)
+    s = (qh @ kh.transpose(-1, -2)) / math.sqrt(case.d)
+    if case.causal:
+        s = s.masked_fill(~torch.from_numpy(causal_mask(nq, nkv)).cuda(), float("-inf"))
+    assert_lse_close(to_numpy(lse), to_numpy(torch.logsumexp(s, dim=-1)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gpu_packed_qkv(dtype):
+    """q, k, v sliced from one packed (B, N, 3, H, D) projection output, causal, on the GPU."""
+    qkv = torch.randn(2, 1531, 3, 8, 128, device="cuda", dtype=TORCH_DTYPES[dtype])
+    q, k, v = qkv.unbind(2)
+    out, lse = flashx.torch.attention(q, k, v, causal=True, return_lse=True)
+    ref = to_numpy(sdpa(q, k, v, causal=True, upcast=True))
+    native = to_numpy(sdpa(q, k, v, causal=True))
+    assert_error_within(rel_error(to_numpy(out), ref), rel_error(native, ref), dtype)
+    same = flashx.torch.attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+    assert_error_within(rel_error(to_numpy(same), ref), rel_error(native, ref), dtype, "contiguous copy")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "b, nkv",
+    [
+        pytest.param(2, 4_194_307, id="batch-offset"),  # batch 1 starts at 2^30 elements and ends past 2^31
+        pytest.param(1, 8_388_611, id="sequence-offset"),  # key index * key stride alone passes 2^31
+    ],
+)
+def test_gpu_tensor_over_2_31_elements(b, nkv):
+    """k and v of more than 2^31 elements each (fp16, ~4.3 GB): the kernel's offsets must not wrap around.
+
+    The last keys get the largest scores, so reading wrong memory there changes the output; the
+    reference runs in float32 on the GPU, one (batch, head) at a time.
+    """
+    hkv, hq, d, nq = 2, 4, 128, 64
+    assert b * nkv * hkv * d > 2**31
+    gen = torch.Generator(device="cuda").manual_seed(nkv)
+    k = torch.randn(b, nkv, hkv, d, device="cuda", dtype=torch.float16, generator=gen)
+    v = torch.randn(b, nkv, hkv, d, device="cuda", dtype=torch.float16, generator=gen)
+    q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.float16, generator=gen)
+    k[:, -2048:] *= 4  # the tail, past 2^31 elements, dominates the softmax
+    out, lse = flashx.torch.attention(q, k, v, causal=True, return_lse=True)
+    scale = 1.0 / math.sqrt(d)
+    group = hq // hkv
+    visible = torch.from_numpy(causal_mask(nq, nkv)).cuda()
+    for bi in range(b):
+        for h in range(hq):
+            s = (q[bi, :, h].float() @ k[bi, :, h // group].float().T) * scale
+            s.masked_fill_(~visible, float("-inf"))
+            ref_lse = torch.logsumexp(s, dim=-1)
+            p = torch.exp_(s.sub_(ref_lse[:, None]))
+            ref_out = p @ v[bi, :, h // group].float()
+            del s, p
+            err = rel_error(to_numpy(out[bi, :, h]), to_numpy(ref_out))
+            assert_error_within(err, None, "float16", f"out[batch {bi}, head {h}]")
+            assert_lse_close(to_numpy(lse[bi, h]), to_numpy(ref_lse))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k_device", ["cpu", "cuda:1"])
+def test_gpu_inputs_on_different_devices(k_device):
+    """q and k/v on different devices raise ValueError naming them, before any launch."""
+    if k_device == "cuda:1" and torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    q = torch.randn(1, 5, 2, 16, device="cuda:0", dtype=torch.float16)
+    k = torch.randn(1, 7, 2, 16, device=k_device, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"q, k and v must be on one device.*q cuda:0, k " + k_device):
+        flashx.torch.attention(q, k, k)
+
+
+@pytest.mark.gpu
+def test_gpu_second_device(rng):
+    """Inputs on a GPU other than the current one are computed there, correctly."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    case = Case(1, 300, 400, 4, 2, 64, 64, causal=True)
+    q, k, v = make_inputs(rng, case, "float16", device="cuda:1")
+    out, lse = flashx.torch.attention(q, k, v, causal=True, return_lse=True)
+    assert out.device == q.device
+    check_against_references(q, k, v, out, lse, "float16", causal=True)
+
+
+@pytest.mark.gpu
+def test_gpu_cpu_inputs_rejected():
+    """With compiled kernels, CPU inputs raise a ValueError saying how to run on the CPU."""
+    q = torch.randn(1, 5, 2, 16, dtype=torch.float16)
+    with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+        flashx.torch.attention(q, q, q)
