@@ -336,19 +336,19 @@ def attention_backward_dq_kernel(
             kv_idx = start_n + offs_n
             m_n = kv_idx < seqlen_kv_b
             n64 = tl.cast(start_n, tl.int64)
-            masked = (span == 0) if BLOCK_MAP else (span != 1)
             # [BD, BN] and [BDV, BN]: k and v transposed for q @ k^T and dO @ v^T
             p_kt = k_base + n64 * stride_kn + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
             p_vt = v_base + n64 * stride_vn + offs_n[None, :] * stride_vn + offs_dv[:, None] * stride_vd
-            b_kt = load_tile(p_kt, m_d, m_n, HEAD_DIM != BLOCK_D, masked)
-            b_vt = load_tile(p_vt, m_dv, m_n, HEAD_DIM_V != BLOCK_DV, masked)
+            # Keys past the sequence only occur in masked blocks (the span logic keeps full blocks in range).
+            b_kt = load_tile(p_kt, m_d, m_n, HEAD_DIM != BLOCK_D, (span == 0) if BLOCK_MAP else (span != 1))
+            b_vt = load_tile(p_vt, m_dv, m_n, HEAD_DIM_V != BLOCK_DV, (span == 0) if BLOCK_MAP else (span != 1))
             qk = dot(b_q, b_kt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BD] @ [BD, BN]
             dp = dot(b_do, b_vt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BDV] @ [BDV, BN]
             _probs, ds, dqk = _score_grads(
                 qk, dp, lse_log2[:, None], delta[:, None], batch, head, q_idx[:, None], kv_idx[None, :],
                 seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                masked, LIMIT_LEFT, LIMIT_RIGHT,
+                (span == 0) if BLOCK_MAP else (span != 1), LIMIT_LEFT, LIMIT_RIGHT,
                 MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
                 HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
             )
