@@ -359,10 +359,11 @@ def test_torch_compile_fullgraph(rng, backend, dynamic):
 def test_opcheck(rng, case):
     """torch.ops.flashx.attention_forward passes torch.library.opcheck's schema, fake-tensor and
     autograd-registration checks."""
-    from flashx.torch.attention import _OPTIONAL_INPUTS, _intern, _Options
+    from flashx.core import CallOptions
+    from flashx.torch.attention import _OPTIONAL_INPUTS, _intern
 
     q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
-    options = _Options.make(causal=case.causal, scale=0.25 if case.causal else None, layout=case.layout)
+    options = CallOptions(causal=case.causal, scale=0.25 if case.causal else None, layout=case.layout)
     torch.library.opcheck(
         torch.ops.flashx.attention_forward.default,
         (q, k, v, None, [None] * len(_OPTIONAL_INPUTS), _intern(options)),

@@ -9,11 +9,13 @@ from .plan import (
     AttentionPlan,
     BlockMask,
     BlockMaskSpec,
+    CallOptions,
     KernelCall,
     block_map_calls,
     dense_strides,
     plan_attention,
     plan_block_mask,
+    plan_call,
 )
 
 __all__ = [
@@ -21,10 +23,12 @@ __all__ = [
     "AttentionPlan",
     "BlockMask",
     "BlockMaskSpec",
+    "CallOptions",
     "KernelCall",
     "block_map_calls",
     "dense_strides",
     "plan_attention",
     "plan_block_mask",
+    "plan_call",
     "runtime",
 ]

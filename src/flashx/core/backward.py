@@ -12,8 +12,8 @@ import triton.language as tl
 
 from .forward import sequence_bounds
 from .scores import (
-    LOG2_E, dot, grad_through_transforms, key_range, load_tile, query_range, store_tile,
-    transform_scores, visible_pairs,
+    LOG2_E, dot, grad_through_transforms, key_spans, load_tile, query_range, span_block, span_is_masked,
+    span_size, store_tile, transform_scores, visible_pairs,
 )
 
 
@@ -160,14 +160,13 @@ def attention_backward_dkdv_kernel(
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_DV], dtype=tl.float32)
 
-    if not BLOCK_MAP:
-        lo, full_lo, full_hi, hi = query_range(
-            start_n, seqlen_q_b, diag_offset, window_left, window_right, BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT
-        )
-        if HAS_MASK_MOD or HAS_DENSE_MASK:
-            full_hi = full_lo  # without a block map every block takes the mask
-        # A key block that runs past the sequence is masked for every query block.
-        full_hi = tl.where(start_n + BLOCK_N > seqlen_kv_b, full_lo, full_hi)
+    lo, full_lo, full_hi, hi = query_range(
+        start_n, seqlen_q_b, diag_offset, window_left, window_right, BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT
+    )
+    if HAS_MASK_MOD or HAS_DENSE_MASK:
+        full_hi = full_lo  # without a block map every block takes the mask
+    # A key block that runs past the sequence is masked for every query block.
+    full_hi = tl.where(start_n + BLOCK_N > seqlen_kv_b, full_lo, full_hi)
 
     for g in range(0, gqa_group):
         head = head_kv * gqa_group + g
@@ -184,24 +183,9 @@ def attention_backward_dkdv_kernel(
         p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + pid_n * stride_cq
         p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + pid_n * stride_iq
         for span in tl.static_range(2 if BLOCK_MAP else 3):
-            if BLOCK_MAP:
-                n_blocks = tl.load(p_counts + span)
-            else:
-                if span == 0:
-                    span_lo = lo
-                    span_hi = full_lo
-                elif span == 1:
-                    span_lo = full_lo
-                    span_hi = full_hi
-                else:
-                    span_lo = full_hi
-                    span_hi = hi
-                n_blocks = tl.cdiv(span_hi - span_lo, BLOCK_M)
+            first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_MAP)
             for i in range(0, n_blocks):
-                if BLOCK_MAP:
-                    start_m = tl.load(p_indices + span * stride_ik + i) * BLOCK_M
-                else:
-                    start_m = span_lo + i * BLOCK_M
+                start_m = span_block(span, i, p_indices, stride_ik, first, BLOCK_M, BLOCK_MAP)
                 q_idx = start_m + offs_m
                 m_m = q_idx < q_owned
                 m64 = tl.cast(start_m, tl.int64)
@@ -217,7 +201,7 @@ def attention_backward_dkdv_kernel(
                     qk_t, dp_t, lse_log2[None, :], delta[None, :], batch, head, q_idx[None, :], kv_idx[:, None],
                     seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                    (span == 0) if BLOCK_MAP else (span != 1), LIMIT_LEFT, LIMIT_RIGHT,
+                    span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
                     MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
                     HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
                 )
@@ -305,34 +289,16 @@ def attention_backward_dq_kernel(
     delta = tl.load(DELTA + b64 * stride_lb + h64 * stride_lh + rows * stride_ln, mask=m_m, other=0.0)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
-    if not BLOCK_MAP:
-        lo, full_lo, full_hi, hi = key_range(
-            start_m, seqlen_kv_b, diag_offset, window_left, window_right, BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT
-        )
-        if HAS_MASK_MOD or HAS_DENSE_MASK:
-            full_hi = full_lo
-        full_hi = tl.where(seqlen_q_b < q_owned, full_lo, full_hi)
+    lo, full_lo, full_hi, hi = key_spans(
+        start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
+        BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD or HAS_DENSE_MASK,
+    )
     p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + pid_m * stride_cq
     p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + pid_m * stride_iq
     for span in tl.static_range(2 if BLOCK_MAP else 3):
-        if BLOCK_MAP:
-            n_blocks = tl.load(p_counts + span)
-        else:
-            if span == 0:
-                span_lo = lo
-                span_hi = full_lo
-            elif span == 1:
-                span_lo = full_lo
-                span_hi = full_hi
-            else:
-                span_lo = full_hi
-                span_hi = hi
-            n_blocks = tl.cdiv(span_hi - span_lo, BLOCK_N)
+        first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP)
         for i in range(0, n_blocks):
-            if BLOCK_MAP:
-                start_n = tl.load(p_indices + span * stride_ik + i) * BLOCK_N
-            else:
-                start_n = span_lo + i * BLOCK_N
+            start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP)
             kv_idx = start_n + offs_n
             m_n = kv_idx < seqlen_kv_b
             n64 = tl.cast(start_n, tl.int64)
@@ -340,15 +306,15 @@ def attention_backward_dq_kernel(
             p_kt = k_base + n64 * stride_kn + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
             p_vt = v_base + n64 * stride_vn + offs_n[None, :] * stride_vn + offs_dv[:, None] * stride_vd
             # Keys past the sequence only occur in masked blocks (the span logic keeps full blocks in range).
-            b_kt = load_tile(p_kt, m_d, m_n, HEAD_DIM != BLOCK_D, (span == 0) if BLOCK_MAP else (span != 1))
-            b_vt = load_tile(p_vt, m_dv, m_n, HEAD_DIM_V != BLOCK_DV, (span == 0) if BLOCK_MAP else (span != 1))
+            b_kt = load_tile(p_kt, m_d, m_n, HEAD_DIM != BLOCK_D, span_is_masked(span, BLOCK_MAP))
+            b_vt = load_tile(p_vt, m_dv, m_n, HEAD_DIM_V != BLOCK_DV, span_is_masked(span, BLOCK_MAP))
             qk = dot(b_q, b_kt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BD] @ [BD, BN]
             dp = dot(b_do, b_vt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BDV] @ [BDV, BN]
             _probs, ds, dqk = _score_grads(
                 qk, dp, lse_log2[:, None], delta[:, None], batch, head, q_idx[:, None], kv_idx[None, :],
                 seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                (span == 0) if BLOCK_MAP else (span != 1), LIMIT_LEFT, LIMIT_RIGHT,
+                span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
                 MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
                 HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
             )

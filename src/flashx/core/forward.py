@@ -8,7 +8,10 @@ from . import runtime  # noqa: F401, I001  (first: decides compiled vs interpret
 import triton
 import triton.language as tl
 
-from .scores import LN_2, LOG2_E, dot, key_range, load_tile, store_tile, transform_scores, visible_pairs
+from .scores import (
+    LN_2, LOG2_E, dot, key_spans, load_tile, span_block, span_is_masked, span_size, store_tile,
+    transform_scores, visible_pairs,
+)
 
 
 @triton.jit
@@ -170,45 +173,23 @@ def attention_forward_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
 
-    if not BLOCK_MAP:
-        # Keys outside [lo, hi) are never loaded; [full_lo, full_hi) is visible to the whole tile.
-        lo, full_lo, full_hi, hi = key_range(
-            start_m, seqlen_kv_b, diag_offset, window_left, window_right, BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT
-        )
-        if HAS_MASK_MOD or HAS_DENSE_MASK:
-            full_hi = full_lo  # without a block map every block takes the mask
-        # Padding rows (seqused) must see no key: mask every block of a tile that has them.
-        full_hi = tl.where(seqlen_q_b < q_owned, full_lo, full_hi)
+    # Keys outside [lo, hi) are never loaded; [full_lo, full_hi) is visible to the whole tile.
+    lo, full_lo, full_hi, hi = key_spans(
+        start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
+        BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD or HAS_DENSE_MASK,
+    )
     p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + pid_m * stride_cq
     p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + pid_m * stride_iq
-    # Spans of key blocks: with a block map (mask_mod), its lists of partial then full blocks
-    # (empty blocks are in neither and never loaded); else [lo, full_lo) masked,
-    # [full_lo, full_hi) unmasked, [full_hi, hi) masked.
     for span in tl.static_range(2 if BLOCK_MAP else 3):
-        if BLOCK_MAP:
-            n_blocks = tl.load(p_counts + span)
-        else:
-            if span == 0:
-                span_lo = lo
-                span_hi = full_lo
-            elif span == 1:
-                span_lo = full_lo
-                span_hi = full_hi
-            else:
-                span_lo = full_hi
-                span_hi = hi
-            n_blocks = tl.cdiv(span_hi - span_lo, BLOCK_N)
+        first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP)
         for i in range(0, n_blocks):
-            if BLOCK_MAP:
-                start_n = tl.load(p_indices + span * stride_ik + i) * BLOCK_N
-            else:
-                start_n = span_lo + i * BLOCK_N
+            start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP)
             acc, l_i, m_i = _attend_block(
                 acc, l_i, m_i, b_q, k_base, v_base, start_n,
                 stride_kn, stride_kd, stride_vn, stride_vd,
                 batch, head, q_idx, seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, (span == 0) if BLOCK_MAP else (span != 1),
+                HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, span_is_masked(span, BLOCK_MAP),
                 LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
                 SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, UPCAST_DOT, DOT_PRECISION,
             )

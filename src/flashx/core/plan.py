@@ -11,7 +11,7 @@ import functools
 import inspect
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from . import runtime
 from .backward import attention_backward_dkdv_kernel, attention_backward_dq_kernel, attention_backward_preprocess_kernel
@@ -209,6 +209,31 @@ def _normalize_window(window: Any, causal: bool) -> tuple:
     if causal:
         right = 0 if right == -1 else min(right, 0)
     return left, right
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """The non-array options of one attention call (hashable: the frontends key ops and jit on it)."""
+
+    causal: bool = False
+    scale: Optional[float] = None
+    layout: str = "bnhd"
+    window: Any = None  # (left, right) tuple
+    softcap: Optional[float] = None
+    max_seqlen_q: Optional[int] = None
+    max_seqlen_k: Optional[int] = None
+    mask_mod: Any = None
+    score_mod: Any = None
+    score_mod_grad: Any = None
+    block_mask: Optional[BlockMaskSpec] = None
+    bottom_right: bool = True  # False: causal/window top-left aligned (the SDPA and jax.nn drop-ins)
+
+
+# Optional input arrays: kernel argument name -> plan_attention keyword.
+ARRAY_KEYWORDS = {
+    "SLOPES": "alibi_slopes", "BIAS": "bias", "MASK": "mask", "CU_SEQLENS_Q": "cu_seqlens_q",
+    "CU_SEQLENS_K": "cu_seqlens_k", "SEQUSED_Q": "seqused_q", "SEQUSED_K": "seqused_k",
+}
 
 
 def plan_block_mask(
@@ -674,6 +699,12 @@ def plan_attention(
     if block_mask is not None:
         object.__setattr__(plan, "scalars", {**scalars, **plan.scalars_for_map("")})
     return plan
+
+
+def plan_call(options: CallOptions, q: ArraySpec, k: ArraySpec, v: ArraySpec, arrays: Mapping[str, Any]) -> "AttentionPlan":
+    """plan_attention for options and optional arrays given by kernel argument name (others ignored)."""
+    keywords = {ARRAY_KEYWORDS[name]: spec for name, spec in arrays.items() if name in ARRAY_KEYWORDS}
+    return plan_attention(q, k, v, **vars(options), **keywords)
 
 
 def block_map_calls(spec: BlockMaskSpec) -> tuple:

@@ -176,3 +176,61 @@ def query_range(
     full_lo = tl.minimum(tl.maximum(tl.cdiv(full_lo, BLOCK_M) * BLOCK_M, lo), hi)
     full_hi = tl.maximum((tl.maximum(full_hi, 0) // BLOCK_M) * BLOCK_M, full_lo)
     return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def key_spans(
+    start_m, seqlen_q, q_owned, seqlen_kv, diag_offset, window_left, window_right,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
+    MASK_EVERY_BLOCK: tl.constexpr,
+):
+    """key_range for the query tile at start_m, with every block masked where the tile needs it:
+    mask_mod or a dense mask without a block map (MASK_EVERY_BLOCK), or padding rows (seqused)."""
+    lo, full_lo, full_hi, hi = key_range(
+        start_m, seqlen_kv, diag_offset, window_left, window_right, BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT
+    )
+    if MASK_EVERY_BLOCK:
+        full_hi = full_lo
+    full_hi = tl.where(seqlen_q < q_owned, full_lo, full_hi)
+    return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def span_size(span: tl.constexpr, p_counts, lo, full_lo, full_hi, hi, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr):
+    """(first block start, number of blocks) of one span of blocks to visit.
+
+    With a block map, span 0 is its list of partial blocks and span 1 its list of full ones
+    (empty blocks are in neither). Without, spans 0, 1, 2 are [lo, full_lo) masked,
+    [full_lo, full_hi) unmasked and [full_hi, hi) masked.
+    """
+    if BLOCK_MAP:
+        first = 0
+        count = tl.load(p_counts + span)
+    else:
+        if span == 0:
+            first = lo
+            last = full_lo
+        elif span == 1:
+            first = full_lo
+            last = full_hi
+        else:
+            first = full_hi
+            last = hi
+        count = tl.cdiv(last - first, BLOCK)
+    return first, count
+
+
+@triton.jit
+def span_block(span: tl.constexpr, i, p_indices, stride_kind, first, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr):
+    """Start position of the i-th block of a span (see span_size)."""
+    if BLOCK_MAP:
+        start = tl.load(p_indices + span * stride_kind + i) * BLOCK
+    else:
+        start = first + i * BLOCK
+    return start
+
+
+@triton.jit
+def span_is_masked(span: tl.constexpr, BLOCK_MAP: tl.constexpr):
+    """Whether the blocks of a span need the per-element mask (all but the full ones)."""
+    return (span == 0) if BLOCK_MAP else (span != 1)

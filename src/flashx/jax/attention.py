@@ -4,9 +4,9 @@ Differentiable through `jax.custom_vjp` (residuals q, k, v, o, lse); works insid
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Union
 
 import jax
@@ -87,50 +87,16 @@ def _launch(build: CallBuilder, arrays: Mapping[str, Any], out_types: tuple, zer
     return tuple(jax.pure_callback(on_host, out_types, arrays, vmap_method="sequential"))
 
 
-@dataclass(frozen=True)
-class _Options:
-    """The static (hashable) options of one call."""
-
-    causal: bool
-    scale: Optional[float]
-    layout: str
-    window: Any
-    softcap: Optional[float]
-    max_seqlen_q: Optional[int]
-    max_seqlen_k: Optional[int]
-    mask_mod: Any
-    score_mod: Any
-    score_mod_grad: Any
-    block_mask: Optional[core.BlockMaskSpec]
-    bottom_right: bool
-
-    @classmethod
-    def make(cls, **given) -> "_Options":
-        """Options with flashx.jax.attention's defaults for whatever is not given."""
-        defaults = dict(causal=False, scale=None, layout="bnhd", window=None, softcap=None, max_seqlen_q=None,
-                        max_seqlen_k=None, mask_mod=None, score_mod=None, score_mod_grad=None, block_mask=None,
-                        bottom_right=True)
-        return cls(**{**defaults, **given})
-
-
-def _plan(options: _Options, q, k, v, bias, aux: Mapping[str, Any]) -> core.AttentionPlan:
+def _plan(options: core.CallOptions, q, k, v, bias, aux: Mapping[str, Any]) -> core.AttentionPlan:
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, jax.Array):
             raise TypeError(f"{name} must be a jax.Array, got {type(x).__name__}")
-    return core.plan_attention(
-        _spec("q", q), _spec("k", k), _spec("v", v),
-        causal=options.causal, scale=options.scale, layout=options.layout, window=options.window,
-        alibi_slopes=_spec("alibi_slopes", aux.get("SLOPES")), softcap=options.softcap,
-        cu_seqlens_q=_spec("cu_seqlens_q", aux.get("CU_SEQLENS_Q")), cu_seqlens_k=_spec("cu_seqlens_k", aux.get("CU_SEQLENS_K")),
-        max_seqlen_q=options.max_seqlen_q, max_seqlen_k=options.max_seqlen_k,
-        mask_mod=options.mask_mod, score_mod=options.score_mod, score_mod_grad=options.score_mod_grad,
-        block_mask=options.block_mask, bias=_spec("bias", bias), mask=_spec("mask", aux.get("MASK")),
-        seqused_q=_spec("seqused_q", aux.get("SEQUSED_Q")), seqused_k=_spec("seqused_k", aux.get("SEQUSED_K")),
-        bottom_right=options.bottom_right,
-    )
+    arrays = dict(aux, BIAS=bias)
+    specs = {name: _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x) for name, x in arrays.items()}
+    return core.plan_call(options, _spec("q", q), _spec("k", k), _spec("v", v), specs)
 
 
-def _forward(options: _Options, q, k, v, bias, aux):
+def _forward(options: core.CallOptions, q, k, v, bias, aux):
     plan = _plan(options, q, k, v, bias, aux)
     out_types = (jax.ShapeDtypeStruct(plan.out_shape, q.dtype), jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32))
     if not plan.needs_launch:
@@ -140,7 +106,7 @@ def _forward(options: _Options, q, k, v, bias, aux):
     return _launch(lambda a, p: (plan.forward_call(a, p), ()), arrays, out_types, zeroed=plan.varlen)
 
 
-def _backward(options: _Options, q, k, v, bias, aux, out, lse, dout, dlse):
+def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
     plan = _plan(options, q, k, v, bias, aux)
     bias_grad = bias is not None
     if not plan.needs_backward_launch:
@@ -169,7 +135,7 @@ def _backward(options: _Options, q, k, v, bias, aux, out, lse, dout, dlse):
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _attention(options: _Options, q, k, v, bias, aux):
+def _attention(options: core.CallOptions, q, k, v, bias, aux):
     return _forward(options, q, k, v, bias, aux)
 
 
@@ -218,23 +184,17 @@ def _check_bool(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
 
 
-def _run(q, k, v, bias, aux: dict, options: _Options, return_lse: bool):
+def _run(q, k, v, bias, aux: dict, options: core.CallOptions, return_lse: bool):
     """Validate (naming the argument) before tracing any kernel, build mask_mod's block map
     if the plan asks for one, then call the differentiable op."""
     _check_bool("return_lse", return_lse)
     plan = _plan(options, q, k, v, bias, aux)
     if plan.auto_block_mask is not None:
         built = _build_block_mask(plan.auto_block_mask)
-        options = _replace(options, block_mask=built.spec)
+        options = dataclasses.replace(options, block_mask=built.spec)
         aux = {**aux, **_block_mask_arrays(built)}
     out, lse = _attention(options, q, k, v, bias, {n: a for n, a in aux.items() if a is not None})
     return (out, lse) if return_lse else out
-
-
-def _replace(options: _Options, **changes) -> _Options:
-    import dataclasses
-
-    return dataclasses.replace(options, **changes)
 
 
 def _block_mask_arrays(block_mask: Optional[core.BlockMask]) -> dict:
@@ -278,7 +238,7 @@ def attention(
     float32 lse (B, Hq, Nq) (varlen: (Hq, total_q)).
     """
     _check_bool("deterministic", deterministic)
-    options = _Options.make(
+    options = core.CallOptions(
         causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,

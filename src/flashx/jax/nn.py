@@ -6,7 +6,8 @@ from typing import Optional, Union
 import jax
 import jax.numpy as jnp
 
-from .attention import _Options, _run
+from .. import core
+from .attention import _run
 
 
 def dot_product_attention(
@@ -44,5 +45,5 @@ def dot_product_attention(
             if not isinstance(lens, jax.Array) or not jnp.issubdtype(lens.dtype, jnp.integer):
                 raise TypeError(f"{name} must be an integer jax.Array of shape (B,), got {getattr(lens, 'dtype', type(lens).__name__)}")
             lengths[field] = lens.astype(jnp.int32)
-    options = _Options.make(causal=is_causal, scale=scale, window=window, bottom_right=False)
+    options = core.CallOptions(causal=is_causal, scale=scale, window=window, bottom_right=False)
     return _run(query, key, value, bias, dict(MASK=mask, **lengths), options, False)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Union
 
 import torch
@@ -18,37 +17,11 @@ _OPTIONAL_INPUTS = (
 )
 
 
-@dataclass(frozen=True)
-class _Options:
-    """The non-tensor options of one call; interned to an int that the ops carry."""
-
-    causal: bool
-    scale: Optional[float]
-    layout: str
-    window: Any
-    softcap: Optional[float]
-    max_seqlen_q: Optional[int]
-    max_seqlen_k: Optional[int]
-    mask_mod: Any
-    score_mod: Any
-    score_mod_grad: Any
-    block_mask: Optional[core.BlockMaskSpec]
-    bottom_right: bool
-
-    @classmethod
-    def make(cls, **given) -> "_Options":
-        """Options with flashx.torch.attention's defaults for whatever is not given."""
-        defaults = dict(causal=False, scale=None, layout="bnhd", window=None, softcap=None, max_seqlen_q=None,
-                        max_seqlen_k=None, mask_mod=None, score_mod=None, score_mod_grad=None, block_mask=None,
-                        bottom_right=True)
-        return cls(**{**defaults, **given})
-
-
 _interned: dict = {}
 _by_key: list = []
 
 
-def _intern(options: _Options) -> int:
+def _intern(options: core.CallOptions) -> int:
     """A stable int for options (torch.library ops cannot take Python functions or objects)."""
     key = _interned.get(options)
     if key is None:
@@ -68,23 +41,13 @@ def _spec(name: str, x: Any) -> Optional[core.ArraySpec]:
     )
 
 
-def _plan(q, k, v, bias, tensors: Sequence[Optional[torch.Tensor]], options: _Options) -> core.AttentionPlan:
-    named = dict(zip(_OPTIONAL_INPUTS, tensors))
-    window = tuple(options.window) if options.window is not None else None
+def _plan(q, k, v, bias, tensors: Sequence[Optional[torch.Tensor]], options: core.CallOptions) -> core.AttentionPlan:
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    return core.plan_attention(
-        _spec("q", q), _spec("k", k), _spec("v", v),
-        causal=options.causal, scale=options.scale, layout=options.layout, window=window,
-        alibi_slopes=_spec("alibi_slopes", named["SLOPES"]), softcap=options.softcap,
-        cu_seqlens_q=_spec("cu_seqlens_q", named["CU_SEQLENS_Q"]), cu_seqlens_k=_spec("cu_seqlens_k", named["CU_SEQLENS_K"]),
-        max_seqlen_q=options.max_seqlen_q, max_seqlen_k=options.max_seqlen_k,
-        mask_mod=options.mask_mod, score_mod=options.score_mod, score_mod_grad=options.score_mod_grad,
-        block_mask=options.block_mask, bias=_spec("bias", bias), mask=_spec("mask", named["MASK"]),
-        seqused_q=_spec("seqused_q", named["SEQUSED_Q"]), seqused_k=_spec("seqused_k", named["SEQUSED_K"]),
-        bottom_right=options.bottom_right,
-    )
+    arrays = dict(zip(_OPTIONAL_INPUTS, tensors), BIAS=bias)
+    specs = {name: _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x) for name, x in arrays.items()}
+    return core.plan_call(options, _spec("q", q), _spec("k", k), _spec("v", v), specs)
 
 
 def _on_device(t: torch.Tensor):
@@ -181,7 +144,7 @@ def _check_bool(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
 
 
-def _run(q, k, v, tensors: dict, options: _Options, return_lse: bool, bias: Optional[torch.Tensor] = None):
+def _run(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias: Optional[torch.Tensor] = None):
     """Validate (naming the argument) before any dispatch, build mask_mod's block map if the
     plan asks for one, then call the op."""
     plan = _plan(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], options)
@@ -281,7 +244,7 @@ def attention(
     """
     _check_bool("deterministic", deterministic)
     _check_bool("return_lse", return_lse)
-    options = _Options.make(
+    options = core.CallOptions(
         causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,

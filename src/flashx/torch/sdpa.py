@@ -5,7 +5,8 @@ from typing import Optional
 
 import torch
 
-from .attention import _Options, _run
+from .. import core
+from .attention import _run
 
 
 def scaled_dot_product_attention(
@@ -45,6 +46,6 @@ def scaled_dot_product_attention(
             mask = attn_mask
         else:
             bias = attn_mask
-    options = _Options.make(causal=is_causal, scale=scale, layout="bhnd", bottom_right=False)
+    options = core.CallOptions(causal=is_causal, scale=scale, layout="bhnd", bottom_right=False)
     out = _run(query, key, value, {"MASK": mask}, options, False, bias=bias)
     return out.squeeze(0) if squeeze else out
