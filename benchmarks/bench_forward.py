@@ -22,41 +22,41 @@ DIR/forward.json (raw numbers) and DIR/forward.png (TFLOP/s vs N, one panel per 
 causal flag), DIR defaulting to benchmarks/results/h200; prints the markdown table last.
 
     python benchmarks/bench_forward.py            # full sweep (18 shapes)
-    python benchmarks/bench_forward.py --quick    # subset, ~2-3 minutes on an H200
+    python benchmarks/bench_forward.py --quick    # subset, about a minute on an H200 (mostly compiles)
+    python benchmarks/bench_forward.py --device cpu   # debug pass: interpreter, tiny shapes
 
-Needs a CUDA GPU; importing this module does no work (no framework is imported).
-FLASHX_BENCH_TRACEBACK=1 prints the full traceback of each failure.
+Needs a CUDA GPU (but --device cpu); importing this module does no work (no framework is
+imported). FLASHX_BENCH_TRACEBACK=1 prints the full traceback of each failure. Shared helpers
+(environment, timing, failure capture) live in benchmarks/common.py.
 """
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import math
+import functools
 import os
-import platform
-import statistics
-import subprocess
 import sys
 import time
-import traceback
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
-# JAX preallocates most of the GPU's memory by default; torch shares this process.
-os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+try:  # python -m benchmarks.bench_forward
+    from . import common
+except ImportError:  # python benchmarks/bench_forward.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import common  # sets XLA_PYTHON_CLIENT_PREALLOCATE=false: torch and JAX share this process
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "h200"
-
-TOKENS = 16 * 1024  # B * N
-HIDDEN = 2048  # H * D
-HEAD_DIMS = (64, 128, 256)
-SEQLENS = (1024, 4096, 16384)
+Result = common.Result
+Shape = common.Shape
+shapes_for = common.shapes_for
+DTYPES = common.DTYPES
+# The dense sweep, shared with bench_backward.py: B*N tokens, H*D hidden, head dims, sequence lengths.
+TOKENS, HIDDEN, HEAD_DIMS, SEQLENS = common.TOKENS, common.HIDDEN, common.HEAD_DIMS, common.SEQLENS
 QUICK_HEAD_DIMS = (64, 128)
 QUICK_SEQLENS = (1024, 4096)
+# --device cpu (debug): tiny shapes the interpreter gets through quickly.
+CPU_TOKENS, CPU_HIDDEN, CPU_HEAD_DIMS, CPU_SEQLENS = common.CPU_TOKENS, common.CPU_HIDDEN, (16,), (32,)
+QUICK_BUDGET_S = 60.0  # run_all.sh --quick runs three scripts in about four minutes
 
 # name -> label; flashx first, peers after. Ratios are flashx (torch) over each peer.
 SYSTEMS = {
@@ -66,53 +66,16 @@ SYSTEMS = {
     "sdpa_cudnn": "SDPA cuDNN",
 }
 RATIOS = (("sdpa_flash", "flashx/FA2"), ("sdpa_cudnn", "flashx/cuDNN"))
-DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
-
-
-@dataclass(frozen=True)
-class Shape:
-    batch: int
-    heads: int
-    seqlen: int  # Nq = Nkv
-    head_dim: int
-    causal: bool
-
-    @property
-    def flops(self) -> float:
-        f = 4.0 * self.batch * self.heads * self.seqlen * self.seqlen * self.head_dim
-        return f / 2 if self.causal else f
-
-    @property
-    def name(self) -> str:
-        return f"D={self.head_dim} N={self.seqlen} B={self.batch} H={self.heads} causal={self.causal}"
-
-
-@dataclass
-class Result:
-    ms: Optional[float] = None
-    tflops: Optional[float] = None
-    err: Optional[float] = None  # relative error against the reference output (flashx only)
-    reason: Optional[str] = None  # why it failed, if it did
-
-
 @dataclass
 class Row:
     shape: Shape
     results: dict = field(default_factory=dict)  # system -> Result
     reference: Optional[str] = None  # which SDPA backend the errors are measured against
 
-
-def shapes_for(head_dims, seqlens, causal_flags) -> list:
-    out = []
-    for d in head_dims:
-        if HIDDEN % d:
-            raise SystemExit(f"D={d} does not divide H*D={HIDDEN}")
-        for n in seqlens:
-            if TOKENS % n:
-                raise SystemExit(f"N={n} does not divide B*N={TOKENS}")
-            for causal in causal_flags:
-                out.append(Shape(batch=TOKENS // n, heads=HIDDEN // d, seqlen=n, head_dim=d, causal=causal))
-    return out
+    def fill(self, systems, why: str) -> None:
+        """Systems not measured (yet) get `why` as their reason."""
+        for system in systems:
+            self.results.setdefault(system, Result(reason=why))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -121,151 +84,46 @@ def parse_args(argv=None) -> argparse.Namespace:
         epilog=f"Shapes: B*N={TOKENS}, H*D={HIDDEN}; full sweep D in {HEAD_DIMS}, N in {SEQLENS}; "
         f"--quick: D in {QUICK_HEAD_DIMS}, N in {QUICK_SEQLENS}; causal and not.",
     )
-    p.add_argument("--quick", action="store_true", help="a subset of shapes and shorter timing (~2-3 minutes on an H200)")
-    p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="output folder for forward.md/.json/.png (default: benchmarks/results/h200)"
-    )
-    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="input dtype (default: %(default)s)")
+    common.add_common_args(p, "forward", "a subset of shapes and shorter timing (about a minute on an H200)", QUICK_BUDGET_S)
     p.add_argument("--d", type=int, nargs="+", metavar="D", help="head dims to run (overrides the sweep's)")
     p.add_argument("--n", type=int, nargs="+", metavar="N", help="sequence lengths to run (overrides the sweep's)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both", help="causal shapes to run (default: %(default)s)")
     p.add_argument(
         "--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS), help="systems to run (default: all)"
     )
-    p.add_argument("--warmup-ms", type=float, default=None, help="do_bench warm-up per system (default 25, --quick 10)")
-    p.add_argument("--rep-ms", type=float, default=None, help="timed time per system (default 100, --quick 50)")
     return p.parse_args(argv)
-
-
-# ----------------------------------------------------------------------------------------------
-# Environment
-
-
-def _run_quiet(cmd) -> Optional[str]:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True).stdout.strip() or None
-    except Exception:
-        return None
-
-
-def _version(module_name: str) -> str:
-    try:
-        from importlib.metadata import version
-
-        return version(module_name)
-    except Exception:
-        return "not installed"
-
-
-def environment(torch) -> dict:
-    props = torch.cuda.get_device_properties(0)
-    driver = _run_quiet(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-    commit = _run_quiet(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
-    if commit and _run_quiet(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"]):
-        commit += " (modified)"
-    import flashx
-
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "gpu": f"{props.name} ({props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB)",
-        "driver": (driver.splitlines()[0] if driver else "unknown"),
-        "cuda": torch.version.cuda or "unknown",
-        "cudnn": str(cudnn) if cudnn else "unknown",
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "triton": _version("triton"),
-        "jax": _version("jax"),
-        "jaxlib": _version("jaxlib"),
-        "jax-triton": _version("jax-triton"),
-        "flashx": f"{flashx.__version__}" + (f" @ {commit}" if commit else ""),
-    }
-
-
-# ----------------------------------------------------------------------------------------------
-# Timing
-
-
-def time_torch(fn: Callable, warmup_ms: float, rep_ms: float) -> float:
-    """Median ms of `fn` by triton.testing.do_bench (CUDA events, L2 flushed between calls)."""
-    from triton.testing import do_bench
-
-    return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-
-
-def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> float:
-    """Median ms of a jitted `fn(*args)`; compile and warm-up excluded.
-
-    Each sample runs `inner` calls back to back and waits for the last with block_until_ready,
-    so the host's dispatch overlaps the GPU's work as it does in a real program.
-    """
-    fn(*args).block_until_ready()  # compile
-    t0 = time.perf_counter()
-    calls = 0
-    while calls < 3 or (time.perf_counter() - t0) * 1e3 < warmup_ms:
-        fn(*args).block_until_ready()
-        calls += 1
-    estimate_s = max((time.perf_counter() - t0) / calls, 1e-6)
-    inner = max(1, min(50, int(2e-3 / estimate_s)))  # samples of at least ~2 ms
-    samples = max(10, int(rep_ms * 1e-3 / (inner * estimate_s)))
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        for _ in range(inner):
-            out = fn(*args)
-        out.block_until_ready()
-        times.append((time.perf_counter() - start) / inner)
-    return statistics.median(times) * 1e3
 
 
 # ----------------------------------------------------------------------------------------------
 # One shape
 
 
-def _reason(err: BaseException, caught_warnings=()) -> str:
-    text = f"{type(err).__name__}: {err}".strip().replace("\n", " ")
-    notes = [str(w.message).strip().replace("\n", " ") for w in caught_warnings]
-    if notes:  # SDPA explains why a backend was not used only through warnings
-        text += " [" + "; ".join(dict.fromkeys(notes)) + "]"
-    return text if len(text) < 400 else text[:397] + "..."
-
-
-def _rel_err(out, ref) -> float:
-    out, ref = out.float(), ref.float()
-    return float((out - ref).norm() / ref.norm().clamp_min(1e-30))
-
-
-def bench_shape(shape: Shape, dtype_name: str, systems: list, ctx: dict, warmup_ms: float, rep_ms: float, log) -> Row:
+def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: float, rep_ms: float, log) -> None:
+    """Measure every system on row.shape, filling row in place (so an interrupted shape keeps what it measured)."""
+    shape = row.shape
     torch = ctx["torch"]
+    device = ctx["device"]
     F = torch.nn.functional
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     import flashx.torch
 
-    row = Row(shape)
     dtype = getattr(torch, dtype_name)
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = torch.Generator(device=device).manual_seed(0)
     size = (shape.batch, shape.heads, shape.seqlen, shape.head_dim)
-    q, k, v = (torch.randn(size, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+    q, k, v = (torch.randn(size, device=device, dtype=dtype, generator=gen) for _ in range(3))
     outputs = {}
 
     def record(system, run):
         """Run one system; any failure becomes a '-' with its reason."""
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                ms, out = run()
-                res = Result(ms=ms, tflops=shape.flops / (ms * 1e-3) / 1e12)
-                if out is not None:
-                    outputs[system] = out
-            except Exception as err:  # noqa: BLE001 (every failure is reported, none stops the run)
-                res = Result(reason=_reason(err, caught))
-                if ctx["verbose_errors"]:
-                    traceback.print_exc()
-        try:
-            torch.cuda.synchronize()
-        except Exception as err:  # noqa: BLE001 (a broken CUDA context: later systems will say so too)
-            res = Result(reason=_reason(err))
+        value, why = common.guarded(run, ctx)
+        if why is None:
+            ms, out = value
+            res = common.measured(ms, shape.flops)
+            if out is not None:
+                outputs[system] = out
+        else:
+            res = Result(reason=why)
         row.results[system] = res
         if res.reason:
             log(f"  {SYSTEMS[system]:<15} -  ({res.reason})")
@@ -277,35 +135,26 @@ def bench_shape(shape: Shape, dtype_name: str, systems: list, ctx: dict, warmup_
             with sdpa_kernel([backend]):
                 fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=shape.causal)  # noqa: E731
                 out = fn()
-                return time_torch(fn, warmup_ms, rep_ms), out
+                return common.time_torch(fn, warmup_ms, rep_ms, device), out
         return run
 
     def flashx_torch():
         fn = lambda: flashx.torch.attention(q, k, v, causal=shape.causal, layout="bhnd")  # noqa: E731
         out = fn()
-        return time_torch(fn, warmup_ms, rep_ms), out
+        return common.time_torch(fn, warmup_ms, rep_ms, device), out
 
     def flashx_jax():
-        jax = ctx.get("jax")
-        if jax is None:
-            raise RuntimeError(ctx["jax_missing"])
-        import functools
-
+        jax = common.require_jax(ctx)
         import flashx.jax
 
-        torch.cuda.synchronize()  # the buffers below are torch's; make sure they are written
-        jq, jk, jv = (jax.dlpack.from_dlpack(t) for t in (q, k, v))
+        if device == "cuda":
+            torch.cuda.synchronize()  # the buffers below are torch's; make sure they are written
+        jq, jk, jv = (common.jax_from_torch(jax, t) for t in (q, k, v))
         fn = jax.jit(functools.partial(flashx.jax.attention, causal=shape.causal, layout="bhnd"))
-        ms = time_jax(fn, (jq, jk, jv), warmup_ms, rep_ms)
+        ms = common.time_jax(fn, (jq, jk, jv), warmup_ms, rep_ms)
         out = fn(jq, jk, jv)
         out.block_until_ready()
-        try:
-            out = torch.from_dlpack(out)
-        except Exception:  # noqa: BLE001 (a copy through the host is fine for one check)
-            import numpy as np
-
-            out = torch.from_numpy(np.asarray(out.astype("float32"))).to("cuda")
-        return ms, out
+        return ms, common.torch_from_jax(torch, out, device)
 
     runners = {
         "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
@@ -329,40 +178,31 @@ def bench_shape(shape: Shape, dtype_name: str, systems: list, ctx: dict, warmup_
                 row.reference = name
             except Exception as err:  # noqa: BLE001
                 ref = None
-                log(f"  no SDPA reference for the error check: {_reason(err)}")
+                log(f"  no SDPA reference for the error check: {common.reason(err)}")
     if ref is not None:
         for system in ("flashx_torch", "flashx_jax"):
             if system in outputs:
-                err = _rel_err(outputs[system], ref)
+                err = common.rel_err(outputs[system], ref)
                 row.results[system].err = err
                 flag = "  <-- WRONG?" if not (err < ctx["err_limit"]) else ""
                 log(f"  {SYSTEMS[system]:<15} rel err vs {row.reference}: {err:.2e}{flag}")
         if "sdpa_flash" in outputs and "sdpa_cudnn" in outputs:
-            log(f"  (SDPA cuDNN vs FA2 rel err: {_rel_err(outputs['sdpa_cudnn'], outputs['sdpa_flash']):.2e})")
+            log(f"  (SDPA cuDNN vs FA2 rel err: {common.rel_err(outputs['sdpa_cudnn'], outputs['sdpa_flash']):.2e})")
 
-    return row  # the inputs and outputs go with this frame; main() then empties torch's cache
+    # the inputs and outputs go with this frame; main() then empties torch's cache
 
 
 # ----------------------------------------------------------------------------------------------
 # Reports
 
 
-def _fmt(x: Optional[float], spec: str) -> str:
-    if x is None:
-        return "-"
-    return "NaN" if math.isnan(x) else format(x, spec)
+_fmt = common.fmt
 
 
 def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) -> str:
     systems = [s for s in SYSTEMS if s in args.systems]
-    lines = [
-        "# flashx forward throughput",
-        "",
-        f"- date: {env['date']}",
-        f"- GPU: {env['gpu']}, driver {env['driver']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}",
-        f"- versions: python {env['python']}, torch {env['torch']}, triton {env['triton']}, jax {env['jax']} "
-        f"(jaxlib {env['jaxlib']}), jax-triton {env['jax-triton']}, flashx {env['flashx']}",
-        f"- {settings['dtype']}, B*N = {TOKENS} tokens, H*D = {HIDDEN}, Nq = Nkv = N, layout (B, H, N, D) for every system"
+    lines = common.header_lines("flashx forward throughput", env) + [
+        f"- {settings['dtype']}, B*N = {settings['tokens']} tokens, H*D = {settings['hidden']}, Nq = Nkv = N, layout (B, H, N, D) for every system"
         " (flashx: layout=\"bhnd\", same buffers)",
         "- TFLOP/s = 4*B*H*N*N*D / time, halved when causal",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
@@ -378,7 +218,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
     head += [f"err {SYSTEMS[s].split('(')[1].rstrip(')')}" for s in errs]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join("---:" for _ in head) + "|")
-    failures = []
+    failures = common.Failures()
     for row in rows:
         s, r = row.shape, row.results
         cells = [str(s.head_dim), str(s.seqlen), str(s.batch), str(s.heads), "yes" if s.causal else "no"]
@@ -390,25 +230,18 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
             cells.append(f"{mine.tflops / theirs.tflops:.2f}" if ok else "-")
         cells += [_fmt(r[e].err, ".1e") if e in r else "-" for e in errs]
         lines.append("| " + " | ".join(cells) + " |")
-        failures += [f"- {s.name}, {SYSTEMS[k]}: {res.reason}" for k, res in r.items() if res.reason]
-        failures += [
-            f"- {s.name}, {SYSTEMS[k]}: relative error {res.err:.2e} (above {settings['err_limit']:g}: check correctness)"
-            for k, res in r.items()
-            if res.err is not None and not res.err < settings["err_limit"]
-        ]
-    if failures:
-        lines += ["", "Not measured or suspect (\"-\" above):", ""] + failures
+        for k, res in r.items():
+            if res.reason:
+                failures.add(s.name, SYSTEMS[k], res.reason)
+            if res.err is not None and not res.err < settings["err_limit"]:
+                failures.add(s.name, SYSTEMS[k], f"relative error {res.err:.2e} (above {settings['err_limit']:g}: check correctness)")
+    lines += failures.lines()
     return "\n".join(lines) + "\n"
 
 
 def plot(rows: list, args: argparse.Namespace, settings: dict, path: Path, log) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception as err:  # noqa: BLE001
-        log(f"no plot: {_reason(err)}")
+    plt = common.pyplot(log)
+    if plt is None:
         return
     head_dims = sorted({r.shape.head_dim for r in rows})
     causal_flags = sorted({r.shape.causal for r in rows})
@@ -425,8 +258,8 @@ def plot(rows: list, args: argparse.Namespace, settings: dict, path: Path, log) 
                 ys = [getattr(r.results.get(system), "tflops", None) or float("nan") for r in mine]
                 ax.plot(xs, ys, marker=markers[system], label=SYSTEMS[system])
             ax.set_xscale("log", base=2)
-            ax.set_xticks([r.shape.seqlen for r in mine], [f"{r.shape.seqlen // 1024}k" for r in mine])
-            ax.set_title(f"D={d}, {'causal' if causal else 'non-causal'}, B*N={TOKENS // 1024}k, H*D={HIDDEN}")
+            ax.set_xticks([r.shape.seqlen for r in mine], [f"{r.shape.seqlen / 1024:g}k" for r in mine])
+            ax.set_title(f"D={d}, {'causal' if causal else 'non-causal'}, B*N={settings['tokens']}, H*D={settings['hidden']}")
             ax.set_xlabel("N (Nq = Nkv)")
             ax.set_ylabel("TFLOP/s")
             ax.set_ylim(bottom=0)
@@ -443,62 +276,65 @@ def plot(rows: list, args: argparse.Namespace, settings: dict, path: Path, log) 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    warmup_ms = args.warmup_ms if args.warmup_ms is not None else (10.0 if args.quick else 25.0)
-    rep_ms = args.rep_ms if args.rep_ms is not None else (50.0 if args.quick else 100.0)
-    head_dims = args.d or (QUICK_HEAD_DIMS if args.quick else HEAD_DIMS)
-    seqlens = args.n or (QUICK_SEQLENS if args.quick else SEQLENS)
+    device = args.device
+    warmup_ms, rep_ms = common.timing_defaults(args)
+    if device == "cpu":
+        tokens, hidden = CPU_TOKENS, CPU_HIDDEN
+        head_dims, seqlens = args.d or CPU_HEAD_DIMS, args.n or CPU_SEQLENS
+    else:
+        tokens, hidden = TOKENS, HIDDEN
+        head_dims = args.d or (QUICK_HEAD_DIMS if args.quick else HEAD_DIMS)
+        seqlens = args.n or (QUICK_SEQLENS if args.quick else SEQLENS)
     causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    shapes = shapes_for(head_dims, seqlens, causal_flags)
+    shapes = shapes_for(head_dims, seqlens, causal_flags, tokens, hidden)
+    deadline = common.Deadline(args.budget_s if args.budget_s is not None else (QUICK_BUDGET_S if args.quick else None))
 
     def log(msg: str) -> None:
         print(msg, flush=True)
 
-    import flashx  # first: decides compiled vs interpreted before triton is imported
-
-    import torch
-
-    if not torch.cuda.is_available() or flashx.core.runtime.INTERPRETER:
-        print("bench_forward.py needs a CUDA GPU (and flashx compiled for it, TRITON_INTERPRET unset)", file=sys.stderr)
+    torch = common.start("bench_forward.py", device, log)
+    if torch is None:
         return 2
 
-    ctx = {"torch": torch, "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK"))}
-    ctx["err_limit"] = 2e-2 if args.dtype == "bf16" else 5e-3
+    ctx = {"torch": torch, "device": device, "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK"))}
+    ctx["err_limit"] = common.ERR_LIMITS[args.dtype]
     if "flashx_jax" in args.systems:
-        try:
-            import jax
-            import jax.dlpack  # noqa: F401
+        common.init_jax(ctx, device, log)
 
-            if jax.default_backend() != "gpu":
-                raise RuntimeError(f"JAX's default backend is {jax.default_backend()!r}, not 'gpu'")
-            ctx["jax"] = jax
-        except Exception as err:  # noqa: BLE001
-            ctx["jax_missing"] = f"JAX unavailable: {_reason(err)}"
-            log(ctx["jax_missing"])
-
-    env = environment(torch)
+    env = common.environment(torch, device)
     settings = dict(
-        dtype=DTYPES[args.dtype], warmup_ms=warmup_ms, rep_ms=rep_ms, err_limit=ctx["err_limit"], gpu=env["gpu"].split(" (")[0]
+        dtype=DTYPES[args.dtype], warmup_ms=warmup_ms, rep_ms=rep_ms, err_limit=ctx["err_limit"], gpu=env["gpu"].split(" (")[0],
+        tokens=tokens, hidden=hidden, budget_s=deadline.seconds, device=device,
     )
     log(f"{env['gpu']}, driver {env['driver']}; torch {env['torch']}, triton {env['triton']}, jax {env['jax']}, "
         f"jax-triton {env['jax-triton']}; {len(shapes)} shapes, {settings['dtype']}")
 
     rows = []
     start = time.perf_counter()
+    stop = None  # why the remaining shapes are skipped, once they are
     for shape in shapes:
+        if stop is None and deadline.expired:
+            stop = deadline.why()
+        if stop is not None:
+            log(f"{shape.name}: {stop}")
+            rows.append(Row(shape, results={s: Result(reason=stop) for s in args.systems}))
+            continue
         log(f"{shape.name}  ({shape.flops / 1e12:.3f} TFLOP)")
+        row = Row(shape)
+        rows.append(row)
         try:
-            rows.append(bench_shape(shape, settings["dtype"], args.systems, ctx, warmup_ms, rep_ms, log))
+            bench_shape(row, settings["dtype"], args.systems, ctx, warmup_ms, rep_ms, log)
+        except KeyboardInterrupt:  # e.g. run_all.sh's timeout: keep what was measured, skip the rest
+            stop = common.INTERRUPTED
+            row.fill(args.systems, stop)
+            log("  interrupted; the remaining shapes are skipped")
         except Exception as err:  # noqa: BLE001 (e.g. out of memory making the inputs: the row shows "-")
-            log(f"  shape failed: {_reason(err)}")
-            rows.append(Row(shape, results={s: Result(reason=f"shape failed: {_reason(err)}") for s in args.systems}))
-        try:
-            torch.cuda.empty_cache()
-        except Exception:  # noqa: BLE001
-            pass
+            log(f"  shape failed: {common.reason(err)}")
+            row.fill(args.systems, f"shape failed: {common.reason(err)}")
+        common.empty_cache(torch, device)
     log(f"done in {time.perf_counter() - start:.0f} s")
 
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = common.output_dir(args)
     table = markdown(rows, env, args, settings)
     (out_dir / "forward.md").write_text(table)
     raw = {
@@ -513,7 +349,7 @@ def main(argv=None) -> int:
             for r in rows
         ],
     }
-    (out_dir / "forward.json").write_text(json.dumps(raw, indent=1) + "\n")
+    common.write_json(out_dir / "forward.json", raw)
     plot(rows, args, settings, out_dir / "forward.png", log)
     log(f"wrote {out_dir / 'forward.md'}, {out_dir / 'forward.json'}, {out_dir / 'forward.png'}\n")
     print(table, flush=True)

@@ -66,20 +66,23 @@ def _to_torch(a: np.ndarray):
 CallBuilder = Callable[[Mapping[str, Any], Any], tuple]
 
 
-def _launch(build: CallBuilder, arrays: Mapping[str, Any], out_types: tuple, zeroed: bool = False) -> tuple:
-    """Run one kernel on JAX arrays: triton_call on the GPU, a host callback into the interpreter on the CPU."""
+def _launch(build: CallBuilder, arrays: Mapping[str, Any], out_types: tuple, zeroed: tuple = ()) -> tuple:
+    """Run one kernel on JAX arrays: triton_call on the GPU, a host callback into the interpreter on the CPU.
+
+    zeroed: indices of the outputs that start at zero (the kernel may leave parts unwritten).
+    """
     arrays = {name: a for name, a in arrays.items() if a is not None}
     if not core.runtime.INTERPRETER:
         call, inputs = build(arrays, jnp.zeros((1,), jnp.int32))
         return tuple(_triton_call(
             *inputs, *call.args, kernel=call.kernel, out_shape=out_types, grid=call.grid,
-            zeroed_outputs=tuple(range(len(out_types))) if zeroed else (), **call.options, **call.constexprs,
+            zeroed_outputs=tuple(zeroed), **call.options, **call.constexprs,
         ))
 
     def on_host(host_arrays):
         import torch
 
-        outs = tuple((np.zeros if zeroed else np.empty)(t.shape, t.dtype) for t in out_types)
+        outs = tuple((np.zeros if i in zeroed else np.empty)(t.shape, t.dtype) for i, t in enumerate(out_types))
         call, inputs = build({n: _to_torch(a) for n, a in host_arrays.items()}, torch.zeros(1, dtype=torch.int32))
         call.launch(tuple(map(_to_torch, outs)), inputs=inputs)
         return outs
@@ -103,7 +106,7 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
         return tuple(jnp.zeros(t.shape, t.dtype) for t in out_types)
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias)
     # varlen padding rows belong to no sequence and are left at zero.
-    return _launch(lambda a, p: (plan.forward_call(a, p), ()), arrays, out_types, zeroed=plan.varlen)
+    return _launch(lambda a, p: (plan.forward_call(a, p), ()), arrays, out_types, zeroed=(0, 1) if plan.varlen else ())
 
 
 def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
@@ -121,11 +124,12 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
 
     (delta,) = _launch(call(0), arrays, (jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32),))
     arrays["DELTA"] = delta
+    padding = (0, 1) if plan.varlen else ()  # varlen padding rows belong to no sequence
     dk, dv = _launch(call(1), arrays, (jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)),
-                     zeroed=plan.varlen)
+                     zeroed=padding)
     dbias_type = jax.ShapeDtypeStruct(plan.bias_grad_shape if bias_grad else (1,), jnp.float32)
     # dBias: key blocks no query block visits are never written, so it starts at zero.
-    dq, dbias = _launch(call(2), arrays, (jax.ShapeDtypeStruct(q.shape, q.dtype), dbias_type), zeroed=True)
+    dq, dbias = _launch(call(2), arrays, (jax.ShapeDtypeStruct(q.shape, q.dtype), dbias_type), zeroed=padding[:1] + (1,))
     if bias_grad:
         axes = plan.bias_reduce_axes
         dbias = (dbias.sum(axis=axes, keepdims=True) if axes else dbias).reshape(bias.shape).astype(bias.dtype)

@@ -89,9 +89,11 @@ def _backward_op(
     options_key: int, bias_grad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     plan = _plan(q, k, v, bias, tensors, _by_key[options_key])
-    dq = torch.zeros(plan.q_shape, dtype=q.dtype, device=q.device)
-    dk = torch.zeros(plan.k_shape, dtype=k.dtype, device=k.device)
-    dv = torch.zeros(plan.v_shape, dtype=v.dtype, device=v.device)
+    # The kernels write every gradient row but varlen's padding rows, which belong to no sequence.
+    fill = torch.zeros if plan.varlen or not plan.needs_backward_launch else torch.empty
+    dq = fill(plan.q_shape, dtype=q.dtype, device=q.device)
+    dk = fill(plan.k_shape, dtype=k.dtype, device=k.device)
+    dv = fill(plan.v_shape, dtype=v.dtype, device=v.device)
     dbias = torch.zeros(plan.bias_grad_shape if bias_grad else (0,), dtype=torch.float32, device=q.device)
     if plan.needs_backward_launch:
         delta = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
@@ -118,6 +120,7 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse, bias, *tensors)
     ctx.options_key = options_key
     ctx.bias_grad = bias is not None and bias.requires_grad
+    ctx.set_materialize_grads(False)  # an unused lse gets no zero gradient to read
 
 
 def _backward(ctx, grad_out, grad_lse):
@@ -125,6 +128,8 @@ def _backward(ctx, grad_out, grad_lse):
     options = _by_key[ctx.options_key]
     if options.score_mod is not None and options.score_mod_grad is None:
         raise NotImplementedError("the backward through a score_mod needs score_mod_grad, d score_mod / d score")
+    if grad_out is None:  # only lse was used
+        grad_out = torch.zeros_like(out)
     dq, dk, dv, dbias = _backward_op(
         grad_out, grad_lse, q, k, v, out, lse, bias, tensors, ctx.options_key, ctx.bias_grad
     )

@@ -1,0 +1,509 @@
+"""Helpers shared by flashx's benchmark scripts (bench_forward.py, bench_backward.py, bench_variants.py).
+
+Importing this module does no work: no framework is imported until a function needs it. It
+only sets XLA_PYTHON_CLIENT_PREALLOCATE=false (JAX would otherwise take most of the GPU's memory
+from torch, which shares the process), which must happen before JAX is imported.
+
+Conventions every script follows:
+- a system that fails on a case is shown as "-" and its reason is logged and listed under the table;
+- timing: torch with triton.testing.do_bench (median), JAX jitted with block_until_ready (median);
+- results: DIR/<name>.md (header with date, GPU, driver, versions), DIR/<name>.json, maybe a .png;
+- --device cpu is a debug mode (Triton's interpreter, tiny shapes, wall-clock timing): it runs
+  the code paths without a GPU; its numbers mean nothing.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+# JAX preallocates most of the GPU's memory by default; torch shares these processes.
+os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO_ROOT / "benchmarks" / "results" / "h200"
+DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+# Relative Frobenius error above which a flashx result is flagged (vs a peer in the same dtype).
+ERR_LIMITS = {"bf16": 2e-2, "fp16": 5e-3}
+GRAD_ERR_LIMITS = {"bf16": 5e-2, "fp16": 1e-2}
+
+
+# The dense sweep of bench_forward.py and bench_backward.py.
+TOKENS = 16 * 1024  # B * N
+HIDDEN = 2048  # H * D
+HEAD_DIMS = (64, 128, 256)
+SEQLENS = (1024, 4096, 16384)
+# --device cpu (debug): tiny sizes Triton's interpreter gets through quickly.
+CPU_TOKENS, CPU_HIDDEN = 64, 32
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One dense case: q, k, v of shape (B, H, N, D), Nq = Nkv = N."""
+
+    batch: int
+    heads: int
+    seqlen: int  # Nq = Nkv
+    head_dim: int
+    causal: bool
+
+    @property
+    def flops(self) -> float:
+        """Forward FLOPs: 4 * B * H * N * N * D, halved when causal."""
+        f = 4.0 * self.batch * self.heads * self.seqlen * self.seqlen * self.head_dim
+        return f / 2 if self.causal else f
+
+    @property
+    def name(self) -> str:
+        return f"D={self.head_dim} N={self.seqlen} B={self.batch} H={self.heads} causal={self.causal}"
+
+
+def shapes_for(head_dims, seqlens, causal_flags, tokens: int = TOKENS, hidden: int = HIDDEN) -> list:
+    """B = tokens / N and H = hidden / D for every (D, N, causal)."""
+    out = []
+    for d in head_dims:
+        if hidden % d:
+            raise SystemExit(f"D={d} does not divide H*D={hidden}")
+        for n in seqlens:
+            if tokens % n:
+                raise SystemExit(f"N={n} does not divide B*N={tokens}")
+            for causal in causal_flags:
+                out.append(Shape(batch=tokens // n, heads=hidden // d, seqlen=n, head_dim=d, causal=causal))
+    return out
+
+
+@dataclass
+class Result:
+    """One measurement of one system: time and throughput, or why there is none."""
+
+    ms: Optional[float] = None
+    tflops: Optional[float] = None
+    err: Optional[float] = None  # relative error against the reference (flashx only)
+    reason: Optional[str] = None  # why it failed or was skipped, if it was
+
+    def to_json(self) -> dict:
+        return {"tflops": self.tflops, "ms": self.ms, "err": self.err, "reason": self.reason}
+
+
+def measured(ms: float, flops: float) -> Result:
+    return Result(ms=ms, tflops=flops / (ms * 1e-3) / 1e12)
+
+
+# ----------------------------------------------------------------------------------------------
+# Environment
+
+
+def run_quiet(cmd) -> Optional[str]:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True).stdout.strip() or None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def version(module_name: str) -> str:
+    try:
+        from importlib.metadata import version as _v
+
+        return _v(module_name)
+    except Exception:  # noqa: BLE001
+        return "not installed"
+
+
+def environment(torch, device: str = "cuda") -> dict:
+    """Date, GPU, driver and versions, for the reports' headers."""
+    commit = run_quiet(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
+    if commit and run_quiet(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"]):
+        commit += " (modified)"
+    import flashx
+
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        gpu = f"{props.name} ({props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB)"
+        driver = run_quiet(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        driver = driver.splitlines()[0] if driver else "unknown"
+    else:
+        gpu, driver = f"CPU ({platform.processor() or platform.machine()}; debug run, Triton interpreter)", "none"
+    cudnn = None
+    try:
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except Exception:  # noqa: BLE001
+        pass
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "gpu": gpu,
+        "driver": driver,
+        "cuda": torch.version.cuda or "unknown",
+        "cudnn": str(cudnn) if cudnn else "unknown",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": version("triton"),
+        "jax": version("jax"),
+        "jaxlib": version("jaxlib"),
+        "jax-triton": version("jax-triton"),
+        "flashx": f"{flashx.__version__}" + (f" @ {commit}" if commit else ""),
+    }
+
+
+def header_lines(title: str, env: dict) -> list:
+    """The first lines of a report: title, date, GPU, driver, versions."""
+    return [
+        f"# {title}",
+        "",
+        f"- date: {env['date']}",
+        f"- GPU: {env['gpu']}, driver {env['driver']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}",
+        f"- versions: python {env['python']}, torch {env['torch']}, triton {env['triton']}, jax {env['jax']} "
+        f"(jaxlib {env['jaxlib']}), jax-triton {env['jax-triton']}, flashx {env['flashx']}",
+    ]
+
+
+_INTERRUPTED = False  # set by the signal handler: guarded() then stops the run even if a
+# library caught the KeyboardInterrupt and raised something else in its place
+
+
+def _interrupt_on_signals() -> None:
+    """SIGTERM and SIGINT raise KeyboardInterrupt, which the scripts catch to write what they
+    measured before stopping (run_all.sh's timeout sends SIGTERM). SIGINT is re-armed because a
+    process started in the background by a non-interactive shell inherits it ignored."""
+    import signal
+
+    def interrupt(signum, frame):
+        global _INTERRUPTED
+        _INTERRUPTED = True
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        signal.signal(signal.SIGTERM, interrupt)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except (ValueError, OSError):  # not the main thread
+        pass
+
+
+def start(script: str, device: str, log: Callable) -> Optional[Any]:
+    """Import flashx (first: it decides compiled vs interpreted before triton loads), then torch.
+
+    Returns torch, or None (after saying why) when the requested device cannot run.
+    """
+    import flashx  # noqa: F401
+
+    import torch
+
+    global _DEBUG_TIMING
+    _DEBUG_TIMING = device == "cpu"
+    _interrupt_on_signals()
+    interpreted = flashx.core.runtime.INTERPRETER
+    if device == "cuda" and (not torch.cuda.is_available() or interpreted):
+        log(f"{script} needs a CUDA GPU (and flashx compiled for it, TRITON_INTERPRET unset); "
+            "--device cpu runs a debug pass on tiny shapes")
+        return None
+    if device == "cpu" and not interpreted:
+        log(f"{script} --device cpu needs Triton's interpreter: set TRITON_INTERPRET=1 (a GPU is present)")
+        return None
+    return torch
+
+
+def init_jax(ctx: dict, device: str, log: Callable) -> None:
+    """Put jax in ctx["jax"], or the reason it cannot run in ctx["jax_missing"]."""
+    try:
+        import jax
+        import jax.dlpack  # noqa: F401
+
+        want = "gpu" if device == "cuda" else "cpu"
+        if jax.default_backend() != want:
+            raise RuntimeError(f"JAX's default backend is {jax.default_backend()!r}, not {want!r}")
+        ctx["jax"] = jax
+    except Exception as err:  # noqa: BLE001
+        ctx["jax_missing"] = f"JAX unavailable: {reason(err)}"
+        log(ctx["jax_missing"])
+
+
+def require_jax(ctx: dict):
+    jax = ctx.get("jax")
+    if jax is None:
+        raise RuntimeError(ctx.get("jax_missing", "JAX not initialised"))
+    return jax
+
+
+def jax_from_torch(jax, t):
+    """A zero-copy JAX view of a torch tensor (detached: DLPack refuses tensors that need grad)."""
+    return jax.dlpack.from_dlpack(t.detach())
+
+
+def torch_from_jax(torch, x, device: str):
+    """A torch view of a JAX array (DLPack), or a copy through the host if DLPack refuses."""
+    try:
+        return torch.from_dlpack(x)
+    except Exception:  # noqa: BLE001 (a copy through the host is fine for a one-off check)
+        import numpy as np
+
+        return torch.from_numpy(np.asarray(x.astype("float32"))).to(device)
+
+
+# ----------------------------------------------------------------------------------------------
+# Timing
+
+
+def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
+    """Median ms of `fn`: triton.testing.do_bench on the GPU (CUDA events, L2 flushed between
+    calls); a wall-clock median on the CPU (debug runs only)."""
+    if device != "cuda":
+        return _time_wall(fn, lambda out: None, warmup_ms, rep_ms)
+    from triton.testing import do_bench
+
+    return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+
+def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> float:
+    """Median ms of a jitted `fn(*args)` (any pytree output); compile and warm-up excluded.
+
+    Each sample runs `inner` calls back to back and waits for the last with block_until_ready,
+    so the host's dispatch overlaps the GPU's work as it does in a real program.
+    """
+    import jax
+
+    jax.block_until_ready(fn(*args))  # compile
+    return _time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms)
+
+
+# Set by start() for --device cpu: one warm-up call and one timed call (the interpreter is slow
+# and the numbers mean nothing there).
+_DEBUG_TIMING = False
+
+
+def _time_wall(call: Callable, wait: Callable, warmup_ms: float, rep_ms: float) -> float:
+    if _DEBUG_TIMING:
+        wait(call())
+        begin = time.perf_counter()
+        wait(call())
+        return (time.perf_counter() - begin) * 1e3
+    t0 = time.perf_counter()
+    calls = 0
+    while calls < 3 or (time.perf_counter() - t0) * 1e3 < warmup_ms:
+        wait(call())
+        calls += 1
+    estimate_s = max((time.perf_counter() - t0) / calls, 1e-6)
+    inner = max(1, min(50, int(2e-3 / estimate_s)))  # samples of at least ~2 ms
+    samples = max(10 if estimate_s < 0.1 else 3, int(rep_ms * 1e-3 / (inner * estimate_s)))
+    times = []
+    for _ in range(samples):
+        begin = time.perf_counter()
+        for _ in range(inner):
+            out = call()
+        wait(out)
+        times.append((time.perf_counter() - begin) / inner)
+    return statistics.median(times) * 1e3
+
+
+def timing_defaults(args, quick_warmup: float = 10.0, quick_rep: float = 50.0,
+                    full_warmup: float = 25.0, full_rep: float = 100.0) -> tuple:
+    """(warmup_ms, rep_ms) from --warmup-ms/--rep-ms or the mode's defaults."""
+    warmup = args.warmup_ms if args.warmup_ms is not None else (quick_warmup if args.quick else full_warmup)
+    rep = args.rep_ms if args.rep_ms is not None else (quick_rep if args.quick else full_rep)
+    return warmup, rep
+
+
+INTERRUPTED = "skipped: interrupted"
+
+
+class Deadline:
+    """A soft time budget: once spent, scripts skip the cases not yet started (and say so)."""
+
+    def __init__(self, seconds: Optional[float]):
+        self.seconds = seconds
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    @property
+    def expired(self) -> bool:
+        return self.seconds is not None and self.elapsed() > self.seconds
+
+    def why(self) -> str:
+        return f"skipped: time budget of {self.seconds:g} s spent (--budget-s)"
+
+
+# ----------------------------------------------------------------------------------------------
+# Failures
+
+
+def reason(err: BaseException, caught_warnings=()) -> str:
+    """One line: the error, and any warnings (SDPA explains why a backend was not used only there)."""
+    text = f"{type(err).__name__}: {err}".strip().replace("\n", " ")
+    notes = [str(w.message).strip().replace("\n", " ") for w in caught_warnings]
+    if notes:
+        text += " [" + "; ".join(dict.fromkeys(notes)) + "]"
+    return text if len(text) < 400 else text[:397] + "..."
+
+
+def guarded(run: Callable, ctx: dict) -> tuple:
+    """(value, None) from run(), or (None, reason) if it raised; never raises (but on Ctrl-C).
+
+    Synchronizes the GPU afterwards, so an asynchronous error is charged to this system.
+    """
+    torch = ctx["torch"]
+    if _INTERRUPTED:
+        raise KeyboardInterrupt("interrupted")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            value, why = run(), None
+        except Exception as err:  # noqa: BLE001 (every failure is reported, none stops the run)
+            if _INTERRUPTED:
+                raise KeyboardInterrupt("interrupted") from err
+            value, why = None, reason(err, caught)
+            if ctx.get("verbose_errors"):
+                traceback.print_exc()
+    if ctx.get("device", "cuda") == "cuda":
+        try:
+            torch.cuda.synchronize()
+        except Exception as err:  # noqa: BLE001 (a broken CUDA context: later systems will say so too)
+            value, why = None, reason(err)
+    return value, why
+
+
+def rel_err(out, ref) -> float:
+    """Relative Frobenius error of out against ref (as float32)."""
+    out, ref = out.float(), ref.float()
+    return float((out - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def empty_cache(torch, device: str) -> None:
+    if device == "cuda":
+        try:
+            torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+# ----------------------------------------------------------------------------------------------
+# FlexAttention
+
+
+def flex_setup(torch) -> tuple:
+    """(compiled flex_attention, create_block_mask), with torch.compile set up for a sweep.
+
+    - one compile per shape and mask: raise dynamo's recompile limit (default 8), or later shapes
+      would fall back to eager flex (which materializes the scores);
+    - no donated buffers, so the compiled backward can be run again with retain_graph=True
+      (backward-only timing).
+    """
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    import torch._dynamo
+
+    cfg = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(cfg, name):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                setattr(cfg, name, max(int(getattr(cfg, name)), 256))
+    try:
+        import torch._functorch.config as functorch_config
+
+        if hasattr(functorch_config, "donated_buffer"):
+            functorch_config.donated_buffer = False
+    except Exception:  # noqa: BLE001
+        pass
+    return torch.compile(flex_attention, dynamic=False), create_block_mask
+
+
+# ----------------------------------------------------------------------------------------------
+# Reports
+
+
+class Failures:
+    """The list under a report's tables: one line per (case, reason), naming every system it hit."""
+
+    def __init__(self, n_modes: int = 1):
+        self.n_modes = n_modes  # a system failing in every mode is named without its modes
+        self._by = {}  # (case, reason) -> {system label: [modes]}
+
+    def add(self, case: str, label: str, why: str, mode: Optional[str] = None) -> None:
+        modes = self._by.setdefault((case, why), {}).setdefault(label, [])
+        if mode is not None and mode not in modes:
+            modes.append(mode)
+
+    def lines(self, title: str = 'Not measured or suspect ("-" above):') -> list:
+        if not self._by:
+            return []
+        out = ["", title, ""]
+        for (case, why), systems in self._by.items():
+            who = ", ".join(f"{label} ({', '.join(m)})" if m and len(m) < self.n_modes else label
+                            for label, m in systems.items())
+            out.append(f"- {case}, {who}: {why}")
+        return out
+
+
+def fmt(x: Optional[float], spec: str) -> str:
+    if x is None:
+        return "-"
+    return "NaN" if math.isnan(x) else format(x, spec)
+
+
+def ratio(a: Optional[Result], b: Optional[Result]) -> str:
+    ok = a is not None and b is not None and a.tflops and b.tflops
+    return f"{a.tflops / b.tflops:.2f}" if ok else "-"
+
+
+def md_table(head: list, rows: list) -> list:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" for _ in head) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return lines
+
+
+def write_json(path: Path, raw: dict) -> None:
+    path.write_text(json.dumps(raw, indent=1, default=str) + "\n")
+
+
+def pyplot(log: Callable):
+    """matplotlib.pyplot with the Agg backend, or None (after saying why)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        return plt
+    except Exception as err:  # noqa: BLE001
+        log(f"no plot: {reason(err)}")
+        return None
+
+
+def output_dir(args) -> Path:
+    """--out, else results/h200 (GPU) or a temp folder (CPU debug runs never overwrite GPU results)."""
+    if args.out is not None:
+        out = Path(args.out)
+    elif args.device == "cpu":
+        import tempfile
+
+        out = Path(tempfile.gettempdir()) / "flashx-bench-cpu"
+    else:
+        out = DEFAULT_OUT
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def add_common_args(p, name: str, quick_note: str, budget_quick: float) -> None:
+    """Options every script takes."""
+    p.add_argument("--quick", action="store_true", help=quick_note)
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"output folder for {name}.md/.json (default: benchmarks/results/h200; "
+                   "with --device cpu: flashx-bench-cpu in the temp folder)")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="input dtype (default: %(default)s)")
+    p.add_argument("--warmup-ms", type=float, default=None, help="warm-up per timing (default 25, --quick 10)")
+    p.add_argument("--rep-ms", type=float, default=None, help="timed time per timing (default 100, --quick 50)")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help=f"soft time budget: cases not started once it is spent are skipped and reported "
+                   f"(default: {budget_quick:g} s with --quick, none otherwise)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="cpu: a debug pass through Triton's interpreter on tiny shapes (numbers mean nothing)")
