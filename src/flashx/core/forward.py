@@ -196,8 +196,9 @@ def attention_forward_kernel(
 
     # A row that saw no key (causal with Nq > Nkv, an empty window, padding) gives 0 and lse = -inf.
     empty = l_i == 0.0
-    b_o = acc / tl.where(empty, 1.0, l_i)[:, None]
-    b_lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_i)) * LN_2)
+    l_safe = tl.where(empty, 1.0, l_i)
+    b_o = acc / l_safe[:, None]
+    b_lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN_2)
     p_o = o_base + offs_m[:, None] * stride_on + offs_dv[None, :] * stride_od
     store_tile(p_o, b_o.to(O.dtype.element_ty), q_idx < q_owned, offs_dv < HEAD_DIM_V, HEAD_DIM_V != BLOCK_DV)
     p_lse = LSE + b64 * stride_lb + h64 * stride_lh + (q_start + q_idx).to(tl.int64) * stride_ln
