@@ -279,6 +279,12 @@ def _check_array(name: str, spec: Any, ndim: int, dtypes: Sequence[str]) -> None
         raise TypeError(f"{name} has dtype {spec.dtype}; expected {' or '.join(dtypes)}")
 
 
+def _check_contiguous(name: str, spec: ArraySpec) -> None:
+    # The kernels read these offsets as dense int32 vectors.
+    if spec.shape[0] > 1 and spec.strides[0] != 1:
+        raise ValueError(f"{name} must be contiguous, got stride {spec.strides[0]}")
+
+
 def _broadcast_strides(name: str, spec: ArraySpec, target: tuple) -> tuple:
     """Strides that read `spec` broadcast to `target` (numpy rules; size-1 and missing axes: 0)."""
     if len(spec.shape) > len(target):
@@ -542,6 +548,7 @@ def plan_attention(
             raise ValueError("varlen needs both cu_seqlens_q and cu_seqlens_k")
         for name, spec in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
             _check_array(name, spec, 1, INDEX_DTYPES)
+            _check_contiguous(name, spec)
         batch = int(cu_seqlens_q.shape[0]) - 1
         if batch < 1 or cu_seqlens_k.shape[0] != batch + 1:
             raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length B + 1 >= 2, got "
@@ -558,7 +565,7 @@ def plan_attention(
         v_strides = (0,) + tuple(v.strides)
         out_shape = (tq, hq, dv)
         lse_shape = (hq, tq)
-        if bias is not None or mask is not None or mask_mod is not None and block_mask is not None:
+        if bias is not None or mask is not None or block_mask is not None:
             raise ValueError("varlen does not combine with bias, mask or block_mask (mask_mod alone is fine)")
     else:
         axes = LAYOUTS[layout]
@@ -630,6 +637,7 @@ def plan_attention(
     for name, spec in (("seqused_q", seqused_q), ("seqused_k", seqused_k)):
         if spec is not None:
             _check_array(name, spec, 1, INDEX_DTYPES)
+            _check_contiguous(name, spec)
             if spec.shape[0] != batch:
                 raise ValueError(f"{name} must have shape ({batch},), got {tuple(spec.shape)}")
 

@@ -255,6 +255,8 @@ def attention(
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
         block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask,
     )
+    # Offsets are read as dense vectors: a strided view costs one tiny copy.
+    cu_seqlens_q, cu_seqlens_k = (x.contiguous() if isinstance(x, torch.Tensor) else x for x in (cu_seqlens_q, cu_seqlens_k))
     tensors = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k)
     tensors.update(_block_mask_tensors(block_mask))
     return _run(q, k, v, tensors, options, return_lse)

@@ -1,0 +1,793 @@
+"""flashx.torch.attention's variants, forward and backward, against a float64 torch autograd reference.
+
+Variants: window (bottom-right, -1 sides, with causal), ALiBi ((Hq,) and (B, Hq) slopes), softcap,
+score_mod (+ score_mod_grad), mask_mod (automatic block map and a reused create_block_mask), varlen
+(causal, window, GQA, Dv != D, empty sequences, padding rows, clamped cu_seqlens) and their
+combinations; lse values and gradients; bitwise-deterministic gradients; bad input.
+
+The reference upcasts the rounded inputs to float64 and differentiates with torch autograd; the
+loss weights out (and lse) by fresh random weights, never ones. Bounds (relative Frobenius error):
+OUT_TOL / GRAD_TOL / LSE_TOL in variants_common (fp32 2e-5 / 5e-5, fp16 2e-3 / 5e-3,
+bf16 2e-2 / 5e-2, lse 1e-5). Small odd shapes on the CPU (Triton's interpreter); the tests
+marked `gpu` run training-sized bf16 shapes against the same reference, bounded by a small
+factor of torch's own error in bf16.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import flashx.torch  # noqa: E402, I001  (flashx before triton: this module defines @triton.jit functions)
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402, F401  (Triton's interpreter wants it visible to @triton.jit functions)
+from conftest import INTERPRETED, TOLERANCES, Tolerance, rel_error  # noqa: E402
+from variants_common import (  # noqa: E402
+    GRAD_TOL,
+    MASK_MODS,
+    OUT_TOL,
+    alibi_distance,
+    assert_close,
+    assert_lse,
+    check_block_map,
+    clamped_bounds,
+    document_mask,
+    expected_block_map,
+    holes_mask,
+    index_grids,
+    nothing_mask,
+    window_visible,
+    wobble_score,
+    wobble_score_grad,
+    wobble_score_terms,
+)
+
+DEVICE = "cpu" if INTERPRETED else "cuda"
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class Shape(NamedTuple):
+    b: int
+    nq: int
+    nkv: int
+    hq: int
+    hkv: int
+    d: int
+    dv: int
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The options of one call, in terms both flashx and the reference understand."""
+
+    causal: bool = False
+    window: Optional[tuple] = None
+    alibi: Optional[str] = None  # "h": slopes (Hq,), "bh": slopes (B, Hq)
+    softcap: Optional[float] = None
+    score_mod: bool = False
+    mask: Optional[str] = None  # a key of MASK_MODS
+    layout: str = "bnhd"
+    input_scale: float = 1.0
+
+
+# ----------------------------------------------------------------------------------------------
+# Inputs and the float64 reference
+# ----------------------------------------------------------------------------------------------
+
+
+def randn(rng, shape, scale=1.0) -> torch.Tensor:
+    return torch.from_numpy((rng.standard_normal(shape) * scale).astype(np.float32))
+
+
+def make_qkv(rng, s: Shape, dtype: str, layout="bnhd", scale=1.0, device=DEVICE):
+    """q, k, v in `layout`, rounded to `dtype` (the reference upcasts these rounded values)."""
+    shapes = [(s.b, s.nq, s.hq, s.d), (s.b, s.nkv, s.hkv, s.d), (s.b, s.nkv, s.hkv, s.dv)]
+    if layout == "bhnd":
+        shapes = [(x[0], x[2], x[1], x[3]) for x in shapes]
+    return tuple(randn(rng, x, scale).to(device=device, dtype=TORCH_DTYPES[dtype]) for x in shapes)
+
+
+def make_slopes(rng, kind: Optional[str], b: int, hq: int, device=DEVICE):
+    if kind is None:
+        return None
+    shape = (hq,) if kind == "h" else (b, hq)
+    return torch.from_numpy(rng.uniform(0.05, 0.6, shape).astype(np.float32)).to(device)
+
+
+def reference(q, k, v, *, causal=False, scale=None, window=None, slopes=None, softcap=None, score_mod=False,
+              mask=None, batch_ids=None, bottom_right=True):
+    """float64 attention on (B, N, H, D) tensors: (out (B, Nq, Hq, Dv), lse (B, Hq, Nq)), differentiable.
+
+    score = q.k * scale -> score_mod (wobble_score's twin) -> softcap -> alibi -> masks; a row that sees
+    no key gives out 0 and lse -inf (and no gradient). batch_ids: the b each batch row stands for
+    (varlen passes the sequence index). mask: a key of MASK_MODS, or a NumPy mask function
+    (b, h, q_idx, kv_idx) -> bool.
+    """
+    bsz, nq, hq, d = q.shape
+    nkv, hkv, dv = k.shape[1], k.shape[2], v.shape[3]
+    if nkv == 0 or nq == 0:
+        out = (q.sum() * 0 + torch.zeros(bsz, nq, hq, dv, dtype=q.dtype, device=q.device))
+        return out, torch.full((bsz, hq, nq), -math.inf, dtype=q.dtype, device=q.device)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    group = hq // hkv
+    k = k.repeat_interleave(group, dim=2)
+    v = v.repeat_interleave(group, dim=2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    b_ids = np.arange(bsz) if batch_ids is None else np.asarray(batch_ids)
+    b, h, qi, kj = index_grids(b_ids, np.arange(hq), nq, nkv)
+    as_t = lambda a: torch.as_tensor(np.array(a), device=q.device)  # noqa: E731
+    if score_mod:
+        s = s + 0.5 * torch.sin(s) + as_t(wobble_score_terms(b, h, qi, kj))
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    if slopes is not None:
+        sl = slopes.to(q.device, torch.float64)
+        sl = sl.expand(bsz, hq) if sl.dim() == 1 else sl
+        s = s - sl[:, :, None, None] * as_t(alibi_distance(nq, nkv, bottom_right))
+    visible = window_visible(nq, nkv, window, causal, bottom_right)[None, None]
+    if mask is not None:
+        mask_np = MASK_MODS[mask][1] if isinstance(mask, str) else mask
+        visible = visible & mask_np(b, h, qi, kj)
+    s = s.masked_fill(~as_t(np.broadcast_to(visible, s.shape)), -math.inf)
+    m = s.amax(-1, keepdim=True).detach()
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    p = torch.exp(s - m)
+    l = p.sum(-1, keepdim=True)
+    empty = l == 0
+    out = torch.einsum("bhqk,bkhd->bqhd", p / torch.where(empty, torch.ones_like(l), l), v)
+    lse = torch.where(empty, -math.inf, torch.log(torch.where(empty, torch.ones_like(l), l)) + m)[..., 0]
+    return out, lse
+
+
+def to_bnhd(x, layout):
+    return x.transpose(1, 2) if layout == "bhnd" else x
+
+
+def flashx_kwargs(var: Variant, slopes) -> dict:
+    kw = dict(causal=var.causal, window=var.window, alibi_slopes=slopes, softcap=var.softcap, layout=var.layout)
+    if var.score_mod:
+        kw.update(score_mod=wobble_score, score_mod_grad=wobble_score_grad)
+    if var.mask is not None:
+        kw.update(mask_mod=MASK_MODS[var.mask][0])
+    return kw
+
+
+def reference_kwargs(var: Variant, slopes) -> dict:
+    return dict(causal=var.causal, window=var.window, slopes=slopes, softcap=var.softcap, score_mod=var.score_mod,
+                mask=var.mask)
+
+
+def np64(t) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+def finite_or_zero(lse):
+    return torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
+
+
+def run_and_compare(rng, shape: Shape, var: Variant, dtype: str, *, backward=True, lse_grad=False, block_mask=None,
+                    fx_extra=None):
+    """flashx's out, lse and (dq, dk, dv) against the float64 reference; returns flashx's results."""
+    q, k, v = make_qkv(rng, shape, dtype, var.layout, var.input_scale)
+    slopes = make_slopes(rng, var.alibi, shape.b, shape.hq)
+    kwargs = flashx_kwargs(var, slopes)
+    if block_mask is not None:
+        kwargs.update(block_mask=block_mask, mask_mod=None)
+    kwargs.update(fx_extra or {})
+    leaves = [x.detach().clone().requires_grad_(backward) for x in (q, k, v)]
+    out, lse = flashx.torch.attention(*leaves, return_lse=True, **kwargs)
+    assert out.dtype == q.dtype and tuple(out.shape) == (*q.shape[:3], shape.dv)
+    assert lse.dtype == torch.float32 and tuple(lse.shape) == (shape.b, shape.hq, shape.nq)
+
+    ref_leaves = [to_bnhd(x.detach().double(), var.layout).requires_grad_(backward) for x in (q, k, v)]
+    ref_out, ref_lse = reference(*ref_leaves, **reference_kwargs(var, slopes))
+    ref_out_l = to_bnhd(ref_out, var.layout)
+    assert_close(np64(out), np64(ref_out_l), OUT_TOL[dtype], f"out ({dtype})")
+    assert_lse(np64(lse), np64(ref_lse))
+    # rows that see no key: exactly 0
+    empty = np.isneginf(np64(ref_lse))  # (B, Hq, Nq)
+    if empty.any():
+        assert (np64(to_bnhd(out, var.layout)).transpose(0, 2, 1, 3)[empty] == 0).all(), "rows without keys must be 0"
+    if not backward:
+        return out, lse, None
+    w_out = randn(rng, tuple(out.shape)).to(out.device)
+    w_lse = randn(rng, tuple(lse.shape)).to(out.device)
+    loss = (out.float() * w_out).sum()
+    ref_loss = (ref_out_l * w_out.double()).sum()
+    if lse_grad:
+        loss = loss + (finite_or_zero(lse) * w_lse).sum()
+        ref_loss = ref_loss + (finite_or_zero(ref_lse) * w_lse.double()).sum()
+    grads = torch.autograd.grad(loss, leaves)
+    ref_grads = torch.autograd.grad(ref_loss, ref_leaves)
+    for name, x, g, rg in zip("qkv", leaves, grads, ref_grads):
+        assert g.dtype == x.dtype and g.shape == x.shape
+        assert_close(np64(g), np64(to_bnhd(rg, var.layout)), GRAD_TOL[dtype], f"d{name} ({dtype})")
+    return out, lse, grads
+
+
+# ----------------------------------------------------------------------------------------------
+# Forward and backward of each variant
+# ----------------------------------------------------------------------------------------------
+
+ODD = Shape(1, 37, 45, 2, 2, 24, 40)  # Nq != Nkv, D and Dv not powers of two
+ODD_B2 = Shape(2, 37, 45, 2, 2, 24, 40)
+SQUARE = Shape(1, 45, 45, 2, 2, 24, 24)
+TALL = Shape(1, 45, 29, 2, 2, 24, 40)  # Nq > Nkv: bottom-right leaves the first rows without keys
+GQA = Shape(1, 37, 45, 4, 2, 24, 40)
+
+VARIANTS = [
+    # windows (bottom-right), with unbounded sides and with causal
+    pytest.param(ODD, Variant(window=(8, 4)), "float32", id="window-8-4"),
+    pytest.param(ODD, Variant(window=(-1, 3)), "float32", id="window-inf-3"),
+    pytest.param(ODD, Variant(window=(6, -1)), "float32", id="window-6-inf"),
+    pytest.param(ODD, Variant(window=(0, 0)), "float32", id="window-0-0-diagonal"),
+    pytest.param(ODD, Variant(window=(-1, -1)), "float32", id="window-unbounded"),
+    pytest.param(ODD, Variant(window=(10, 5), causal=True), "float32", id="window-10-5-causal"),
+    pytest.param(ODD, Variant(window=(-1, 3), causal=True), "float32", id="window-inf-3-causal"),
+    pytest.param(TALL, Variant(window=(3, 2)), "float32", id="window-3-2-q45-kv29-rows-without-keys"),
+    pytest.param(ODD, Variant(window=(20, 1), layout="bhnd"), "float32", id="window-20-1-bhnd"),
+    pytest.param(ODD, Variant(window=(7, 2)), "float16", id="window-7-2-fp16"),
+    pytest.param(ODD, Variant(window=(7, 2), causal=True), "bfloat16", id="window-7-2-causal-bf16"),
+    # ALiBi
+    pytest.param(ODD, Variant(alibi="h"), "float32", id="alibi-h"),
+    pytest.param(ODD_B2, Variant(alibi="bh", causal=True), "float32", id="alibi-bh-causal"),
+    pytest.param(ODD_B2, Variant(alibi="bh"), "float16", id="alibi-bh-fp16"),
+    # softcap (large scores, so tanh bends)
+    pytest.param(ODD, Variant(softcap=1.5, input_scale=2.0), "float32", id="softcap-1.5"),
+    pytest.param(ODD, Variant(softcap=30.0, causal=True), "float32", id="softcap-30-causal"),
+    # score_mod with its gradient
+    pytest.param(ODD_B2, Variant(score_mod=True), "float32", id="score-mod"),
+    pytest.param(ODD, Variant(score_mod=True, causal=True), "float16", id="score-mod-causal-fp16"),
+    # mask_mod with the automatic block map
+    pytest.param(SQUARE, Variant(mask="document", causal=True), "float32", id="mask-document-causal"),
+    pytest.param(ODD, Variant(mask="document"), "float32", id="mask-document-q37-kv45"),
+    pytest.param(SQUARE, Variant(mask="prefix_lm"), "float32", id="mask-prefix-lm"),
+    pytest.param(Shape(2, 37, 45, 2, 1, 24, 40), Variant(mask="holes"), "float32", id="mask-holes-rows-without-keys-gqa"),
+    pytest.param(ODD, Variant(mask="holes", window=(9, 9)), "float32", id="mask-holes-window"),
+    pytest.param(SQUARE, Variant(mask="document", causal=True), "bfloat16", id="mask-document-causal-bf16"),
+    pytest.param(TALL, Variant(mask="prefix_lm", causal=True, layout="bhnd"), "float32", id="mask-prefix-lm-causal-q45-kv29-bhnd"),
+    # combinations
+    pytest.param(GQA, Variant(causal=True, window=(12, 0)), "float32", id="causal-gqa-window"),
+    pytest.param(Shape(1, 37, 45, 4, 1, 24, 40), Variant(causal=True, window=(5, -1)), "float16", id="causal-mqa-window-fp16"),
+    pytest.param(ODD_B2, Variant(alibi="bh", softcap=2.0, input_scale=1.5), "float32", id="alibi-softcap"),
+    pytest.param(ODD_B2, Variant(alibi="h", softcap=2.0, causal=True), "bfloat16", id="alibi-softcap-causal-bf16"),
+    pytest.param(GQA, Variant(score_mod=True, softcap=2.5, alibi="h", window=(15, 3), mask="prefix_lm"), "float32",
+                 id="everything-at-once"),
+]
+
+
+@pytest.mark.parametrize("shape, var, dtype", VARIANTS)
+def test_variant(rng, shape, var, dtype):
+    """out, lse and dq, dk, dv of one variant agree with the float64 reference."""
+    run_and_compare(rng, shape, var, dtype)
+
+
+@pytest.mark.parametrize(
+    "window",
+    [(15, 0), (16, 0), (17, -1), (0, 15), (0, 16), (-1, 17), (16, 16), (31, 1), (1, 31), (32, 32)],
+    ids=lambda w: f"window-{w[0]}-{w[1]}",
+)
+def test_window_block_boundaries(rng, window):
+    """Window edges on and next to the 16-wide interpreter tiles, where a key block flips between
+    skipped, masked and unmasked (forward key_range and backward query_range)."""
+    run_and_compare(rng, Shape(1, 48, 64, 1, 1, 16, 16), Variant(window=window), "float32")
+
+
+def test_alibi_strided_slopes(rng):
+    """Slopes read through their strides: a transposed (B, Hq) view and a strided (Hq,) view."""
+    q, k, v = make_qkv(rng, Shape(2, 21, 30, 3, 3, 16, 16), "float32")
+    base = torch.from_numpy(rng.uniform(0.1, 0.5, (3, 2)).astype(np.float32)).to(DEVICE)
+    for slopes in (base.T, base[:, 0]):
+        assert not slopes.is_contiguous()
+        got = flashx.torch.attention(q, k, v, alibi_slopes=slopes)
+        want = flashx.torch.attention(q, k, v, alibi_slopes=slopes.contiguous())
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "shape, var",
+    [
+        pytest.param(ODD, Variant(), id="plain"),
+        pytest.param(TALL, Variant(causal=True), id="causal-rows-without-keys"),
+        pytest.param(ODD_B2, Variant(window=(6, 2), alibi="bh", softcap=2.0), id="window-alibi-softcap"),
+        pytest.param(Shape(2, 37, 45, 2, 1, 24, 40), Variant(mask="holes", score_mod=True), id="mask-holes-score-mod"),
+    ],
+)
+def test_lse_gradient(rng, shape, var):
+    """A loss that uses lse too: its gradient flows into dq and dk (delta -= dlse), and matches."""
+    run_and_compare(rng, shape, var, "float32", lse_grad=True)
+
+
+def test_score_mod_backward_needs_grad(rng):
+    """score_mod without score_mod_grad: the forward runs, the backward raises NotImplementedError."""
+    q, k, v = (x.requires_grad_() for x in make_qkv(rng, Shape(1, 17, 19, 1, 1, 16, 16), "float32"))
+    out = flashx.torch.attention(q, k, v, score_mod=wobble_score)
+    ref, _ = reference(*(x.detach().double() for x in (q, k, v)), score_mod=True)
+    assert_close(np64(out), np64(ref), OUT_TOL["float32"], "out")
+    with pytest.raises(NotImplementedError, match="score_mod_grad"):
+        out.sum().backward()
+
+
+# ----------------------------------------------------------------------------------------------
+# Block masks: create_block_mask's map, and its reuse
+# ----------------------------------------------------------------------------------------------
+
+
+def visible_for_map(name, b, h, nq, nkv, causal=False, window=None):
+    bs, hs, qi, kj = index_grids(np.arange(b), np.arange(h), nq, nkv)
+    vis = MASK_MODS[name][1](bs, hs, qi, kj) & window_visible(nq, nkv, window, causal)[None, None]
+    return np.broadcast_to(vis, (b, h, nq, nkv))
+
+
+@pytest.mark.parametrize(
+    "name, B, H, nq, nkv, causal, window, blocks",
+    [
+        pytest.param("document", None, None, 45, 45, True, None, None, id="document-causal-broadcast"),
+        pytest.param("holes", 2, 2, 37, 45, False, None, None, id="holes-b2-h2"),
+        pytest.param("prefix_lm", 1, 1, 45, 45, False, (20, -1), (32, 16), id="prefix-lm-window-blocks-32x16"),
+        pytest.param("nothing", 1, 2, 37, 45, False, None, None, id="nothing-zero-counts"),
+        pytest.param("everything", None, None, 48, 45, False, None, None, id="everything-full-blocks"),
+        pytest.param("everything", None, None, 37, 48, True, (-1, 5), None, id="everything-causal"),
+    ],
+)
+def test_create_block_mask_map(name, B, H, nq, nkv, causal, window, blocks):
+    """counts/indices and their transposes classify each tile as the mask says (empty, partial, full)."""
+    bm = flashx.torch.create_block_mask(MASK_MODS[name][0], B, H, nq, nkv, causal=causal, window=window,
+                                        device=DEVICE, blocks=blocks)
+    block_m, block_n = blocks or (bm.spec.block_m, bm.spec.block_n)
+    assert (bm.spec.block_m, bm.spec.block_n) == (block_m, block_n)
+    state = expected_block_map(visible_for_map(name, B or 1, H or 1, nq, nkv, causal, window), block_m, block_n)
+    nqb, nkb = -(-nq // block_m), -(-nkv // block_n)
+    assert tuple(bm.counts.shape) == (B or 1, H or 1, nqb, 2) and tuple(bm.t_counts.shape) == (B or 1, H or 1, nkb, 2)
+    check_block_map(*(x.cpu().numpy() for x in (bm.counts, bm.indices, bm.t_counts, bm.t_indices)), state)
+    counts = bm.counts.cpu().numpy()
+    if name == "nothing":
+        assert (counts == 0).all() and (bm.t_counts.cpu().numpy() == 0).all()
+    if name == "everything" and not causal:
+        # every key block is full but the last one, which runs past Nkv = 45 (partial)
+        assert (counts[..., 1] == nkb - 1).all() and (counts[..., 0] == 1).all()
+
+
+def test_block_mask_reused_across_calls(rng):
+    """One create_block_mask result (B, H broadcast) serves several calls, dtypes and batch/head counts."""
+    bm = flashx.torch.create_block_mask(document_mask, None, None, 45, 45, causal=True, device=DEVICE)
+    var = Variant(mask="document", causal=True)
+    run_and_compare(rng, Shape(2, 45, 45, 2, 1, 24, 40), var, "float32", block_mask=bm)
+    run_and_compare(rng, Shape(1, 45, 45, 3, 3, 16, 16), var, "float16", block_mask=bm, backward=False)
+    # the same mask_mod passed alongside its block_mask is accepted
+    run_and_compare(rng, Shape(1, 45, 45, 1, 1, 16, 16), var, "float32", block_mask=bm, backward=False,
+                    fx_extra=dict(mask_mod=document_mask))
+
+
+def test_block_mask_per_batch_and_head(rng):
+    """A map built per (batch, head) for a mask that depends on both, with custom tiles (32, 16)."""
+    bm = flashx.torch.create_block_mask(holes_mask, 2, 2, 37, 45, window=(9, 9), device=DEVICE, blocks=(32, 16))
+    run_and_compare(rng, ODD_B2, Variant(mask="holes", window=(9, 9)), "float32", block_mask=bm)
+
+
+def test_block_mask_nothing_visible(rng):
+    """A mask that hides everything: zero counts, out 0, lse -inf, all gradients 0 (no NaN)."""
+    bm = flashx.torch.create_block_mask(nothing_mask, None, None, 37, 45, device=DEVICE)
+    assert (bm.counts.cpu() == 0).all()
+    out, lse, grads = run_and_compare(rng, ODD, Variant(mask="nothing"), "float32", block_mask=bm, lse_grad=True)
+    assert (out == 0).all() and torch.isneginf(lse).all()
+    assert all((g == 0).all() for g in grads)
+
+
+# ----------------------------------------------------------------------------------------------
+# Varlen
+# ----------------------------------------------------------------------------------------------
+
+
+def varlen_reference(q, k, v, cu_q, cu_k, *, slopes=None, **kw):
+    """Per-sequence dense reference on the packed float64 tensors (bounds clamped as the kernel does);
+    rows outside every sequence: out 0, lse 0 (left as allocated)."""
+    total_q, hq = q.shape[0], q.shape[1]
+    out = torch.zeros(total_q, hq, v.shape[2], dtype=q.dtype, device=q.device) + q.sum() * 0
+    lse = torch.zeros(hq, total_q, dtype=q.dtype, device=q.device)
+    outs, lses = [], []
+    for b, ((sq, eq), (sk, ek)) in enumerate(zip(clamped_bounds(cu_q, total_q), clamped_bounds(cu_k, k.shape[0]))):
+        if eq == sq:
+            continue
+        sl = None if slopes is None else (slopes if slopes.dim() == 1 else slopes[b])
+        o, l = reference(q[None, sq:eq], k[None, sk:ek], v[None, sk:ek], slopes=sl, batch_ids=[b], **kw)
+        outs.append((sq, eq, o[0]))
+        lses.append((sq, eq, l[0]))
+    rows = torch.arange(total_q, device=q.device)
+    for sq, eq, o in outs:  # differentiable scatter of each sequence's rows
+        sel = ((rows >= sq) & (rows < eq))[:, None, None]
+        out = torch.where(sel, torch.nn.functional.pad(o, (0, 0, 0, 0, sq, total_q - eq)), out)
+    for sq, eq, l in lses:
+        sel = ((rows >= sq) & (rows < eq))[None, :]
+        lse = torch.where(sel, torch.nn.functional.pad(l, (sq, total_q - eq), value=0.0), lse)
+    return out, lse
+
+
+def run_varlen(rng, cu_q, cu_k, total_q, total_k, hq, hkv, d, dv, dtype, *, max_q=None, max_k=None, slopes_kind=None,
+               backward=True, lse_grad=False, **opts):
+    cu_q_t = torch.tensor(cu_q, dtype=torch.int32, device=DEVICE)
+    cu_k_t = torch.tensor(cu_k, dtype=torch.int32, device=DEVICE)
+    bq = clamped_bounds(cu_q, total_q)
+    bk = clamped_bounds(cu_k, total_k)
+    max_q = max(e - s for s, e in bq) if max_q is None else max_q
+    max_k = max(e - s for s, e in bk) if max_k is None else max_k
+    q = randn(rng, (total_q, hq, d)).to(DEVICE, TORCH_DTYPES[dtype])
+    k = randn(rng, (total_k, hkv, d)).to(DEVICE, TORCH_DTYPES[dtype])
+    v = randn(rng, (total_k, hkv, dv)).to(DEVICE, TORCH_DTYPES[dtype])
+    slopes = make_slopes(rng, slopes_kind, len(cu_q) - 1, hq)
+    fx_opts = dict(opts)
+    if fx_opts.pop("score_mod", False):
+        fx_opts.update(score_mod=wobble_score, score_mod_grad=wobble_score_grad)
+    if fx_opts.get("mask") is not None:
+        fx_opts["mask_mod"] = MASK_MODS[fx_opts.pop("mask")][0]
+    fx_opts.pop("mask", None)
+    leaves = [x.detach().clone().requires_grad_(backward) for x in (q, k, v)]
+    out, lse = flashx.torch.attention(*leaves, cu_seqlens_q=cu_q_t, cu_seqlens_k=cu_k_t, max_seqlen_q=max_q,
+                                      max_seqlen_k=max_k, alibi_slopes=slopes, return_lse=True, **fx_opts)
+    assert tuple(out.shape) == (total_q, hq, dv) and out.dtype == q.dtype
+    assert tuple(lse.shape) == (hq, total_q) and lse.dtype == torch.float32
+    ref_leaves = [x.detach().double().requires_grad_(backward) for x in (q, k, v)]
+    ref_out, ref_lse = varlen_reference(*ref_leaves, cu_q, cu_k, slopes=slopes, **opts)
+    assert_close(np64(out), np64(ref_out), OUT_TOL[dtype], f"out ({dtype})")
+    assert_lse(np64(lse), np64(ref_lse))
+    covered = np.zeros(total_q, bool)
+    for s, e in bq:
+        covered[s:e] = True
+    assert (np64(out)[~covered] == 0).all() and (np64(lse)[:, ~covered] == 0).all(), "padding rows must stay 0"
+    if not backward:
+        return out, lse, None
+    w_out, w_lse = randn(rng, tuple(out.shape)), randn(rng, tuple(lse.shape))
+    loss = (out.float() * w_out).sum()
+    ref_loss = (ref_out * w_out.double()).sum()
+    if lse_grad:
+        loss = loss + (finite_or_zero(lse) * w_lse).sum()
+        ref_loss = ref_loss + (finite_or_zero(ref_lse) * w_lse.double()).sum()
+    grads = torch.autograd.grad(loss, leaves)
+    ref_grads = torch.autograd.grad(ref_loss, ref_leaves)
+    for name, g, rg in zip("qkv", grads, ref_grads):
+        assert_close(np64(g), np64(rg), GRAD_TOL[dtype], f"d{name} ({dtype})")
+    assert (np64(grads[0])[~covered] == 0).all(), "dq of padding rows must be 0"
+    return out, lse, grads
+
+
+# Sequences (q lengths / k lengths): 13/20, 0/5 (empty query), 27/22 (causal: 5 rows without keys);
+# 5 padding q rows and 3 padding k rows past cu_seqlens[-1].
+CU_Q, CU_K, TQ, TK = [0, 13, 13, 40], [0, 20, 25, 47], 45, 50
+# 13/20, 8/0 (keys empty: rows without keys), 19/27; padding as above.
+CU_Q2, CU_K2 = [0, 13, 21, 40], [0, 20, 20, 47]
+
+VARLEN_CASES = [
+    pytest.param(CU_Q, CU_K, 4, 2, 24, 40, "float32", dict(causal=True), id="causal-gqa-dv40-empty-q-padding"),
+    pytest.param(CU_Q2, CU_K2, 2, 2, 24, 24, "float32", dict(window=(5, 2)), id="window-empty-k"),
+    pytest.param(CU_Q2, CU_K2, 4, 1, 24, 40, "float32", dict(causal=True, window=(6, -1)), id="causal-window-mqa"),
+    pytest.param(CU_Q, CU_K, 2, 2, 24, 40, "float32", dict(slopes_kind="bh", softcap=2.0), id="alibi-bh-softcap"),
+    pytest.param(CU_Q2, CU_K2, 2, 1, 24, 40, "float32", dict(mask="holes", score_mod=True), id="mask-mod-score-mod"),
+    pytest.param(CU_Q, CU_K, 2, 2, 16, 16, "float32", dict(mask="prefix_lm", causal=True), id="mask-mod-causal"),
+    pytest.param(CU_Q, CU_K, 4, 2, 24, 40, "float16", dict(causal=True, slopes_kind="h"), id="causal-alibi-h-fp16"),
+    pytest.param(CU_Q2, CU_K2, 2, 2, 40, 24, "bfloat16", dict(window=(8, 8)), id="window-bf16"),
+]
+
+
+@pytest.mark.parametrize("cu_q, cu_k, hq, hkv, d, dv, dtype, opts", VARLEN_CASES)
+def test_varlen(rng, cu_q, cu_k, hq, hkv, d, dv, dtype, opts):
+    """Packed sequences: each attends within itself (causal/window bottom-right per sequence)."""
+    run_varlen(rng, cu_q, cu_k, TQ, TK, hq, hkv, d, dv, dtype, **opts)
+
+
+def test_varlen_lse_gradient(rng):
+    run_varlen(rng, CU_Q, CU_K, TQ, TK, 2, 1, 24, 40, "float32", causal=True, lse_grad=True)
+
+
+def test_varlen_generous_max_seqlen(rng):
+    """max_seqlen larger than any sequence only adds idle programs."""
+    run_varlen(rng, CU_Q, CU_K, TQ, TK, 2, 2, 16, 16, "float32", max_q=60, max_k=70, causal=True, backward=False)
+
+
+@pytest.mark.parametrize(
+    "cu_q, cu_k",
+    [
+        # decreasing at the end: the last sequence is clamped to [30, 30), empty
+        pytest.param([0, 30, 20], [0, 25, 10], id="decreasing"),
+        # overrunning the packed tensors: the last sequence ends at the tensor's end
+        pytest.param([0, 20, 100], [0, 25, 200], id="overrunning"),
+        # negative start: clamped to 0
+        pytest.param([-7, 20, 45], [-3, 25, 50], id="negative-start"),
+    ],
+)
+def test_varlen_clamped_cu_seqlens(rng, cu_q, cu_k):
+    """Out-of-range cu_seqlens do not crash or read out of bounds: each sequence is clamped into
+    [0, total] (start = clip(cu[b]), end = clip(cu[b+1], start, total)), and the result is that
+    of the clamped sequences; outputs and gradients are finite."""
+    run_varlen(rng, cu_q, cu_k, TQ, TK, 2, 2, 16, 24, "float32", max_q=TQ, max_k=TK, causal=True)
+
+
+def test_varlen_strided_cu_seqlens(rng):
+    """cu_seqlens given as a strided view (stride 2) must be read through its stride (or be rejected
+    naming it): the result equals that of the contiguous copy."""
+    cu_q = torch.tensor([0, 99, 13, 99, 13, 99, 40, 99], dtype=torch.int32, device=DEVICE)[::2]
+    cu_k = torch.tensor([0, 99, 20, 99, 25, 99, 47, 99], dtype=torch.int32, device=DEVICE)[::2]
+    assert cu_q.stride() == (2,)
+    q, k, v = (randn(rng, (t, 2, 16)).to(DEVICE) for t in (TQ, TK, TK))
+    kw = dict(max_seqlen_q=27, max_seqlen_k=22, causal=True)
+    want = flashx.torch.attention(q, k, v, cu_seqlens_q=cu_q.contiguous(), cu_seqlens_k=cu_k.contiguous(), **kw)
+    try:
+        got = flashx.torch.attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, **kw)
+    except (ValueError, TypeError) as err:
+        assert "cu_seqlens" in str(err)
+        return
+    torch.testing.assert_close(got, want, rtol=0, atol=0, msg="strided cu_seqlens read as if contiguous")
+
+
+def test_varlen_overlapping_cu_seqlens_is_finite(rng):
+    """Decreasing offsets in the middle make clamped sequences overlap (rows written twice): no crash,
+    finite outputs and gradients; rows outside every clamped sequence stay 0."""
+    cu_q, cu_k = [0, 30, 10, 45], [0, 30, 5, 50]
+    q, k, v = (randn(rng, (t, 2, 16)).requires_grad_() for t in (TQ, TK, TK))
+    out, lse = flashx.torch.attention(q, k, v, cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32),
+                                      cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32), max_seqlen_q=TQ,
+                                      max_seqlen_k=TK, causal=True, return_lse=True)
+    assert torch.isfinite(out).all() and torch.isfinite(lse).all()
+    (out * randn(rng, tuple(out.shape))).sum().backward()
+    assert all(torch.isfinite(x.grad).all() for x in (q, k, v))
+
+
+# ----------------------------------------------------------------------------------------------
+# Determinism
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape, var",
+    [
+        pytest.param(Shape(1, 37, 45, 4, 1, 24, 40), Variant(causal=True, window=(9, -1)), id="mqa-causal-window"),
+        pytest.param(Shape(1, 45, 45, 4, 2, 16, 16), Variant(mask="document", alibi="h", softcap=3.0), id="gqa-mask-alibi-softcap"),
+    ],
+)
+def test_backward_is_deterministic(rng, shape, var):
+    """Two backward passes give bitwise equal dq, dk, dv (no atomics), deterministic=True or not."""
+    q, k, v = make_qkv(rng, shape, "float16")
+    slopes = make_slopes(rng, var.alibi, shape.b, shape.hq)
+    w = randn(rng, (shape.b, shape.nq, shape.hq, shape.dv)).half()
+    results = []
+    for deterministic in (False, True):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        out = flashx.torch.attention(*leaves, deterministic=deterministic, **flashx_kwargs(var, slopes))
+        results.append(torch.autograd.grad((out * w).sum(), leaves))
+    for name, a, b in zip("qkv", *results):
+        assert torch.equal(a, b), f"d{name} differs between two runs"
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input: ValueError / TypeError naming the argument
+# ----------------------------------------------------------------------------------------------
+
+
+def _t(*shape, dtype=torch.float32):
+    return torch.randn(shape, dtype=dtype, device=DEVICE)
+
+
+def _not_jit_mask(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def _qkv4():
+    return _t(1, 5, 2, 16), _t(1, 7, 2, 16), _t(1, 7, 2, 16)
+
+
+def _qkv3():
+    return _t(12, 2, 16), _t(14, 2, 16), _t(14, 2, 16)
+
+
+def _cu(*values, dtype=torch.int32):
+    return torch.tensor(values, dtype=dtype, device=DEVICE)
+
+
+VARLEN_OK = dict(max_seqlen_q=8, max_seqlen_k=8)
+
+BAD = [
+    pytest.param(_qkv4, lambda: dict(window=(-2, 0)), ValueError, r"window", id="window-below-minus-1"),
+    pytest.param(_qkv4, lambda: dict(window=(3,)), ValueError, r"window", id="window-one-int"),
+    pytest.param(_qkv4, lambda: dict(window=(1, 2, 3)), ValueError, r"window", id="window-three-ints"),
+    pytest.param(_qkv4, lambda: dict(window=(1.5, 2)), ValueError, r"window", id="window-float"),
+    pytest.param(_qkv4, lambda: dict(window=(True, 2)), ValueError, r"window", id="window-bool"),
+    pytest.param(_qkv4, lambda: dict(window=4), (ValueError, TypeError), r"window", id="window-int"),
+    pytest.param(_qkv4, lambda: dict(alibi_slopes=_t(3)), ValueError, r"alibi_slopes", id="slopes-wrong-heads"),
+    pytest.param(_qkv4, lambda: dict(alibi_slopes=_t(2, 2)), ValueError, r"alibi_slopes", id="slopes-wrong-batch"),
+    pytest.param(_qkv4, lambda: dict(alibi_slopes=_t(1, 1, 2)), ValueError, r"alibi_slopes", id="slopes-3d"),
+    pytest.param(_qkv4, lambda: dict(alibi_slopes=_t(2, dtype=torch.float16)), ValueError, r"alibi_slopes.*float32", id="slopes-fp16"),
+    pytest.param(_qkv4, lambda: dict(alibi_slopes=_t(2, dtype=torch.float64)), ValueError, r"alibi_slopes.*float32", id="slopes-fp64"),
+    pytest.param(_qkv4, lambda: dict(alibi_slopes=[0.5, 0.25]), TypeError, r"alibi_slopes", id="slopes-list"),
+    pytest.param(_qkv4, lambda: dict(softcap=0.0), ValueError, r"softcap", id="softcap-0"),
+    pytest.param(_qkv4, lambda: dict(softcap=-1.0), ValueError, r"softcap", id="softcap-negative"),
+    pytest.param(_qkv4, lambda: dict(softcap=float("inf")), ValueError, r"softcap", id="softcap-inf"),
+    pytest.param(_qkv4, lambda: dict(softcap="2"), ValueError, r"softcap", id="softcap-str"),
+    pytest.param(_qkv4, lambda: dict(mask_mod=_not_jit_mask), TypeError, r"mask_mod.*triton\.jit", id="mask-mod-python"),
+    pytest.param(_qkv4, lambda: dict(mask_mod=lambda b, h, q, k: q >= k), TypeError, r"mask_mod", id="mask-mod-lambda"),
+    pytest.param(_qkv4, lambda: dict(score_mod=torch.tanh), TypeError, r"score_mod.*triton\.jit", id="score-mod-torch-fn"),
+    pytest.param(_qkv4, lambda: dict(score_mod=wobble_score, score_mod_grad=math.cos), TypeError, r"score_mod_grad", id="score-mod-grad-python"),
+    pytest.param(_qkv4, lambda: dict(score_mod_grad=wobble_score_grad), ValueError, r"score_mod_grad", id="score-mod-grad-alone"),
+    pytest.param(_qkv4, lambda: dict(deterministic=1), TypeError, r"deterministic", id="deterministic-int"),
+    pytest.param(_qkv4, lambda: dict(max_seqlen_q=5, max_seqlen_k=7), ValueError, r"max_seqlen", id="max-seqlen-without-varlen"),
+    # varlen
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12), cu_seqlens_k=_cu(0, 7, 14)), ValueError, r"max_seqlen_q", id="max-seqlen-missing"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12), cu_seqlens_k=_cu(0, 7, 14), max_seqlen_q=8), ValueError, r"max_seqlen_k", id="max-seqlen-k-missing"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12), cu_seqlens_k=_cu(0, 7, 14), max_seqlen_q=8.0, max_seqlen_k=8), ValueError, r"max_seqlen_q", id="max-seqlen-float"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12), cu_seqlens_k=_cu(0, 7, 14), max_seqlen_q=-1, max_seqlen_k=8), ValueError, r"max_seqlen_q", id="max-seqlen-negative"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12, dtype=torch.int64), cu_seqlens_k=_cu(0, 7, 14), **VARLEN_OK), TypeError, r"cu_seqlens_q.*int64", id="cu-q-int64"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12), cu_seqlens_k=_cu(0.0, 7.0, 14.0, dtype=torch.float32), **VARLEN_OK), TypeError, r"cu_seqlens_k.*float32", id="cu-k-float"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12), cu_seqlens_k=_cu(0, 7, 10, 14), **VARLEN_OK), ValueError, r"cu_seqlens_q and cu_seqlens_k.*length", id="cu-length-mismatch"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0), cu_seqlens_k=_cu(0), **VARLEN_OK), ValueError, r"cu_seqlens", id="cu-length-1"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12).reshape(1, 3), cu_seqlens_k=_cu(0, 7, 14), **VARLEN_OK), ValueError, r"cu_seqlens_q.*1-D", id="cu-2d"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12), **VARLEN_OK), ValueError, r"cu_seqlens_q and cu_seqlens_k", id="cu-k-missing"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=[0, 5, 12], cu_seqlens_k=_cu(0, 7, 14), **VARLEN_OK), TypeError, r"cu_seqlens_q", id="cu-list"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12), cu_seqlens_k=_cu(0, 7, 14), layout="bhnd", **VARLEN_OK), ValueError, r"layout", id="varlen-bhnd"),
+    pytest.param(_qkv4, lambda: dict(cu_seqlens_q=_cu(0, 5), cu_seqlens_k=_cu(0, 7), **VARLEN_OK), ValueError, r"\bq\b.*3-D", id="varlen-4d-q"),
+    # block masks
+    pytest.param(_qkv4, lambda: dict(block_mask=flashx.torch.create_block_mask(document_mask, 1, 2, 6, 7, device=DEVICE)),
+                 ValueError, r"block_mask was built for .*Nq=6", id="block-mask-other-nq"),
+    pytest.param(_qkv4, lambda: dict(block_mask=flashx.torch.create_block_mask(document_mask, 3, None, 5, 7, device=DEVICE)),
+                 ValueError, r"block_mask was built for B=3", id="block-mask-other-batch"),
+    pytest.param(_qkv4, lambda: dict(block_mask=flashx.torch.create_block_mask(document_mask, None, 4, 5, 7, device=DEVICE)),
+                 ValueError, r"block_mask was built for .*H=4", id="block-mask-other-heads"),
+    pytest.param(_qkv4, lambda: dict(causal=True, block_mask=flashx.torch.create_block_mask(document_mask, None, None, 5, 7, device=DEVICE)),
+                 ValueError, r"causal/window differ from the block_mask", id="block-mask-without-causal"),
+    pytest.param(_qkv4, lambda: dict(mask_mod=holes_mask, block_mask=flashx.torch.create_block_mask(document_mask, None, None, 5, 7, device=DEVICE)),
+                 ValueError, r"mask_mod differs", id="block-mask-other-mask-mod"),
+    pytest.param(_qkv4, lambda: dict(block_mask="document"), TypeError, r"block_mask", id="block-mask-str"),
+    pytest.param(_qkv3, lambda: dict(cu_seqlens_q=_cu(0, 5, 12), cu_seqlens_k=_cu(0, 7, 14), **VARLEN_OK,
+                                     block_mask=flashx.torch.create_block_mask(document_mask, None, None, 12, 14, device=DEVICE)),
+                 ValueError, r"varlen.*block_mask", id="varlen-block-mask"),
+]
+
+
+@pytest.mark.parametrize("make_qkv_, make_kwargs, error, match", BAD)
+def test_bad_input_raises(make_qkv_, make_kwargs, error, match):
+    """Each bad option raises the documented error, naming the argument."""
+    with pytest.raises(error, match=match):
+        flashx.torch.attention(*make_qkv_(), **make_kwargs())
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error, match",
+    [
+        pytest.param((_not_jit_mask, 1, 1, 5, 7), {}, TypeError, r"mask_mod.*triton\.jit", id="python-mask-mod"),
+        pytest.param((None, 1, 1, 5, 7), {}, TypeError, r"mask_mod", id="no-mask-mod"),
+        pytest.param((document_mask, 0, 1, 5, 7), {}, ValueError, r"batch", id="batch-0"),
+        pytest.param((document_mask, 1, 1, -5, 7), {}, ValueError, r"seqlen_q", id="nq-negative"),
+        pytest.param((document_mask, 1, 1, 5, 7), dict(window=(-3, 1)), ValueError, r"window", id="window"),
+        pytest.param((document_mask, 1, 1, 5, 7), dict(causal=1), TypeError, r"causal", id="causal-int"),
+        pytest.param((document_mask, 1, 1, 5, 7), dict(blocks=(24, 16)), ValueError, r"block_m", id="blocks-not-pow2"),
+        pytest.param((document_mask, 1, 1, 5, 7), dict(blocks=(16, 8)), ValueError, r"block_n", id="blocks-too-small"),
+    ],
+)
+def test_create_block_mask_bad_input(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        flashx.torch.create_block_mask(*args, device=DEVICE, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# GPU only: training-sized bf16 shapes, bounded by a small factor of torch's own bf16 error
+# ----------------------------------------------------------------------------------------------
+
+# Gradients: the same factor-of-native idea as conftest's TOLERANCES, with a looser cap.
+GRAD_TOLERANCES = {"bfloat16": Tolerance(factor=3.0, floor=5e-3, cap=5e-2), "float16": Tolerance(3.0, 5e-4, 5e-3)}
+
+
+def _sdpa_native(q, k, v, visible, *, backward_w=None):
+    """torch SDPA in the inputs' dtype with an explicit bool mask [.., Nq, Nkv] (bnhd in and out);
+    with backward_w also (dq, dk, dv) of sum(out * w)."""
+    leaves = [x.detach().clone().requires_grad_(backward_w is not None) for x in (q, k, v)]
+    group = q.shape[2] // k.shape[2]
+    qh, kh, vh = (x.repeat_interleave(g, dim=2).transpose(1, 2) for x, g in zip(leaves, (1, group, group)))
+    out = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, attn_mask=visible).transpose(1, 2)
+    if backward_w is None:
+        return out, None
+    return out, torch.autograd.grad((out.float() * backward_w).sum(), leaves)
+
+
+def _gpu_check(q, k, v, visible_np, fx_kwargs, ref_kwargs, dtype, backward=False):
+    """flashx vs the float64 reference (on the GPU), bounded by SDPA's own error in `dtype`."""
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    w = torch.randn(*q.shape[:3], v.shape[-1], generator=gen, device="cuda") if backward else None
+    leaves = [x.detach().clone().requires_grad_(backward) for x in (q, k, v)]
+    out = flashx.torch.attention(*leaves, **fx_kwargs)
+    ref_leaves = [x.detach().double().requires_grad_(backward) for x in (q, k, v)]
+    ref, _ = reference(*ref_leaves, **ref_kwargs)
+    visible = torch.from_numpy(np.ascontiguousarray(visible_np)).cuda()
+    assert visible.any(-1).all(), "GPU cases are chosen so that every row sees a key (SDPA gives NaN there)"
+    native, native_grads = _sdpa_native(q, k, v, visible, backward_w=w)
+    assert TOLERANCES[dtype].bound(rel_error(np64(native), np64(ref))) >= rel_error(np64(out), np64(ref)), \
+        f"out error {rel_error(np64(out), np64(ref)):.3e} vs native {rel_error(np64(native), np64(ref)):.3e}"
+    if backward:
+        grads = torch.autograd.grad((out.float() * w).sum(), leaves)
+        ref_grads = torch.autograd.grad((ref * w.double()).sum(), ref_leaves)
+        for name, g, ng, rg in zip("qkv", grads, native_grads, ref_grads):
+            native_err = rel_error(np64(ng), np64(rg))
+            err = rel_error(np64(g), np64(rg))
+            bound = GRAD_TOLERANCES[dtype].bound(native_err)
+            assert err <= bound, f"d{name}: flashx {err:.3e} > bound {bound:.3e} (native {native_err:.3e})"
+
+
+def _gpu_qkv(seed, s: Shape, dtype="bfloat16"):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return tuple(torch.randn(x, generator=gen, device="cuda").to(TORCH_DTYPES[dtype])
+                 for x in ((s.b, s.nq, s.hq, s.d), (s.b, s.nkv, s.hkv, s.d), (s.b, s.nkv, s.hkv, s.dv)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape, window, causal",
+    [
+        pytest.param(Shape(2, 2048, 2048, 8, 8, 128, 128), (256, 0), False, id="n2048-d128-window-256-0"),
+        pytest.param(Shape(2, 1000, 1500, 8, 2, 64, 64), (128, 64), True, id="gqa-q1000-kv1500-d64-window-causal"),
+    ],
+)
+def test_gpu_window(shape, window, causal):
+    q, k, v = _gpu_qkv(11, shape)
+    vis = window_visible(shape.nq, shape.nkv, window, causal)
+    _gpu_check(q, k, v, vis, dict(window=window, causal=causal), dict(window=window, causal=causal), "bfloat16")
+
+
+@triton.jit
+def long_documents(b, h, q_idx, kv_idx):
+    """Documents of 300 tokens."""
+    return (q_idx // 300) == (kv_idx // 300)
+
+
+@pytest.mark.gpu
+def test_gpu_document_mask():
+    """mask_mod (document mask over 2048 positions, documents of 300 tokens), causal, forward and
+    backward; then the same through a create_block_mask map."""
+    s = Shape(2, 2048, 2048, 8, 8, 64, 64)
+    q, k, v = _gpu_qkv(12, s)
+    pos = np.arange(2048)
+    vis = ((pos[:, None] // 300) == (pos[None, :] // 300)) & window_visible(2048, 2048, None, True)
+    ref_kw = dict(mask=lambda b, h, qi, kj: (qi // 300) == (kj // 300), causal=True)
+    _gpu_check(q, k, v, vis, dict(mask_mod=long_documents, causal=True), ref_kw, "bfloat16", backward=True)
+    bm = flashx.torch.create_block_mask(long_documents, None, None, 2048, 2048, causal=True, device="cuda")
+    _gpu_check(q, k, v, vis, dict(block_mask=bm, causal=True), ref_kw, "bfloat16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape, causal",
+    [
+        pytest.param(Shape(2, 1024, 1024, 8, 2, 128, 128), True, id="gqa-8:2-n1024-d128-causal"),
+        pytest.param(Shape(1, 2048, 2048, 16, 4, 64, 64), True, id="gqa-16:4-n2048-d64-causal"),
+        pytest.param(Shape(2, 1000, 1200, 8, 8, 64, 64), False, id="q1000-kv1200-d64"),
+    ],
+)
+def test_gpu_backward(shape, causal):
+    q, k, v = _gpu_qkv(13, shape)
+    vis = window_visible(shape.nq, shape.nkv, None, causal)
+    _gpu_check(q, k, v, vis, dict(causal=causal), dict(causal=causal), "bfloat16", backward=True)
+
+
+@pytest.mark.gpu
+def test_gpu_varlen():
+    """Packed sequences of training lengths, causal, GQA, bf16: per sequence within the native bound."""
+    lens_q = [700, 1, 1300, 0, 513]
+    lens_k = [700, 64, 1300, 17, 600]
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    s = Shape(1, int(cu_q[-1]) + 9, int(cu_k[-1]), 8, 2, 128, 128)
+    q, k, v = (x[0] for x in _gpu_qkv(14, s))
+    out = flashx.torch.attention(q, k, v, cu_seqlens_q=torch.from_numpy(cu_q).cuda(),
+                                 cu_seqlens_k=torch.from_numpy(cu_k).cuda(), max_seqlen_q=max(lens_q),
+                                 max_seqlen_k=max(lens_k), causal=True)
+    assert (out[cu_q[-1]:] == 0).all()
+    for b in range(len(lens_q)):
+        sq, eq, sk, ek = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        if eq == sq:
+            continue
+        qs, ks, vs = q[None, sq:eq], k[None, sk:ek], v[None, sk:ek]
+        ref, _ = reference(qs.double(), ks.double(), vs.double(), causal=True)
+        vis = torch.from_numpy(window_visible(eq - sq, ek - sk, None, True)).cuda()
+        native, _ = _sdpa_native(qs, ks, vs, vis)
+        bound = TOLERANCES["bfloat16"].bound(rel_error(np64(native), np64(ref)))
+        err = rel_error(np64(out[None, sq:eq]), np64(ref))
+        assert err <= bound, f"sequence {b}: {err:.3e} > {bound:.3e}"
