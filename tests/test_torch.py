@@ -537,7 +537,7 @@ def test_gpu_inputs_on_different_devices(k_device):
         pytest.skip("needs two GPUs")
     q = torch.randn(1, 5, 2, 16, device="cuda:0", dtype=torch.float16)
     k = torch.randn(1, 7, 2, 16, device=k_device, dtype=torch.float16)
-    with pytest.raises(ValueError, match=r"q, k and v must be on one device.*q cuda:0, k " + k_device):
+    with pytest.raises(ValueError, match=r"one device.*q cuda:0, k " + k_device):
         flashx.torch.attention(q, k, k)
 
 
