@@ -349,6 +349,45 @@ def test_torch_compile_fullgraph(rng, backend, dynamic):
         assert torch.equal(lse, ref_lse)
 
 
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph_backward(rng, backend):
+    """Forward and backward trace into one graph (fullgraph=True) and give eager's gradients bit for bit,
+    with a window and the lse in the loss so that every backward input is exercised."""
+    torch._dynamo.reset()
+
+    def loss(q, k, v, w):
+        out, lse = flashx.torch.attention(q, k, v, causal=True, window=(5, -1), return_lse=True)
+        return (out.float() * w).sum() + lse.sum() * 0.5
+
+    case = Case(1, 23, 31, 4, 2, 24, 40, causal=True)
+    q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
+    w = torch.from_numpy(rng.standard_normal((1, 23, 4, 40)).astype("float32"))
+    compiled = torch.compile(loss, backend=backend, fullgraph=True)
+    grads = torch.autograd.grad(compiled(q, k, v, w), (q, k, v))
+    eager = torch.autograd.grad(loss(q, k, v, w), (q, k, v))
+    for name, got, want in zip("qkv", grads, eager):
+        assert torch.equal(got, want), f"d{name} differs between compiled and eager"
+        assert got.abs().sum() > 0, f"d{name} is all zero"
+
+
+def test_opcheck_backward_op(rng):
+    """torch.ops.flashx.attention_backward passes opcheck's schema and fake-tensor checks."""
+    from flashx.core import CallOptions
+    from flashx.torch.attention import _OPTIONAL_INPUTS, _encode
+
+    case = Case(1, 13, 17, 4, 2, 24, 40, causal=True)
+    q, k, v = make_inputs(rng, case, "float32")
+    encoded = _encode(CallOptions(causal=True, window=(6, -1)))
+    tensors = [None] * len(_OPTIONAL_INPUTS)
+    out, lse = torch.ops.flashx.attention_forward(q, k, v, None, tensors, *encoded)
+    dout = torch.randn_like(out)
+    torch.library.opcheck(
+        torch.ops.flashx.attention_backward.default,
+        (dout, None, q, k, v, out, lse, None, tensors, False, *encoded),
+        test_utils=("test_schema", "test_faketensor"),
+    )
+
+
 @pytest.mark.parametrize(
     "case",
     [
@@ -360,13 +399,13 @@ def test_opcheck(rng, case):
     """torch.ops.flashx.attention_forward passes torch.library.opcheck's schema, fake-tensor and
     autograd-registration checks."""
     from flashx.core import CallOptions
-    from flashx.torch.attention import _OPTIONAL_INPUTS, _intern
+    from flashx.torch.attention import _OPTIONAL_INPUTS, _encode
 
     q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
     options = CallOptions(causal=case.causal, scale=0.25 if case.causal else None, layout=case.layout)
     torch.library.opcheck(
         torch.ops.flashx.attention_forward.default,
-        (q, k, v, None, [None] * len(_OPTIONAL_INPUTS), _intern(options)),
+        (q, k, v, None, [None] * len(_OPTIONAL_INPUTS), *_encode(options)),
         test_utils=("test_schema", "test_faketensor", "test_autograd_registration"),
     )
 

@@ -17,17 +17,45 @@ _OPTIONAL_INPUTS = (
 )
 
 
-_interned: dict = {}
-_by_key: list = []
+# torch.library ops take tensors and plain values only: the options travel as plain values, and
+# Python objects (mask_mod, score_mod, score_mod_grad, a block mask's spec) as a key into this
+# registry. Registering mutates it, which torch.compile cannot trace; the objects are registered
+# at their first eager use (or by create_block_mask), after which compiled code only reads it.
+_function_keys: dict = {}
+_functions: list = []
 
 
-def _intern(options: core.CallOptions) -> int:
-    """A stable int for options (torch.library ops cannot take Python functions or objects)."""
-    key = _interned.get(options)
+def _function_key(options: core.CallOptions) -> int:
+    objects = (options.mask_mod, options.score_mod, options.score_mod_grad, options.block_mask)
+    if all(o is None for o in objects):
+        return -1
+    key = _function_keys.get(objects)
     if key is None:
-        key = _interned[options] = len(_by_key)
-        _by_key.append(options)
+        if torch.compiler.is_compiling():
+            raise RuntimeError(
+                "flashx under torch.compile: call attention once eagerly with these mask_mod/score_mod/block_mask "
+                "objects first (or build the block mask with create_block_mask outside the compiled region)"
+            )
+        key = _function_keys[objects] = len(_functions)
+        _functions.append(objects)
     return key
+
+
+def _encode(options: core.CallOptions) -> tuple:
+    """The op arguments that carry options: causal, scale, layout, window, softcap, max_seqlen_q,
+    max_seqlen_k, bottom_right, functions_key."""
+    window = None if options.window is None else [int(w) for w in options.window]
+    return (options.causal, options.scale, options.layout, window, options.softcap,
+            options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, _function_key(options))
+
+
+def _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, functions_key) -> core.CallOptions:
+    mask_mod, score_mod, score_mod_grad, block_mask = _functions[functions_key] if functions_key >= 0 else (None,) * 4
+    return core.CallOptions(
+        causal=causal, scale=scale, layout=layout, window=None if window is None else tuple(window), softcap=softcap,
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
+        score_mod_grad=score_mod_grad, block_mask=block_mask, bottom_right=bottom_right,
+    )
 
 
 def _spec(name: str, x: Any) -> Optional[core.ArraySpec]:
@@ -63,9 +91,12 @@ def _placeholder(t: torch.Tensor) -> torch.Tensor:
 @torch.library.custom_op("flashx::attention_forward", mutates_args=())
 def _forward_op(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Optional[torch.Tensor],
-    tensors: list[Optional[torch.Tensor]], options_key: int,
+    tensors: list[Optional[torch.Tensor]], causal: bool, scale: Optional[float], layout: str,
+    window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int],
+    max_seqlen_k: Optional[int], bottom_right: bool, functions_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    plan = _plan(q, k, v, bias, tensors, _by_key[options_key])
+    options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, functions_key)
+    plan = _plan(q, k, v, bias, tensors, options)
     fill = torch.zeros if plan.varlen else torch.empty  # varlen padding rows belong to no sequence
     out = fill(plan.out_shape, dtype=q.dtype, device=q.device)
     lse = fill(plan.lse_shape, dtype=torch.float32, device=q.device)
@@ -77,8 +108,8 @@ def _forward_op(
 
 
 @_forward_op.register_fake
-def _(q, k, v, bias, tensors, options_key):
-    plan = _plan(q, k, v, bias, tensors, _by_key[options_key])
+def _(q, k, v, bias, tensors, *encoded):
+    plan = _plan(q, k, v, bias, tensors, _decode(*encoded))
     return q.new_empty(plan.out_shape), q.new_empty(plan.lse_shape, dtype=torch.float32)
 
 
@@ -86,9 +117,12 @@ def _(q, k, v, bias, tensors, options_key):
 def _backward_op(
     dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     out: torch.Tensor, lse: torch.Tensor, bias: Optional[torch.Tensor], tensors: list[Optional[torch.Tensor]],
-    options_key: int, bias_grad: bool,
+    bias_grad: bool, causal: bool, scale: Optional[float], layout: str, window: Optional[list[int]],
+    softcap: Optional[float], max_seqlen_q: Optional[int], max_seqlen_k: Optional[int], bottom_right: bool,
+    functions_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    plan = _plan(q, k, v, bias, tensors, _by_key[options_key])
+    options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, functions_key)
+    plan = _plan(q, k, v, bias, tensors, options)
     # The kernels write every gradient row but varlen's padding rows, which belong to no sequence.
     fill = torch.zeros if plan.varlen or not plan.needs_backward_launch else torch.empty
     dq = fill(plan.q_shape, dtype=q.dtype, device=q.device)
@@ -108,37 +142,35 @@ def _backward_op(
 
 
 @_backward_op.register_fake
-def _(dout, dlse, q, k, v, out, lse, bias, tensors, options_key, bias_grad):
-    plan = _plan(q, k, v, bias, tensors, _by_key[options_key])
+def _(dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad, *encoded):
+    plan = _plan(q, k, v, bias, tensors, _decode(*encoded))
     dbias_shape = plan.bias_grad_shape if bias_grad else (0,)
     return q.new_empty(plan.q_shape), k.new_empty(plan.k_shape), v.new_empty(plan.v_shape), q.new_empty(dbias_shape, dtype=torch.float32)
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, bias, tensors, options_key = inputs
+    q, k, v, bias, tensors, *encoded = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, bias, *tensors)
-    ctx.options_key = options_key
+    ctx.encoded = encoded
     ctx.bias_grad = bias is not None and bias.requires_grad
     ctx.set_materialize_grads(False)  # an unused lse gets no zero gradient to read
 
 
 def _backward(ctx, grad_out, grad_lse):
     q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
-    options = _by_key[ctx.options_key]
+    options = _decode(*ctx.encoded)
     if options.score_mod is not None and options.score_mod_grad is None:
         raise NotImplementedError("the backward through a score_mod needs score_mod_grad, d score_mod / d score")
     if grad_out is None:  # only lse was used
         grad_out = torch.zeros_like(out)
-    dq, dk, dv, dbias = _backward_op(
-        grad_out, grad_lse, q, k, v, out, lse, bias, tensors, ctx.options_key, ctx.bias_grad
-    )
+    dq, dk, dv, dbias = _backward_op(grad_out, grad_lse, q, k, v, out, lse, bias, tensors, ctx.bias_grad, *ctx.encoded)
     grad_bias = None
     if ctx.bias_grad:
         # dBias was written for the full (B, Hq, Nq, Nkv) score; sum it over the broadcast axes.
         axes = _plan(q, k, v, bias, tensors, options).bias_reduce_axes
         grad_bias = (dbias.sum(dim=axes, keepdim=True) if axes else dbias).reshape(bias.shape).to(bias.dtype)
-    return dq, dk, dv, grad_bias, None, None
+    return (dq, dk, dv, grad_bias, None) + (None,) * len(ctx.encoded)
 
 
 _forward_op.register_autograd(_backward, setup_context=_setup_context)
@@ -154,10 +186,13 @@ def _run(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bi
     plan asks for one, then call the op."""
     plan = _plan(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], options)
     if plan.auto_block_mask is not None:
+        if torch.compiler.is_compiling():
+            raise RuntimeError("flashx under torch.compile: build the block mask with create_block_mask outside "
+                               "the compiled region and pass block_mask=")
         built = _build_block_mask(plan.auto_block_mask, q.device)
         options = dataclasses.replace(options, block_mask=built.spec)
         tensors = {**tensors, **_block_mask_tensors(built)}
-    out, lse = _forward_op(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], _intern(options))
+    out, lse = _forward_op(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], *_encode(options))
     return (out, lse) if return_lse else out
 
 
@@ -197,6 +232,7 @@ def create_block_mask(
     blocks: (BLOCK_M, BLOCK_N) tiles of the map, which the attention kernels then use.
     """
     spec = core.plan_block_mask(mask_mod, B, H, Nq, Nkv, causal=causal, window=window, blocks=blocks)
+    _function_key(core.CallOptions(block_mask=spec))  # registered now, so compiled code can pass it
     return _build_block_mask(spec, torch.device(device))
 
 
