@@ -5,8 +5,9 @@ For each framework that is installed, runs flashx on random inputs of a few shap
 causal masking, cross-attention with Nq != Nkv and Dv != D, MQA with causal Nq < Nkv) beside
 the framework's own attention (torch SDPA; jax.nn.dot_product_attention, implementation="xla")
 and prints relative errors against those and against a float64 NumPy reference. Then shows
-`flashx.attention` on NumPy arrays (zero-copy through DLPack), and, where a CUDA GPU is in use,
-times flashx against SDPA on one larger shape.
+`flashx.attention` on NumPy arrays (zero-copy through DLPack), gradients through a causal sliding
+window in both frameworks, and, where a CUDA GPU is in use, times flashx against SDPA on one
+larger shape.
 
 Without a GPU the kernels run through Triton's interpreter on the CPU: slow, so the shapes here
 are tiny (the whole demo takes well under a minute). Exits non-zero if any flashx result is off.
@@ -345,6 +346,68 @@ def speed_part() -> None:
     print("  (full comparison with FA2 and cuDNN: python benchmarks/bench_forward.py)")
 
 
+GRAD_CASE = Case("GQA 4q:2kv, causal window", batch=1, seqlen_q=29, seqlen_kv=41, heads_q=4, heads_kv=2,
+                 head_dim=32, head_dim_v=32, causal=True, dtype="float32")  # jax.nn needs Dv == D
+GRAD_WINDOW = (9, -1)  # with causal: each query sees itself and the 9 keys before its diagonal
+
+
+def window_mask(case: Case) -> np.ndarray:
+    """[Nq, Nkv] bool: bottom-right causal with a left window of GRAD_WINDOW[0] keys."""
+    i = np.arange(case.seqlen_q)[:, None] + case.seqlen_kv - case.seqlen_q
+    j = np.arange(case.seqlen_kv)[None, :]
+    return (j <= i) & (j >= i - GRAD_WINDOW[0])
+
+
+def gradient_part() -> None:
+    """dq, dk, dv through flashx (torch autograd and jax.grad) against each framework's own
+    attention with the same explicit mask, in float64."""
+    case = GRAD_CASE
+    q, k, v = make_inputs(case, seed=11)
+    weights = np.random.default_rng(12).standard_normal((case.batch, case.seqlen_q, case.heads_q, case.head_dim_v))
+    mask = window_mask(case)
+    print(f"\n== Gradients: {case.name}, window={GRAD_WINDOW}, {case.dtype}: loss = sum(out * w) ==")
+    print(f"  {'framework':<12} {'dq err':>10} {'dk err':>10} {'dv err':>10}   (flashx vs the framework's float64 attention)")
+    if HAVE_TORCH:
+        import torch
+        import torch.nn.functional as F
+
+        import flashx.torch
+
+        device = "cpu" if ON_CPU else "cuda"
+        t = [torch.tensor(x, device=device, requires_grad=True) for x in (q, k, v)]
+        w = torch.tensor(weights, device=device, dtype=torch.float32)
+        out = flashx.torch.attention(*t, causal=True, window=GRAD_WINDOW)
+        got = torch.autograd.grad((out * w).sum(), t)
+        ref_in = [x.detach().double().transpose(1, 2).requires_grad_() for x in t]  # SDPA's (B, H, N, D)
+        ref = F.scaled_dot_product_attention(*ref_in, attn_mask=torch.tensor(mask, device=device), enable_gqa=True)
+        want = torch.autograd.grad((ref.transpose(1, 2) * w.double()).sum(), ref_in)
+        errs = [rel_err(g.double().cpu().numpy(), r.transpose(1, 2).cpu().numpy()) for g, r in zip(got, want)]
+        grade("torch", errs)
+    if HAVE_JAX:
+        import jax
+        import jax.numpy as jnp
+
+        import flashx.jax
+
+        w32 = jnp.asarray(weights, jnp.float32)
+        loss = jax.jit(jax.grad(
+            lambda q, k, v: jnp.sum(flashx.jax.attention(q, k, v, causal=True, window=GRAD_WINDOW) * w32), argnums=(0, 1, 2)))
+        got = loss(*(jnp.asarray(x) for x in (q, k, v)))
+        with jax.enable_x64(True):  # float64 only for the reference (jax.nn handles GQA itself)
+            w64 = jnp.asarray(weights, jnp.float64)
+            ref_loss = jax.grad(lambda q, k, v: jnp.sum(jax.nn.dot_product_attention(
+                q, k, v, mask=jnp.asarray(mask)[None, None], implementation="xla") * w64), argnums=(0, 1, 2))
+            dq, dk, dv = (np.asarray(g) for g in ref_loss(*(x.astype(np.float64) for x in (q, k, v))))
+        grade("jax", [rel_err(np.asarray(g, np.float64), r) for g, r in zip(got, (dq, dk, dv))])
+
+
+def grade(framework: str, errs: list) -> None:
+    ok = all(e <= 1e-4 for e in errs)
+    if not ok:
+        FAILURES.append(f"{framework} gradients")
+    print(f"  {framework:<12} " + " ".join(f"{e:>10.1e}" for e in errs) + f"   {'ok' if ok else 'CHECK'}")
+
+
 def main() -> int:
     start = time.perf_counter()
     where = "CPU, Triton interpreter (slow; tiny shapes)" if ON_CPU else "GPU, compiled kernels"
@@ -357,6 +420,7 @@ def main() -> int:
         else:
             print(f"\n== {name}: skipped ({name} is not installed) ==")
     numpy_part()
+    gradient_part()
     speed_part()
     print(f"\ndone in {time.perf_counter() - start:.1f} s")
     if FAILURES:
