@@ -195,6 +195,11 @@ class BlockMask:
     t_counts: Any
     t_indices: Any
 
+    def kernel_arrays(self) -> dict:
+        """The map's arrays by kernel argument name (forward/dQ lists, then dK/dV's transposed ones)."""
+        return dict(MAP_COUNTS=self.counts, MAP_INDICES=self.indices,
+                    MAP_T_COUNTS=self.t_counts, MAP_T_INDICES=self.t_indices)
+
 
 def _normalize_window(window: Any, causal: bool) -> tuple:
     """(left, right) with -1 for unbounded; causal closes the right side at the diagonal."""
@@ -248,7 +253,7 @@ def plan_block_mask(
     for name, size in sizes.items():
         if isinstance(size, bool) or not isinstance(size, int) or size < (0 if name.startswith("seqlen") else 1):
             raise ValueError(f"{name} must be a positive int (None for batch/heads: broadcast), got {size!r}")
-    causal = _check_flag("causal", causal)
+    causal = check_flag("causal", causal)
     left, right = _normalize_window(window, causal)
     block_m, block_n = blocks or default_blocks(128)
     for name, b in (("block_m", block_m), ("block_n", block_n)):
@@ -264,7 +269,7 @@ def _named_strides(prefix: str, axes: str, strides: Sequence[int]) -> dict:
     return {f"{prefix}{a}": int(s) for a, s in zip(axes, strides)}
 
 
-def _check_flag(name: str, value: Any) -> bool:
+def check_flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return value
@@ -346,6 +351,11 @@ class AttentionPlan:
     @property
     def needs_backward_launch(self) -> bool:
         return self.needs_launch and self.max_seqlen_kv > 0
+
+    def check_backward(self) -> None:
+        """Raise if this call's gradient cannot be computed (before any backward launch)."""
+        if self.flags["HAS_SCORE_MOD"] and self.flags["SCORE_MOD_GRAD"] is None:
+            raise NotImplementedError("the backward through a score_mod needs score_mod_grad, d score_mod / d score")
 
     # Output and gradient layouts: dense in the user's layout (lse: dense (B, Hq, Nq) or (Hq, total)).
     def _dense(self, prefix: str, shape: tuple) -> dict:
@@ -520,7 +530,7 @@ def plan_attention(
     """
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
-    causal = _check_flag("causal", causal)
+    causal = check_flag("causal", causal)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     ndim = 3 if varlen else 4
     for name, spec in (("q", q), ("k", k), ("v", v)):
@@ -611,7 +621,7 @@ def plan_attention(
                                 or not math.isfinite(softcap) or softcap <= 0):
         raise ValueError(f"softcap must be a float > 0 or None, got {softcap!r}")
     window_left, window_right = _normalize_window(window, causal)
-    bottom_right = _check_flag("bottom_right", bottom_right)
+    bottom_right = check_flag("bottom_right", bottom_right)
 
     slope_strides = (0, 0)
     if alibi_slopes is not None:

@@ -114,8 +114,7 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     bias_grad = bias is not None
     if not plan.needs_backward_launch:
         return jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v), None if bias is None else jnp.zeros_like(bias)
-    if options.score_mod is not None and options.score_mod_grad is None:
-        raise NotImplementedError("the backward through a score_mod needs score_mod_grad, d score_mod / d score")
+    plan.check_backward()
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DLSE=dlse)
     grad_out = _spec("grad_out", dout)
 
@@ -183,20 +182,15 @@ def create_block_mask(
     return _build_block_mask(core.plan_block_mask(mask_mod, B, H, Nq, Nkv, causal=causal, window=window, blocks=blocks))
 
 
-def _check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-
-
 def _run(q, k, v, bias, aux: dict, options: core.CallOptions, return_lse: bool):
     """Validate (naming the argument) before tracing any kernel, build mask_mod's block map
     if the plan asks for one, then call the differentiable op."""
-    _check_bool("return_lse", return_lse)
+    core.check_flag("return_lse", return_lse)
     plan = _plan(options, q, k, v, bias, aux)
     if plan.auto_block_mask is not None:
         built = _build_block_mask(plan.auto_block_mask)
         options = dataclasses.replace(options, block_mask=built.spec)
-        aux = {**aux, **_block_mask_arrays(built)}
+        aux = {**aux, **built.kernel_arrays()}
     out, lse = _attention(options, q, k, v, bias, {n: a for n, a in aux.items() if a is not None})
     return (out, lse) if return_lse else out
 
@@ -206,8 +200,7 @@ def _block_mask_arrays(block_mask: Optional[core.BlockMask]) -> dict:
         return {}
     if not isinstance(block_mask, core.BlockMask):
         raise TypeError(f"block_mask must come from flashx.jax.create_block_mask, got {type(block_mask).__name__}")
-    return dict(MAP_COUNTS=block_mask.counts, MAP_INDICES=block_mask.indices,
-                MAP_T_COUNTS=block_mask.t_counts, MAP_T_INDICES=block_mask.t_indices)
+    return block_mask.kernel_arrays()
 
 
 def attention(
@@ -241,7 +234,7 @@ def attention(
     alibi -> masks. Returns out (q's layout and dtype, last dim Dv) and, if return_lse, the
     float32 lse (B, Hq, Nq) (varlen: (Hq, total_q)).
     """
-    _check_bool("deterministic", deterministic)
+    core.check_flag("deterministic", deterministic)
     options = core.CallOptions(
         causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,

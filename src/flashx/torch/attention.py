@@ -159,26 +159,20 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad_out, grad_lse):
     q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
-    options = _decode(*ctx.encoded)
-    if options.score_mod is not None and options.score_mod_grad is None:
-        raise NotImplementedError("the backward through a score_mod needs score_mod_grad, d score_mod / d score")
+    plan = _plan(q, k, v, bias, tensors, _decode(*ctx.encoded))
+    plan.check_backward()
     if grad_out is None:  # only lse was used
         grad_out = torch.zeros_like(out)
     dq, dk, dv, dbias = _backward_op(grad_out, grad_lse, q, k, v, out, lse, bias, tensors, ctx.bias_grad, *ctx.encoded)
     grad_bias = None
     if ctx.bias_grad:
         # dBias was written for the full (B, Hq, Nq, Nkv) score; sum it over the broadcast axes.
-        axes = _plan(q, k, v, bias, tensors, options).bias_reduce_axes
+        axes = plan.bias_reduce_axes
         grad_bias = (dbias.sum(dim=axes, keepdim=True) if axes else dbias).reshape(bias.shape).to(bias.dtype)
     return (dq, dk, dv, grad_bias, None) + (None,) * len(ctx.encoded)
 
 
 _forward_op.register_autograd(_backward, setup_context=_setup_context)
-
-
-def _check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
 
 
 def _run(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias: Optional[torch.Tensor] = None):
@@ -191,7 +185,7 @@ def _run(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bi
                                "the compiled region and pass block_mask=")
         built = _build_block_mask(plan.auto_block_mask, q.device)
         options = dataclasses.replace(options, block_mask=built.spec)
-        tensors = {**tensors, **_block_mask_tensors(built)}
+        tensors = {**tensors, **built.kernel_arrays()}
     out, lse = _forward_op(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], *_encode(options))
     return (out, lse) if return_lse else out
 
@@ -201,8 +195,7 @@ def _block_mask_tensors(block_mask: Optional[core.BlockMask]) -> dict:
         return {}
     if not isinstance(block_mask, core.BlockMask):
         raise TypeError(f"block_mask must come from flashx.torch.create_block_mask, got {type(block_mask).__name__}")
-    return dict(MAP_COUNTS=block_mask.counts, MAP_INDICES=block_mask.indices,
-                MAP_T_COUNTS=block_mask.t_counts, MAP_T_INDICES=block_mask.t_indices)
+    return block_mask.kernel_arrays()
 
 
 def _build_block_mask(spec: core.BlockMaskSpec, device: torch.device) -> core.BlockMask:
@@ -283,8 +276,8 @@ def attention(
     The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
     Returns out in q's layout and dtype, last dim Dv; and lse if return_lse.
     """
-    _check_bool("deterministic", deterministic)
-    _check_bool("return_lse", return_lse)
+    core.check_flag("deterministic", deterministic)
+    core.check_flag("return_lse", return_lse)
     options = core.CallOptions(
         causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
