@@ -12,7 +12,7 @@ import triton.language as tl
 
 from .forward import sequence_bounds
 from .scores import (
-    LOG2_E, dot, grad_through_transforms, key_spans, load_tile, query_range, span_block, span_is_masked,
+    LOG2_E, aligned_strides, dot, grad_through_transforms, key_spans, load_tile, query_range, span_block, span_is_masked,
     span_size, store_tile, transform_scores, visible_pairs,
 )
 
@@ -26,12 +26,14 @@ def attention_backward_preprocess_kernel(
     stride_lb, stride_lh, stride_ln,
     DELTA,
     HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, VARLEN: tl.constexpr,
-    HAS_DLSE: tl.constexpr,
+    HAS_DLSE: tl.constexpr, STRIDE_ALIGN: tl.constexpr,
 ):
     """delta [B, Hq, Nq] (lse's layout) = rowsum(dO * O) - dlse, float32. Grid (cdiv(Nq, BLOCK_M), Hq, B).
 
     d lse / d score = P, so an lse gradient enters dS = P * (dP - delta) through delta.
     """
+    stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, STRIDE_ALIGN)
+    stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
     pid_m = tl.program_id(0)
     head = tl.program_id(1)
     batch = tl.program_id(2)
@@ -121,7 +123,7 @@ def attention_backward_dkdv_kernel(
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr,
 ):
     """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group. Grid (cdiv(Nkv, BLOCK_N), Hkv, B).
 
@@ -131,6 +133,12 @@ def attention_backward_dkdv_kernel(
     sm_scale = tl.cast(sm_scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
     qk_scale_log2 = sm_scale * LOG2_E
+    stride_qb, stride_qn, stride_qh = aligned_strides(stride_qb, stride_qn, stride_qh, STRIDE_ALIGN)
+    stride_kb, stride_kn, stride_kh = aligned_strides(stride_kb, stride_kn, stride_kh, STRIDE_ALIGN)
+    stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, STRIDE_ALIGN)
+    stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
+    stride_dkb, stride_dkn, stride_dkh = aligned_strides(stride_dkb, stride_dkn, stride_dkh, STRIDE_ALIGN)
+    stride_dvb, stride_dvn, stride_dvh = aligned_strides(stride_dvb, stride_dvn, stride_dvh, STRIDE_ALIGN)
     pid_n = tl.program_id(0)
     head_kv = tl.program_id(1)
     batch = tl.program_id(2)
@@ -239,7 +247,7 @@ def attention_backward_dq_kernel(
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr,
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD.
 
@@ -248,7 +256,12 @@ def attention_backward_dq_kernel(
     sm_scale = tl.cast(sm_scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
     qk_scale_log2 = sm_scale * LOG2_E
-    pid_m = tl.program_id(0)
+    stride_qb, stride_qn, stride_qh = aligned_strides(stride_qb, stride_qn, stride_qh, STRIDE_ALIGN)
+    stride_kb, stride_kn, stride_kh = aligned_strides(stride_kb, stride_kn, stride_kh, STRIDE_ALIGN)
+    stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, STRIDE_ALIGN)
+    stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
+    stride_dqb, stride_dqn, stride_dqh = aligned_strides(stride_dqb, stride_dqn, stride_dqh, STRIDE_ALIGN)
+    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)  # last (under causal, longest) query blocks first
     head = tl.program_id(1)
     batch = tl.program_id(2)
     head_kv = head // gqa_group

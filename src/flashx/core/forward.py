@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from .scores import (
-    LN_2, LOG2_E, dot, key_spans, load_tile, span_block, span_is_masked, span_size, store_tile,
+    LN_2, LOG2_E, aligned_strides, dot, key_spans, load_tile, span_block, span_is_masked, span_size, store_tile,
     transform_scores, visible_pairs,
 )
 
@@ -124,7 +124,7 @@ def attention_forward_kernel(
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr,
 ):
     """One program: BLOCK_M query rows of one (batch, q head). Grid (cdiv(Nq, BLOCK_M), Hq, B).
 
@@ -135,7 +135,13 @@ def attention_forward_kernel(
     sm_scale = tl.cast(sm_scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
     qk_scale_log2 = sm_scale * LOG2_E
-    pid_m = tl.program_id(0)
+    stride_qb, stride_qn, stride_qh = aligned_strides(stride_qb, stride_qn, stride_qh, STRIDE_ALIGN)
+    stride_kb, stride_kn, stride_kh = aligned_strides(stride_kb, stride_kn, stride_kh, STRIDE_ALIGN)
+    stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, STRIDE_ALIGN)
+    stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, STRIDE_ALIGN)
+    # Last query blocks first: under causal masks they see the most keys, and starting the
+    # longest programs first keeps the last wave short.
+    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
     head = tl.program_id(1)
     batch = tl.program_id(2)
     head_kv = head // gqa_group  # GQA/MQA: a group of q heads shares one kv head

@@ -55,36 +55,85 @@ def _cdiv(a: int, b: int) -> int:
 
 
 @dataclass(frozen=True)
-class TileConfig:
-    """Block sizes and launch options: the forward, dQ and dK/dV kernels share the tiles."""
+class KernelTiles:
+    """One kernel's tile (BLOCK_M query rows x BLOCK_N keys) and launch options."""
 
     block_m: int
     block_n: int
     num_warps: int
     num_stages: int
-    bwd_num_warps: int
-    bwd_num_stages: int
+
+    @property
+    def options(self) -> dict:
+        return dict(num_warps=self.num_warps, num_stages=self.num_stages)
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Tiles of the forward, dK/dV and dQ kernels (the backward's preprocess uses the forward's)."""
+
+    forward: KernelTiles
+    dkdv: KernelTiles
+    dq: KernelTiles
+
+
+def _tiles(block_m: int, block_n: int, fwd: tuple, dkdv: tuple, dq: tuple) -> TileConfig:
+    """One TileConfig with a shared tile; fwd, dkdv, dq: (num_warps, num_stages) each."""
+    return TileConfig(*(KernelTiles(block_m, block_n, *ws) for ws in (fwd, dkdv, dq)))
+
+
+# Dense calls on the GPU, by (BLOCK_D, causal): chosen by benchmarks/tune.py on the H200 (see
+# benchmarks/NOTES.md for the sweep and the date). A block map fixes the tile of all three kernels
+# to its own; those calls take BLOCK_MAP_TILES' launch options instead.
+TUNED_TILES: dict = {
+    (64, False): _tiles(128, 64, (4, 3), (4, 2), (4, 2)),
+    (64, True): _tiles(128, 64, (4, 3), (4, 2), (4, 2)),
+    (128, False): _tiles(128, 64, (8, 3), (8, 2), (8, 2)),
+    (128, True): _tiles(128, 64, (8, 3), (8, 2), (8, 2)),
+    (256, False): TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1)),
+    (256, True): TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1)),
+}
 
 
 def default_blocks(head_dim: int) -> tuple:
-    """(BLOCK_M, BLOCK_N) for a head dim: small tiles in the interpreter, wgmma-sized on the GPU."""
+    """(BLOCK_M, BLOCK_N) of a block map for a head dim: small tiles in the interpreter, wgmma-sized on the GPU."""
     if runtime.INTERPRETER:
         return (16, 16)
     return (64, 64) if _next_power_of_2(head_dim) > 128 else (128, 64)
 
 
-def _tile_config(block_d: int, blocks: Optional[tuple]) -> TileConfig:
-    block_m, block_n = blocks or default_blocks(block_d)
-    if runtime.INTERPRETER:
-        # The interpreter runs tiles as NumPy arrays: launch options do not matter.
-        return TileConfig(block_m, block_n, 1, 1, 1, 1)
-    # Hopper (H200): 128-row tiles feed wgmma; at D = 256 smaller tiles keep the stages in
-    # shared memory; the backward holds two [BLOCK_N, D] float32 accumulators, hence 8 warps.
+def _block_map_tiles(block_d: int, block_m: int, block_n: int) -> TileConfig:
+    """Launch options for a block map's tiles: 128-row tiles feed wgmma; the backward holds two
+    [BLOCK_N, D] float32 accumulators, hence 8 warps above D = 64; at D = 256 fewer stages fit."""
     if block_d <= 64:
-        return TileConfig(block_m, block_n, 4, 3, 4, 2)
+        return _tiles(block_m, block_n, (4, 3), (4, 2), (4, 2))
     if block_d <= 128:
-        return TileConfig(block_m, block_n, 8, 3, 8, 2)
-    return TileConfig(block_m, block_n, 4, 2, 8, 1)
+        return _tiles(block_m, block_n, (8, 3), (8, 2), (8, 2))
+    return _tiles(block_m, block_n, (4, 2), (8, 1), (8, 1))
+
+
+def _tile_config(block_d: int, causal: bool, map_blocks: Optional[tuple]) -> TileConfig:
+    if runtime.INTERPRETER:
+        # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
+        block_m, block_n = map_blocks or default_blocks(block_d)
+        return _tiles(block_m, block_n, (1, 1), (1, 1), (1, 1))
+    if map_blocks is not None:
+        return _block_map_tiles(block_d, *map_blocks)
+    return TUNED_TILES[(max(block_d, 64), causal)]
+
+
+def stride_alignment(*strides: int) -> int:
+    """The largest power of two <= 16 that divides every stride (0 counts as divisible).
+
+    Passed to the kernels as STRIDE_ALIGN: Triton's own launcher tells the compiler which integer
+    arguments are multiples of 16, jax-triton does not, and without it no load is vectorized.
+    """
+    # % rather than math.gcd: under torch.compile's dynamic shapes the strides are symbolic
+    # integers, which take % (a guard on divisibility) but not gcd.
+    for align in (16, 8, 4, 2):
+        if all(s % align == 0 for s in strides):
+            return align
+    return 1
 
 
 # --- user functions -------------------------------------------------------------------------
@@ -396,7 +445,7 @@ class AttentionPlan:
         return KernelCall(
             attention_forward_kernel, self.forward_grid, self._bind(attention_forward_kernel, arrays, placeholder, extra),
             ("O", "LSE"), self._constexprs(attention_forward_kernel),
-            dict(num_warps=self.tiles.num_warps, num_stages=self.tiles.num_stages),
+            self.tiles.forward.options,
         )
 
     def backward_calls(self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec) -> tuple:
@@ -415,23 +464,29 @@ class AttentionPlan:
         )
         has_dlse = arrays.get("DLSE") is not None
         grads |= _named_strides("stride_g", "bhqk", dense_strides(self.bias_grad_shape) if bias_grad else (0, 0, 0, 0))
-        options = dict(num_warps=self.tiles.bwd_num_warps, num_stages=self.tiles.bwd_num_stages)
         transposed = dict(arrays, MAP_COUNTS=arrays.get("MAP_T_COUNTS"), MAP_INDICES=arrays.get("MAP_T_INDICES"))
         t_strides = self.scalars_for_map("t_") if self.block_mask else {}
+        # dO comes with the caller's strides: the alignment hint must hold for them too.
+        align = dict(STRIDE_ALIGN=stride_alignment(self.flags["STRIDE_ALIGN"], *do_strides[:3]))
+        tiles = self.tiles
         preprocess = KernelCall(
             attention_backward_preprocess_kernel, self.forward_grid,
             self._bind(attention_backward_preprocess_kernel, arrays, placeholder, grads), ("DELTA",),
-            self._constexprs(attention_backward_preprocess_kernel, dict(HAS_DLSE=has_dlse)), dict(num_warps=4, num_stages=1),
+            self._constexprs(attention_backward_preprocess_kernel, dict(align, HAS_DLSE=has_dlse)),
+            dict(num_warps=4, num_stages=1),
         )
         dkdv = KernelCall(
             attention_backward_dkdv_kernel, self.dkdv_grid,
             self._bind(attention_backward_dkdv_kernel, transposed, placeholder, grads | t_strides), ("DK", "DV"),
-            self._constexprs(attention_backward_dkdv_kernel), options,
+            self._constexprs(attention_backward_dkdv_kernel, dict(align, BLOCK_M=tiles.dkdv.block_m, BLOCK_N=tiles.dkdv.block_n)),
+            tiles.dkdv.options,
         )
         dq = KernelCall(
-            attention_backward_dq_kernel, self.forward_grid,
+            attention_backward_dq_kernel, self.dq_grid,
             self._bind(attention_backward_dq_kernel, arrays, placeholder, grads), ("DQ", "DBIAS"),
-            self._constexprs(attention_backward_dq_kernel, dict(BIAS_GRAD=bias_grad)), options,
+            self._constexprs(attention_backward_dq_kernel, dict(
+                align, BIAS_GRAD=bias_grad, BLOCK_M=tiles.dq.block_m, BLOCK_N=tiles.dq.block_n)),
+            tiles.dq.options,
         )
         return preprocess, dkdv, dq
 
@@ -454,12 +509,17 @@ class AttentionPlan:
     @property
     def forward_grid(self) -> tuple:
         """(query blocks, q heads, batch)."""
-        return (_cdiv(self.max_seqlen_q, self.tiles.block_m), self.heads_q, self.batch)
+        return (_cdiv(self.max_seqlen_q, self.tiles.forward.block_m), self.heads_q, self.batch)
+
+    @property
+    def dq_grid(self) -> tuple:
+        """(query blocks, q heads, batch) in dQ's tiles."""
+        return (_cdiv(self.max_seqlen_q, self.tiles.dq.block_m), self.heads_q, self.batch)
 
     @property
     def dkdv_grid(self) -> tuple:
         """(key blocks, kv heads, batch)."""
-        return (_cdiv(self.max_seqlen_kv, self.tiles.block_n), self.heads_kv, self.batch)
+        return (_cdiv(self.max_seqlen_kv, self.tiles.dkdv.block_n), self.heads_kv, self.batch)
 
 
 @dataclass(frozen=True)
@@ -674,10 +734,15 @@ def plan_attention(
 
     block_d = _next_power_of_2(max(d, 16))
     block_dv = _next_power_of_2(max(dv, 16))
-    tiles = _tile_config(max(block_d, block_dv), (block_mask.block_m, block_mask.block_n) if block_mask else None)
+    map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
+    tiles = _tile_config(max(block_d, block_dv), window_right >= 0, map_blocks)
     flags = dict(
         HEAD_DIM=d, HEAD_DIM_V=dv, BLOCK_D=block_d, BLOCK_DV=block_dv,
-        BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n,
+        BLOCK_M=tiles.forward.block_m, BLOCK_N=tiles.forward.block_n,
+        # Over the inputs' (batch, row, head) strides and those of the dense outputs and gradients
+        # (the last axis is D in every layout).
+        STRIDE_ALIGN=stride_alignment(*q_strides[:3], *k_strides[:3], *v_strides[:3], *(
+            s for shape in (out_shape, q.shape, k.shape, v.shape) for s in dense_strides(shape)[:-1])),
         LIMIT_LEFT=window_left >= 0, LIMIT_RIGHT=window_right >= 0, VARLEN=varlen,
         HAS_SEQUSED_Q=seqused_q is not None, HAS_SEQUSED_K=seqused_k is not None,
         MASK_MOD=mask_mod, HAS_MASK_MOD=mask_mod is not None, HAS_DENSE_MASK=mask is not None,
@@ -704,7 +769,7 @@ def plan_attention(
         # The map folds the window in aligned bottom-right; top-left windows keep the plain path.
         if bottom_right or nq == nkv or (window_left < 0 and window_right < 0):
             auto_block_mask = BlockMaskSpec(
-                mask_mod, batch, hq, nq, nkv, tiles.block_m, tiles.block_n, window_left, window_right
+                mask_mod, batch, hq, nq, nkv, *default_blocks(max(block_d, block_dv)), window_left, window_right
             )
     plan = AttentionPlan(
         batch=batch, seqlen_q=nq, seqlen_kv=nkv, max_seqlen_q=max_q, max_seqlen_kv=max_kv,

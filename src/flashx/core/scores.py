@@ -33,6 +33,21 @@ def load_tile(ptrs, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.con
 
 
 @triton.jit
+def aligned_strides(stride_b, stride_n, stride_h, ALIGN: tl.constexpr):
+    """The (batch, row, head) strides of one array, marked as multiples of ALIGN.
+
+    The plan checked that they are (STRIDE_ALIGN); (s // ALIGN) * ALIGN is s itself, but the
+    compiler can see its divisibility, so rows start aligned and loads along D vectorize. Triton's
+    launcher specializes integer arguments by divisibility; jax-triton's does not.
+    """
+    if ALIGN > 1:
+        stride_b = (stride_b // ALIGN) * ALIGN
+        stride_n = (stride_n // ALIGN) * ALIGN
+        stride_h = (stride_h // ALIGN) * ALIGN
+    return stride_b, stride_n, stride_h
+
+
+@triton.jit
 def store_tile(ptrs, value, m_rows, m_cols, CHECK_COLS: tl.constexpr):
     """Store a 2-D tile whose rows may run out of bounds (and its columns when CHECK_COLS)."""
     if CHECK_COLS:

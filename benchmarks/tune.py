@@ -1,0 +1,304 @@
+"""Sweep the tiles and launch options of flashx's three kernels on the GPU; print the best.
+
+For each head dim and causal flag, every candidate `KernelTiles` of the forward, dK/dV and dQ
+kernels is compiled first, in parallel worker processes that only fill Triton's on-disk cache,
+then timed alone, one candidate after the other, in this process (triton.testing.do_bench,
+median) at B*N = 16k, H*D = 2048. Each candidate's outputs are checked against those of the
+current table's entry (a wrong or failing config never wins). The winners are printed as
+`flashx.core.plan.TUNED_TILES` entries and written to OUT/tune.md and tune.json; copying them
+into plan.py is a reviewed step, so a sweep never changes the library by itself.
+
+    python benchmarks/tune.py [--d 64 128 256] [--n 4096] [--workers 12] [--budget-s 400]
+
+TFLOP/s per kernel count its matmuls: forward 2 (4*B*H*N^2*D FLOPs, halved when causal), dK/dV
+4 (2x), dQ 3 (1.5x). --device cpu runs the code paths through the interpreter (tiles ignored).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import multiprocessing
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+KERNELS = ("forward", "dkdv", "dq")
+MATMULS = {"forward": 1.0, "dkdv": 2.0, "dq": 1.5}  # in units of the forward's FLOPs
+
+
+def candidates(d: int, kernel: str) -> list:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages) to try; dK/dV's program owns BLOCK_N keys."""
+    if kernel == "forward":
+        return {
+            64: [(128, 64, 4, 3), (128, 64, 4, 4), (128, 128, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
+            128: [(128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 4, 3), (64, 128, 4, 3),
+                  (128, 64, 8, 4), (128, 32, 8, 3)],
+            256: [(64, 64, 4, 2), (64, 64, 4, 3), (128, 64, 8, 2), (64, 32, 4, 3), (128, 32, 8, 2), (64, 128, 8, 2)],
+        }[d]
+    if kernel == "dkdv":
+        return {
+            64: [(128, 64, 4, 2), (64, 128, 8, 2), (64, 128, 4, 2), (32, 128, 4, 3), (64, 64, 4, 3),
+                 (128, 128, 8, 2), (64, 128, 8, 3)],
+            128: [(128, 64, 8, 2), (64, 128, 8, 2), (32, 128, 4, 3), (64, 64, 4, 3), (128, 128, 8, 1),
+                  (64, 128, 8, 3), (32, 128, 8, 2)],
+            256: [(64, 64, 8, 1), (64, 64, 4, 2), (32, 64, 4, 2), (64, 128, 8, 1), (32, 128, 8, 1), (64, 64, 8, 2)],
+        }[d]
+    return {
+        64: [(128, 64, 4, 2), (128, 32, 4, 3), (64, 64, 4, 3), (128, 64, 8, 2), (128, 128, 8, 2), (64, 128, 4, 2)],
+        128: [(128, 64, 8, 2), (128, 32, 4, 3), (128, 32, 8, 2), (64, 64, 4, 3), (128, 128, 8, 2),
+              (64, 128, 8, 2), (128, 64, 8, 3)],
+        256: [(64, 64, 8, 1), (64, 32, 4, 2), (64, 64, 4, 2), (128, 32, 8, 2), (128, 64, 8, 1), (64, 64, 8, 2)],
+    }[d]
+
+
+# ----------------------------------------------------------------------------------------------
+# One case: inputs, the default table's outputs, and a launch of one kernel with given tiles
+
+
+_CASES: dict = {}
+
+
+def case(torch, d: int, n: int, causal: bool, device: str, reference: bool = True) -> dict:
+    """Inputs (B, N, H, D) bf16 and the outputs of the current table, cached per (d, n, causal).
+
+    reference=False (compile workers): placeholders for the forward's outputs, whose values do not
+    matter there, so that workers compile only their own candidates.
+    """
+    key = (d, n, causal, reference)
+    if key in _CASES:
+        return _CASES[key]
+    tokens, hidden = (common.TOKENS, common.HIDDEN) if device == "cuda" else (2 * n, 2 * d)
+    b, h = max(1, tokens // n), max(1, hidden // d)
+    gen = torch.Generator(device=device).manual_seed(0)
+    q, k, v, do = (torch.randn(b, n, h, d, device=device, dtype=torch.bfloat16, generator=gen) for _ in range(4))
+    c = dict(q=q, k=k, v=v, do=do, shape=(b, n, h, d), causal=causal)
+    c["flops"] = 4.0 * b * h * n * n * d / (2 if causal else 1)
+    if reference:
+        c["ref"] = reference_outputs(torch, c)
+        c["sdpa_err"] = sdpa_errors(torch, c)
+    else:
+        lse = torch.zeros(b, h, n, device=device)
+        c["ref"] = dict(out=torch.randn_like(q), lse=lse, delta=torch.zeros_like(lse))
+    _CASES[key] = c
+    return c
+
+
+def sdpa_errors(torch, c: dict) -> dict:
+    """Relative errors of the table's outputs and gradients against torch SDPA (same dtype):
+    the candidates are checked against the table, and the table against SDPA."""
+    q, k, v = (c[name].detach().transpose(1, 2).requires_grad_() for name in ("q", "k", "v"))
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=c["causal"])
+    out.backward(c["do"].transpose(1, 2))
+    ref = c["ref"]
+    pairs = dict(out=(ref["out"], out), dq=(ref["dq"][0], q.grad), dk=(ref["dkdv"][0], k.grad), dv=(ref["dkdv"][1], v.grad))
+    return {name: common.rel_err(mine, theirs.detach().transpose(1, 2)) for name, (mine, theirs) in pairs.items()}
+
+
+def _spec(x):
+    from flashx import core
+
+    return core.ArraySpec(tuple(x.shape), tuple(x.stride()), str(x.dtype).removeprefix("torch."), str(x.device))
+
+
+def launcher(torch, c: dict, kernel: str, tiles):
+    """(launch, outputs) for one kernel with `tiles` put in the table (None: the table as is)."""
+    from flashx import core
+    from flashx.core import plan as plan_mod
+
+    d = c["shape"][3]
+    key = (max(64, d), c["causal"])
+    saved = plan_mod.TUNED_TILES[key]
+    if tiles is not None:
+        plan_mod.TUNED_TILES[key] = dataclasses.replace(saved, **{kernel: core.plan.KernelTiles(*tiles)})
+    try:
+        plan = core.plan_attention(_spec(c["q"]), _spec(c["k"]), _spec(c["v"]), causal=c["causal"])
+    finally:
+        plan_mod.TUNED_TILES[key] = saved
+    q = c["q"]
+    placeholder = torch.empty(1, dtype=torch.int32, device=q.device)
+    arrays = dict(Q=q, K=c["k"], V=c["v"])
+    if kernel == "forward":
+        out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
+        lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
+        call = plan.forward_call(arrays, placeholder)
+        return (lambda: call.launch((out, lse))), (out,)
+    ref = c["ref"]
+    arrays.update(O=ref["out"], DO=c["do"], LSE=ref["lse"], DELTA=ref["delta"])
+    _, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]))
+    if kernel == "dkdv":
+        dk, dv = torch.empty_like(c["k"]), torch.empty_like(c["v"])
+        return (lambda: dkdv.launch((dk, dv))), (dk, dv)
+    dq_out = torch.empty_like(q)
+    no_bias = torch.empty(0, dtype=torch.float32, device=q.device)
+    return (lambda: dq.launch((dq_out, no_bias))), (dq_out,)
+
+
+def reference_outputs(torch, c: dict) -> dict:
+    """The current table's forward, delta and gradients: the reference each candidate must match."""
+    from flashx import core
+
+    q = c["q"]
+    plan = core.plan_attention(_spec(q), _spec(c["k"]), _spec(c["v"]), causal=c["causal"])
+    placeholder = torch.empty(1, dtype=torch.int32, device=q.device)
+    out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
+    plan.forward_call(dict(Q=q, K=c["k"], V=c["v"]), placeholder).launch((out, lse))
+    delta = torch.empty_like(lse)
+    arrays = dict(Q=q, K=c["k"], V=c["v"], O=out, DO=c["do"], LSE=lse, DELTA=delta)
+    pre, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]))
+    pre.launch((delta,))
+    dk, dv, dq_out = torch.empty_like(c["k"]), torch.empty_like(c["v"]), torch.empty_like(q)
+    dkdv.launch((dk, dv))
+    dq.launch((dq_out, torch.empty(0, dtype=torch.float32, device=q.device)))
+    return dict(out=out, lse=lse, delta=delta, forward=(out,), dkdv=(dk, dv), dq=(dq_out,))
+
+
+# ----------------------------------------------------------------------------------------------
+# Compile workers: fill Triton's cache so that the timing process only loads binaries
+
+
+def _compile_job(job: tuple) -> tuple:
+    d, n, causal, kernel, tiles, device = job
+    try:
+        import flashx  # noqa: F401  (first: compiled vs interpreted)
+        import torch
+
+        c = case(torch, d, n, causal, device, reference=False)
+        launch, _ = launcher(torch, c, kernel, tiles)
+        launch()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return job, None
+    except Exception as err:  # noqa: BLE001
+        return job, common.reason(err)
+
+
+def compile_all(jobs: list, workers: int, timeout_s: float, log) -> dict:
+    """{job: error or None}; jobs not finished within timeout_s are missing."""
+    results: dict = {}
+    if workers <= 1:
+        for job in jobs:
+            results[job] = _compile_job(job)[1]
+        return results
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers) as pool:
+        pending = pool.imap_unordered(_compile_job, jobs)
+        deadline = time.perf_counter() + timeout_s
+        for _ in jobs:
+            try:
+                job, err = pending.next(timeout=max(1.0, deadline - time.perf_counter()))
+            except multiprocessing.TimeoutError:
+                log(f"compile phase stopped after {timeout_s:.0f} s: {len(jobs) - len(results)} jobs unfinished")
+                break
+            results[job] = err
+            if err:
+                log(f"compile failed {job[:5]}: {err}")
+        pool.terminate()
+    return results
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--d", type=int, nargs="+", default=[64, 128, 256])
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    p.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
+    p.add_argument("--workers", type=int, default=12, help="compile processes (default %(default)s)")
+    p.add_argument("--compile-s", type=float, default=240.0, help="limit of the compile phase")
+    p.add_argument("--budget-s", type=float, default=None, help="soft limit of the whole run")
+    p.add_argument("--rep-ms", type=float, default=40.0)
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    args = p.parse_args(argv)
+    deadline = common.Deadline(args.budget_s)
+
+    def log(msg: str) -> None:
+        print(f"[tune {deadline.elapsed():6.1f}s] {msg}", flush=True)
+
+    torch = common.start("tune.py", args.device, log)
+    if torch is None:
+        return 2
+    out_dir = common.output_dir(args)
+    n = args.n if args.device == "cuda" else 32
+    head_dims = args.d if args.device == "cuda" else [16]
+    causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    cand = {(d, k): candidates(max(64, d), k) for d in head_dims for k in args.kernels}
+    if args.device == "cpu":
+        cand = {key: tiles[:2] for key, tiles in cand.items()}
+    jobs = [(d, n, causal, k, t, args.device) for d in head_dims for causal in causal_flags
+            for k in args.kernels for t in cand[(d, k)]]
+    log(f"{len(jobs)} candidates; compiling with {args.workers} workers")
+    compiled = compile_all(jobs, args.workers if args.device == "cuda" else 1, args.compile_s, log)
+    log(f"compiled {sum(e is None for e in compiled.values())} / {len(jobs)}")
+
+    rows, best, sdpa_checks = [], {}, []
+    for d in head_dims:
+        for causal in causal_flags:
+            if deadline.expired:
+                log(deadline.why())
+                break
+            c = case(torch, d, n, causal, args.device)
+            log(f"D={d} causal={causal}: table vs SDPA rel. errors " + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
+            sdpa_checks.append((d, causal, c["sdpa_err"]))
+            for kernel in args.kernels:
+                for tiles in cand[(d, kernel)]:
+                    job = (d, n, causal, kernel, tiles, args.device)
+                    row = dict(d=d, causal=causal, kernel=kernel, tiles=tiles, ms=None, tflops=None, err=None,
+                               why=compiled.get(job, "not compiled in time"))
+                    rows.append(row)
+                    if row["why"] is not None:
+                        continue
+                    try:
+                        launch, outs = launcher(torch, c, kernel, tiles)
+                        ms = common.time_torch(launch, 10.0, args.rep_ms, args.device)
+                        err = max(common.rel_err(o, r) for o, r in zip(outs, c["ref"][kernel]))
+                    except Exception as e:  # noqa: BLE001
+                        row["why"] = common.reason(e)
+                        log(f"{d} {causal} {kernel} {tiles}: {row['why']}")
+                        continue
+                    row.update(ms=ms, tflops=MATMULS[kernel] * c["flops"] / (ms * 1e-3) / 1e12, err=err,
+                               why=None if err < 1e-2 else f"outputs differ from the table's (rel {err:.1e})")
+                    log(f"D={d} causal={causal} {kernel} {tiles}: {ms:.3f} ms {row['tflops']:.0f} TFLOP/s err {err:.1e}")
+                    ok = row["why"] is None
+                    if ok and (best.get((d, causal, kernel)) is None or ms < best[(d, causal, kernel)]["ms"]):
+                        best[(d, causal, kernel)] = row
+
+    env = common.environment(torch, args.device)
+    lines = common.header_lines("flashx kernel tiles sweep (benchmarks/tune.py)", env)
+    lines += ["", f"B*N = {common.TOKENS}, H*D = {common.HIDDEN}, N = {n}, bf16; BLOCK_M x BLOCK_N / warps / stages; "
+              "TFLOP/s per kernel from its matmuls (forward 1x, dK/dV 2x, dQ 1.5x the forward's FLOPs)", ""]
+    lines += ["Outputs and gradients of the table before the sweep, relative error vs torch SDPA in bf16:", ""]
+    lines += [f"- D={d} causal={causal}: " + ", ".join(f"{k} {e:.1e}" for k, e in errs.items()) for d, causal, errs in sdpa_checks]
+    lines += [""]
+    table = []
+    for r in rows:
+        tag = "**best**" if best.get((r["d"], r["causal"], r["kernel"])) is r else ""
+        table.append([str(r["d"]), "yes" if r["causal"] else "no", r["kernel"], "%dx%d / %d / %d" % r["tiles"],
+                      common.fmt(r["ms"], ".3f"), common.fmt(r["tflops"], ".0f"), r["why"] or tag])
+    lines += common.md_table(["D", "causal", "kernel", "tiles", "ms", "TFLOP/s", "note"], table)
+    lines += ["", "Winners as TUNED_TILES entries:", "", "```python"]
+    for d in head_dims:
+        for causal in causal_flags:
+            picks = [best.get((d, causal, k)) for k in KERNELS]
+            text = ", ".join("KernelTiles(%d, %d, %d, %d)" % r["tiles"] if r else "None" for r in picks)
+            lines.append(f"    ({max(64, d)}, {causal}): TileConfig({text}),")
+    lines += ["```"]
+    (out_dir / "tune.md").write_text("\n".join(lines) + "\n")
+    common.write_json(out_dir / "tune.json", dict(env=env, rows=rows))
+    print("\n".join(lines[-(len(head_dims) * len(causal_flags) + 4):]))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        sys.exit(130)
