@@ -122,6 +122,7 @@ def attention_forward_kernel(
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, VARLEN: tl.constexpr,
     HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
+    MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr,
@@ -184,12 +185,12 @@ def attention_forward_kernel(
         start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
         BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD or HAS_DENSE_MASK,
     )
-    p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + pid_m * stride_cq
-    p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + pid_m * stride_iq
+    p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + (pid_m // MAP_SPLIT) * stride_cq
+    p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + (pid_m // MAP_SPLIT) * stride_iq
     for span in tl.static_range(2 if BLOCK_MAP else 3):
-        first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP)
+        first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP, MAP_STEPS)
         for i in range(0, n_blocks):
-            start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP)
+            start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP, MAP_STEPS)
             acc, l_i, m_i = _attend_block(
                 acc, l_i, m_i, b_q, k_base, v_base, start_n,
                 stride_kn, stride_kd, stride_vn, stride_vd,

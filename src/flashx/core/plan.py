@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -82,44 +83,48 @@ def _tiles(block_m: int, block_n: int, fwd: tuple, dkdv: tuple, dq: tuple) -> Ti
     return TileConfig(*(KernelTiles(block_m, block_n, *ws) for ws in (fwd, dkdv, dq)))
 
 
-# Dense calls on the GPU, by (BLOCK_D, causal): chosen by benchmarks/tune.py on the H200 (see
-# benchmarks/NOTES.md for the sweep and the date). A block map fixes the tile of all three kernels
-# to its own; those calls take BLOCK_MAP_TILES' launch options instead.
+# Dense calls on the GPU, by (BLOCK_D, causal): the fastest of benchmarks/tune.py's candidates on
+# the H200 at N = 4k (2026-11-29; the sweep is in benchmarks/results/h200/tune.md).
 TUNED_TILES: dict = {
-    (64, False): _tiles(128, 64, (4, 3), (4, 2), (4, 2)),
-    (64, True): _tiles(128, 64, (4, 3), (4, 2), (4, 2)),
-    (128, False): _tiles(128, 64, (8, 3), (8, 2), (8, 2)),
-    (128, True): _tiles(128, 64, (8, 3), (8, 2), (8, 2)),
-    (256, False): TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1)),
-    (256, True): TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1)),
+    (64, False): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
+    (64, True): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
+    (128, False): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
+    (128, True): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
+    (256, False): TileConfig(KernelTiles(128, 64, 8, 2), KernelTiles(64, 64, 8, 2), KernelTiles(128, 64, 8, 1)),
+    (256, True): TileConfig(KernelTiles(128, 64, 8, 2), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 2)),
 }
 
 
-def default_blocks(head_dim: int) -> tuple:
-    """(BLOCK_M, BLOCK_N) of a block map for a head dim: small tiles in the interpreter, wgmma-sized on the GPU."""
-    if runtime.INTERPRETER:
-        return (16, 16)
-    return (64, 64) if _next_power_of_2(head_dim) > 128 else (128, 64)
-
-
-def _block_map_tiles(block_d: int, block_m: int, block_n: int) -> TileConfig:
-    """Launch options for a block map's tiles: 128-row tiles feed wgmma; the backward holds two
-    [BLOCK_N, D] float32 accumulators, hence 8 warps above D = 64; at D = 256 fewer stages fit."""
-    if block_d <= 64:
-        return _tiles(block_m, block_n, (4, 3), (4, 2), (4, 2))
-    if block_d <= 128:
-        return _tiles(block_m, block_n, (8, 3), (8, 2), (8, 2))
-    return _tiles(block_m, block_n, (4, 2), (8, 1), (8, 1))
+def default_blocks() -> tuple:
+    """(BLOCK_M, BLOCK_N) of a block map: small tiles in the interpreter; on the GPU 128 x 128,
+    a multiple of every kernel's tile in TUNED_TILES (each kernel then walks a map block in
+    several of its own tiles)."""
+    return (16, 16) if runtime.INTERPRETER else (128, 128)
 
 
 def _tile_config(block_d: int, causal: bool, map_blocks: Optional[tuple]) -> TileConfig:
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
-        block_m, block_n = map_blocks or default_blocks(block_d)
-        return _tiles(block_m, block_n, (1, 1), (1, 1), (1, 1))
-    if map_blocks is not None:
-        return _block_map_tiles(block_d, *map_blocks)
-    return TUNED_TILES[(max(block_d, 64), causal)]
+        tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
+    else:
+        tiles = TUNED_TILES[(max(block_d, 64), causal)]
+    if map_blocks is None:
+        return tiles
+    # A block map's blocks must be whole multiples of each kernel's tiles (all powers of two).
+    block_m, block_n = map_blocks
+    return TileConfig(*(
+        dataclasses.replace(t, block_m=min(t.block_m, block_m), block_n=min(t.block_n, block_n))
+        for t in (tiles.forward, tiles.dkdv, tiles.dq)
+    ))
+
+
+def _map_ratios(block_mask: Optional["BlockMaskSpec"], tiles: KernelTiles, transposed: bool = False) -> dict:
+    """How a kernel's tiles divide a block map's blocks: MAP_SPLIT programs per map block along
+    the grid's axis (queries; keys for dK/dV, transposed) and MAP_STEPS loop steps per map block."""
+    if block_mask is None:
+        return dict(MAP_SPLIT=1, MAP_STEPS=1)
+    rows, cols = block_mask.block_m // tiles.block_m, block_mask.block_n // tiles.block_n
+    return dict(MAP_SPLIT=cols, MAP_STEPS=rows) if transposed else dict(MAP_SPLIT=rows, MAP_STEPS=cols)
 
 
 def stride_alignment(*strides: int) -> int:
@@ -294,7 +299,7 @@ def plan_block_mask(
     mask_mod: Any, batch: Optional[int], heads: Optional[int], seqlen_q: int, seqlen_kv: int, *,
     causal: bool = False, window: Any = None, blocks: Optional[tuple] = None,
 ) -> BlockMaskSpec:
-    """Validate `create_block_mask`'s arguments. blocks: (BLOCK_M, BLOCK_N); the default suits D <= 128."""
+    """Validate `create_block_mask`'s arguments. blocks: (BLOCK_M, BLOCK_N), powers of two >= 16."""
     mask_mod = _check_function("mask_mod", mask_mod)
     if mask_mod is None:
         raise TypeError("mask_mod must be a @triton.jit function, got None")
@@ -304,7 +309,7 @@ def plan_block_mask(
             raise ValueError(f"{name} must be a positive int (None for batch/heads: broadcast), got {size!r}")
     causal = check_flag("causal", causal)
     left, right = _normalize_window(window, causal)
-    block_m, block_n = blocks or default_blocks(128)
+    block_m, block_n = blocks or default_blocks()
     for name, b in (("block_m", block_m), ("block_n", block_n)):
         if not isinstance(b, int) or b < 16 or b & (b - 1):
             raise ValueError(f"{name} must be a power of two >= 16, got {b!r}")
@@ -478,14 +483,16 @@ class AttentionPlan:
         dkdv = KernelCall(
             attention_backward_dkdv_kernel, self.dkdv_grid,
             self._bind(attention_backward_dkdv_kernel, transposed, placeholder, grads | t_strides), ("DK", "DV"),
-            self._constexprs(attention_backward_dkdv_kernel, dict(align, BLOCK_M=tiles.dkdv.block_m, BLOCK_N=tiles.dkdv.block_n)),
+            self._constexprs(attention_backward_dkdv_kernel, dict(
+                align, BLOCK_M=tiles.dkdv.block_m, BLOCK_N=tiles.dkdv.block_n, **_map_ratios(self.block_mask, tiles.dkdv, True))),
             tiles.dkdv.options,
         )
         dq = KernelCall(
             attention_backward_dq_kernel, self.dq_grid,
             self._bind(attention_backward_dq_kernel, arrays, placeholder, grads), ("DQ", "DBIAS"),
             self._constexprs(attention_backward_dq_kernel, dict(
-                align, BIAS_GRAD=bias_grad, BLOCK_M=tiles.dq.block_m, BLOCK_N=tiles.dq.block_n)),
+                align, BIAS_GRAD=bias_grad, BLOCK_M=tiles.dq.block_m, BLOCK_N=tiles.dq.block_n,
+                **_map_ratios(self.block_mask, tiles.dq))),
             tiles.dq.options,
         )
         return preprocess, dkdv, dq
@@ -738,7 +745,7 @@ def plan_attention(
     tiles = _tile_config(max(block_d, block_dv), window_right >= 0, map_blocks)
     flags = dict(
         HEAD_DIM=d, HEAD_DIM_V=dv, BLOCK_D=block_d, BLOCK_DV=block_dv,
-        BLOCK_M=tiles.forward.block_m, BLOCK_N=tiles.forward.block_n,
+        BLOCK_M=tiles.forward.block_m, BLOCK_N=tiles.forward.block_n, **_map_ratios(block_mask, tiles.forward),
         # Over the inputs' (batch, row, head) strides and those of the dense outputs and gradients
         # (the last axis is D in every layout).
         STRIDE_ALIGN=stride_alignment(*q_strides[:3], *k_strides[:3], *v_strides[:3], *(
@@ -769,7 +776,7 @@ def plan_attention(
         # The map folds the window in aligned bottom-right; top-left windows keep the plain path.
         if bottom_right or nq == nkv or (window_left < 0 and window_right < 0):
             auto_block_mask = BlockMaskSpec(
-                mask_mod, batch, hq, nq, nkv, *default_blocks(max(block_d, block_dv)), window_left, window_right
+                mask_mod, batch, hq, nq, nkv, *default_blocks(), window_left, window_right
             )
     plan = AttentionPlan(
         batch=batch, seqlen_q=nq, seqlen_kv=nkv, max_seqlen_q=max_q, max_seqlen_kv=max_kv,
@@ -785,9 +792,26 @@ def plan_attention(
 
 
 def plan_call(options: CallOptions, q: ArraySpec, k: ArraySpec, v: ArraySpec, arrays: Mapping[str, Any]) -> "AttentionPlan":
-    """plan_attention for options and optional arrays given by kernel argument name (others ignored)."""
-    keywords = {ARRAY_KEYWORDS[name]: spec for name, spec in arrays.items() if name in ARRAY_KEYWORDS}
-    return plan_attention(q, k, v, **vars(options), **keywords)
+    """plan_attention for options and optional arrays given by kernel argument name (others ignored).
+
+    Plans are cached by their (hashable) inputs: a call at known shapes skips the validation,
+    which would otherwise cost more host time than a short kernel takes on the GPU.
+    """
+    keywords = tuple(sorted((ARRAY_KEYWORDS[name], spec) for name, spec in arrays.items() if name in ARRAY_KEYWORDS))
+    try:
+        # The option types join the key: True == 1 but only a bool passes validation.
+        types = tuple(type(value) for value in vars(options).values())
+        return _cached_plan(options, types, q, k, v, keywords)
+    except TypeError as err:
+        if "unhashable" not in str(err):
+            raise
+        # Symbolic sizes (torch.compile's dynamic shapes) do not hash: plan without the cache.
+        return plan_attention(q, k, v, **vars(options), **dict(keywords))
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_plan(options: CallOptions, types: tuple, q: ArraySpec, k: ArraySpec, v: ArraySpec, keywords: tuple) -> "AttentionPlan":
+    return plan_attention(q, k, v, **vars(options), **dict(keywords))
 
 
 def block_map_calls(spec: BlockMaskSpec) -> tuple:

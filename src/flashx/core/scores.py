@@ -211,16 +211,19 @@ def key_spans(
 
 
 @triton.jit
-def span_size(span: tl.constexpr, p_counts, lo, full_lo, full_hi, hi, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr):
+def span_size(
+    span: tl.constexpr, p_counts, lo, full_lo, full_hi, hi, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr,
+    MAP_STEPS: tl.constexpr,
+):
     """(first block start, number of blocks) of one span of blocks to visit.
 
     With a block map, span 0 is its list of partial blocks and span 1 its list of full ones
-    (empty blocks are in neither). Without, spans 0, 1, 2 are [lo, full_lo) masked,
-    [full_lo, full_hi) unmasked and [full_hi, hi) masked.
+    (empty blocks are in neither), each map block walked in MAP_STEPS blocks of BLOCK. Without,
+    spans 0, 1, 2 are [lo, full_lo) masked, [full_lo, full_hi) unmasked and [full_hi, hi) masked.
     """
     if BLOCK_MAP:
         first = 0
-        count = tl.load(p_counts + span)
+        count = tl.load(p_counts + span) * MAP_STEPS
     else:
         if span == 0:
             first = lo
@@ -236,10 +239,13 @@ def span_size(span: tl.constexpr, p_counts, lo, full_lo, full_hi, hi, BLOCK: tl.
 
 
 @triton.jit
-def span_block(span: tl.constexpr, i, p_indices, stride_kind, first, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr):
+def span_block(
+    span: tl.constexpr, i, p_indices, stride_kind, first, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr,
+    MAP_STEPS: tl.constexpr,
+):
     """Start position of the i-th block of a span (see span_size)."""
     if BLOCK_MAP:
-        start = tl.load(p_indices + span * stride_kind + i) * BLOCK
+        start = tl.load(p_indices + span * stride_kind + i // MAP_STEPS) * (BLOCK * MAP_STEPS) + (i % MAP_STEPS) * BLOCK
     else:
         start = first + i * BLOCK
     return start
