@@ -102,12 +102,18 @@ def default_blocks() -> tuple:
     return (16, 16) if runtime.INTERPRETER else (128, 128)
 
 
-def _tile_config(block_d: int, causal: bool, map_blocks: Optional[tuple]) -> TileConfig:
+# float32 inputs at D = 256: the tiles of 16-bit D = 256 take twice the shared memory there.
+FLOAT32_WIDE_TILES = TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1))
+
+
+def _tile_config(block_d: int, itemsize: int, causal: bool, map_blocks: Optional[tuple]) -> TileConfig:
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
     else:
-        tiles = TUNED_TILES[(max(block_d, 64), causal)]
+        # The table is for 16-bit inputs; float32 tiles of width D take the shared memory of 16-bit ones of 2D.
+        width = max(block_d, 64) * itemsize // 2
+        tiles = TUNED_TILES[(width, causal)] if width <= 256 else FLOAT32_WIDE_TILES
     if map_blocks is None:
         return tiles
     # A block map's blocks must be whole multiples of each kernel's tiles (all powers of two).
@@ -742,7 +748,7 @@ def plan_attention(
     block_d = _next_power_of_2(max(d, 16))
     block_dv = _next_power_of_2(max(dv, 16))
     map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
-    tiles = _tile_config(max(block_d, block_dv), window_right >= 0, map_blocks)
+    tiles = _tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0, map_blocks)
     flags = dict(
         HEAD_DIM=d, HEAD_DIM_V=dv, BLOCK_D=block_d, BLOCK_DV=block_dv,
         BLOCK_M=tiles.forward.block_m, BLOCK_N=tiles.forward.block_n, **_map_ratios(block_mask, tiles.forward),
