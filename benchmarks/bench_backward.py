@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Backward attention throughput: flashx (torch and JAX frontends) beside torch SDPA's FA2 and
-cuDNN backends and FlexAttention, with flashx's gradient error and peak extra memory.
+cuDNN backends, FlexAttention, jax.nn.dot_product_attention's cuDNN and JAX's Pallas GPU
+attention, with flashx's gradient error and peak extra memory.
 
 Shapes: those of bench_forward.py: B*N = 16k tokens, H*D = 2048, D in {64, 128, 256},
 N = Nq = Nkv in {1k, 4k, 16k} (B = 16k / N, H = 2048 / D), causal and not, bf16 by default.
-Every system gets the very same q, k, v, dO of shape (B, H, N, D) (flashx: layout="bhnd"; the
-JAX frontend sees the same buffers through DLPack).
+Every torch system gets the very same q, k, v, dO of shape (B, H, N, D) (flashx: layout="bhnd";
+flashx's JAX frontend sees the same buffers through DLPack). The JAX peers take (B, N, H, D)
+only: they get a copy in that layout, made once per shape, outside the timing.
 
 Two timings per system:
 - fwd+bwd: out = attention(q, k, v); torch.autograd.grad(out, (q, k, v), dO), counted as
@@ -15,14 +17,18 @@ Two timings per system:
 forward FLOPs: 4 * B * H * N * N * D, halved when causal. torch: triton.testing.do_bench
 (median, L2 flushed). JAX: fwd+bwd is jax.jit(jax.grad(loss)) with loss = sum(out * dO) (so
 the cotangent of out is dO); bwd is the jitted application of the vjp function of one saved
-forward (jax.vjp); both timed with block_until_ready, median.
+forward (jax.vjp); both timed with block_until_ready, median. The JAX peers are timed the same
+way.
 
 FlexAttention: torch.nn.attention.flex_attention under torch.compile (dynamic=False), with a
 block mask from create_block_mask(causal) when causal, None otherwise, built once per shape.
+jax.nn cuDNN: jax.nn.dot_product_attention(implementation="cudnn"). Pallas GPU:
+jax.experimental.pallas.ops.gpu.attention.mha (Triton lowering, default block sizes, its own
+Triton backward; sm_scale = 1/sqrt(D)), with --device cpu in Pallas' interpret mode.
 
-Checks: flashx's dQ, dK, dV against SDPA's (FA2's, else cuDNN's, else the efficient backend's)
-once per shape, as relative Frobenius errors; the largest of the three is in the table
-(cuDNN's and Flex's own error against FA2's is printed as a yardstick).
+Checks: every system's dQ, dK, dV against SDPA's (FA2's, else cuDNN's, else the efficient
+backend's) once per shape, as relative Frobenius errors; the largest of the three is in the
+table (the peers' errors are the yardstick for flashx's).
 
 Memory (torch systems): peak of torch.cuda.max_memory_allocated() during one forward, less the
 memory allocated before it and less the output; and during one backward, less the memory before
@@ -36,7 +42,7 @@ DIR/backward.json and DIR/backward.png (TFLOP/s vs N per D and causal flag); DIR
 benchmarks/results/h200. Prints the markdown last.
 
     python benchmarks/bench_backward.py            # full sweep (18 shapes)
-    python benchmarks/bench_backward.py --quick    # D in {64, 128}, N = 4k: ~1.5 minutes on an H200
+    python benchmarks/bench_backward.py --quick    # D in {64, 128}, N = 4k: ~1.5-2 minutes on an H200
     python benchmarks/bench_backward.py --device cpu   # debug pass: interpreter, tiny shapes
 
 Needs a CUDA GPU (but --device cpu); importing this module does no work.
@@ -65,28 +71,34 @@ Shape = common.Shape
 QUICK_HEAD_DIMS = (64, 128)
 QUICK_SEQLENS = (4096,)
 CPU_HEAD_DIMS, CPU_SEQLENS = (16,), (32,)
-QUICK_BUDGET_S = 85.0  # run_all.sh --quick runs three scripts in about four minutes
+QUICK_BUDGET_S = 80.0  # run_all.sh --quick runs four scripts in about six minutes
 BWD_FACTOR = 2.5  # backward FLOPs over forward FLOPs
 MODES = {"fwd_bwd": "fwd+bwd", "bwd": "bwd"}
 MEMORY_FLAG = 8  # flashx's extra memory above this many times 4*B*H*N bytes (plus 1 MiB) is flagged
 
-# name -> label; flashx first, peers after. Ratios are flashx (torch) over each peer.
+# name -> label; flashx first, peers after.
 SYSTEMS = {
     "flashx_torch": "flashx (torch)",
     "flashx_jax": "flashx (jax)",
     "sdpa_flash": "SDPA FA2",
     "sdpa_cudnn": "SDPA cuDNN",
     "flex": "FlexAttention",
+    "jax_cudnn": "jax.nn cuDNN",
+    "pallas": "Pallas GPU",
 }
-PEERS_FIRST = ("sdpa_flash", "sdpa_cudnn", "flex", "flashx_torch", "flashx_jax")
+PEERS_FIRST = ("sdpa_flash", "sdpa_cudnn", "flex", "flashx_torch", "flashx_jax", "jax_cudnn", "pallas")
 TORCH_SYSTEMS = ("flashx_torch", "sdpa_flash", "sdpa_cudnn", "flex")
-RATIOS = (("sdpa_flash", "flashx/FA2"), ("sdpa_cudnn", "flashx/cuDNN"), ("flex", "flashx/Flex"))
+JAX_SYSTEMS = ("flashx_jax", "jax_cudnn", "pallas")
+# (system, peer, label): the system's TFLOP/s over the peer's.
+RATIOS = (
+    ("flashx_torch", "sdpa_flash", "flashx/FA2"),
+    ("flashx_torch", "sdpa_cudnn", "flashx/cuDNN"),
+    ("flashx_torch", "flex", "flashx/Flex"),
+    ("flashx_jax", "flashx_torch", "flashx jax/torch"),
+    ("flashx_jax", "jax_cudnn", "flashx jax/jax cuDNN"),
+    ("flashx_jax", "pallas", "flashx jax/Pallas"),
+)
 GRADS = ("dq", "dk", "dv")
-
-
-def causal_mask(b, h, q_idx, kv_idx):
-    """FlexAttention's mask_mod for causal attention (Nq = Nkv)."""
-    return q_idx >= kv_idx
 
 
 @dataclass
@@ -121,11 +133,12 @@ class Row:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Backward attention TFLOP/s (fwd+bwd and bwd only), gradient error and peak extra memory: "
-        "flashx (torch, JAX) vs torch SDPA's FA2 and cuDNN backends and FlexAttention.",
+        "flashx (torch, JAX) vs torch SDPA's FA2 and cuDNN backends, FlexAttention, jax.nn.dot_product_attention "
+        "(cuDNN) and JAX's Pallas GPU attention.",
         epilog=f"Shapes: B*N={common.TOKENS}, H*D={common.HIDDEN}; full sweep D in {common.HEAD_DIMS}, "
         f"N in {common.SEQLENS}; --quick: D in {QUICK_HEAD_DIMS}, N in {QUICK_SEQLENS}; causal and not.",
     )
-    common.add_common_args(p, "backward", "D in {64, 128}, N = 4k, shorter timing (~1.5 minutes on an H200)",
+    common.add_common_args(p, "backward", "D in {64, 128}, N = 4k, shorter timing (~1.5-2 minutes on an H200)",
                            QUICK_BUDGET_S)
     p.add_argument("--d", type=int, nargs="+", metavar="D", help="head dims to run (overrides the sweep's)")
     p.add_argument("--n", type=int, nargs="+", metavar="N", help="sequence lengths to run (overrides the sweep's)")
@@ -236,23 +249,19 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         return lambda: flashx.torch.attention(q, k, v, causal=shape.causal, layout="bhnd")
 
     def flex_fwd():
-        if "flex" not in ctx:
-            ctx["flex"] = common.flex_setup(torch)  # once: a failure here is this system's reason
-        flex, create_block_mask = ctx["flex"]
-        block_mask = None
-        if shape.causal:
-            block_mask = create_block_mask(causal_mask, None, None, shape.seqlen, shape.seqlen, device=device)
-        return lambda: flex(q, k, v, block_mask=block_mask)
+        return functools.partial(common.flex_for(ctx, shape.causal, shape.seqlen), q, k, v)
 
-    def flashx_jax():
+    def jax_system(system, make_attention, bnhd: bool):
+        """make_attention() -> a JAX (q, k, v) -> out; bnhd: it takes (B, N, H, D) (a copy of the
+        inputs and dO, made before the timings) rather than the torch buffers' (B, H, N, D)."""
         jax = common.require_jax(ctx)
         jnp = jax.numpy
-        import flashx.jax
-
+        convert = common.jax_bnhd_from_torch if bnhd else common.jax_from_torch
+        back = common.torch_bhnd_from_jax if bnhd else common.torch_from_jax
+        jq, jk, jv, jdo = (convert(jax, t) for t in (q, k, v, dout))
         if device == "cuda":
-            torch.cuda.synchronize()  # the buffers below are torch's; make sure they are written
-        jq, jk, jv, jdo = (common.jax_from_torch(jax, t) for t in (q, k, v, dout))
-        attn = functools.partial(flashx.jax.attention, causal=shape.causal, layout="bhnd")
+            torch.cuda.synchronize()  # these buffers are torch's (and maybe copies): written before JAX reads them
+        attn = make_attention()
 
         def loss(q_, k_, v_, do_):
             return jnp.sum(attn(q_, k_, v_).astype(jnp.float32) * do_.astype(jnp.float32))
@@ -263,7 +272,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
                                              grad_fn(jq, jk, jv, jdo)), ctx)
         if why is None:
             results["fwd_bwd"] = common.measured(value[0], flops["fwd_bwd"])
-            grads["flashx_jax"] = tuple(common.torch_from_jax(torch, g, device) for g in jax.block_until_ready(value[1]))
+            grads[system] = tuple(back(torch, g, device) for g in jax.block_until_ready(value[1]))
         else:
             results["fwd_bwd"] = Result(reason=why)
 
@@ -273,14 +282,24 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
             return common.time_jax(apply, (vjp_fn, jdo), warmup_ms, rep_ms)
 
         results["bwd"] = time_mode("bwd", bwd_only)
-        row.results["flashx_jax"] = results
+        row.results[system] = results
+
+    def flashx_jax_attention():
+        import flashx.jax
+
+        return functools.partial(flashx.jax.attention, causal=shape.causal, layout="bhnd")
+
+    def jax_peer(system):
+        return lambda: common.jax_peer(system, shape.causal, shape.head_dim, device)
 
     runners = {
         "sdpa_flash": lambda: torch_system("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION)),
         "sdpa_cudnn": lambda: torch_system("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
         "flex": lambda: torch_system("flex", flex_fwd),
         "flashx_torch": lambda: torch_system("flashx_torch", flashx_fwd),
-        "flashx_jax": flashx_jax,
+        "flashx_jax": lambda: jax_system("flashx_jax", flashx_jax_attention, bnhd=False),
+        "jax_cudnn": lambda: jax_system("jax_cudnn", jax_peer("jax_cudnn"), bnhd=True),
+        "pallas": lambda: jax_system("pallas", jax_peer("pallas"), bnhd=True),
     }
     # Peers first, so the reference exists before flashx is checked against it.
     for system in sorted(systems, key=PEERS_FIRST.index):
@@ -310,7 +329,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         for system, g in grads.items():
             if system == ref_system(row):
                 continue
-            errs = {name: common.rel_err(a, b) for name, a, b in zip(GRADS, g, ref)}
+            errs = {name: common.rel_err(a, b) for name, a, b in zip(GRADS, g, ref, strict=True)}
             row.grad_err[system] = errs
             worst = max(errs.values())
             flag = "  <-- WRONG?" if system.startswith("flashx") and not (worst < ctx["err_limit"]) else ""
@@ -335,17 +354,20 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
     systems = [s for s in SYSTEMS if s in args.systems]
     lines = common.header_lines("flashx backward throughput", env) + [
         f"- {settings['dtype']}, B*N = {settings['tokens']} tokens, H*D = {settings['hidden']}, Nq = Nkv = N, "
-        "q/k/v/dO of shape (B, H, N, D) for every system (flashx: layout=\"bhnd\", same buffers)",
+        "q/k/v/dO of shape (B, H, N, D) for every torch system (flashx: layout=\"bhnd\", same buffers; flashx's JAX"
+        " frontend: the same buffers through DLPack)",
         "- FLOPs: forward 4*B*H*N*N*D (halved when causal); backward 2.5x that; fwd+bwd 3.5x",
         "- fwd+bwd: out = attention(q, k, v) then torch.autograd.grad(out, (q, k, v), dO) (JAX: jit(grad(sum(out * dO))));"
         " bwd: torch.autograd.grad(..., retain_graph=True) on one saved forward (JAX: the jitted vjp function)",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
         " JAX: jitted, compile and warm-up excluded, median over samples of back-to-back calls ended by block_until_ready",
-        "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal",
-        "- ratios: flashx (torch) TFLOP/s over the peer's",
+        "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"
+        " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"
+        " jax.experimental.pallas.ops.gpu.attention.mha (default block sizes); both on a (B, N, H, D) copy",
+        "- ratios: TFLOP/s over the peer's (flashx: the torch frontend; flashx jax: the JAX frontend)",
         "",
     ]
-    ratios = [(peer, label) for peer, label in RATIOS if peer in systems and "flashx_torch" in systems]
+    ratios = [(mine, peer, label) for mine, peer, label in RATIOS if mine in systems and peer in systems]
     failures = common.Failures(n_modes=len(MODES))
     for row in rows:
         for k, res in row.results.items():
@@ -354,24 +376,24 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
                     failures.add(row.shape.name, SYSTEMS[k], res[mode].reason, MODES[mode])
     for mode, title in (("bwd", "Backward only, TFLOP/s (2.5x forward FLOPs)"),
                         ("fwd_bwd", "Forward + backward, TFLOP/s (3.5x forward FLOPs)")):
-        head = ["D", "N", "B", "H", "causal"] + [SYSTEMS[s] for s in systems] + [label for _, label in ratios]
+        head = ["D", "N", "B", "H", "causal"] + [SYSTEMS[s] for s in systems] + [label for _, _, label in ratios]
         body = []
         for row in rows:
             s, r = row.shape, row.results
             get = lambda system: r.get(system, {}).get(mode)  # noqa: E731
             cells = [str(s.head_dim), str(s.seqlen), str(s.batch), str(s.heads), "yes" if s.causal else "no"]
             cells += [common.fmt(getattr(get(sys_), "tflops", None), ".1f") for sys_ in systems]
-            cells += [common.ratio(get("flashx_torch"), get(peer)) for peer, _ in ratios]
+            cells += [common.ratio(get(mine), get(peer)) for mine, peer, _ in ratios]
             body.append(cells)
         lines += [f"## {title}", ""] + common.md_table(head, body) + [""]
 
     # Gradient errors and memory.
-    errs = [s for s in ("flashx_torch", "flashx_jax", "sdpa_cudnn", "flex") if s in systems]
+    errs = [s for s in ("flashx_torch", "flashx_jax", "sdpa_cudnn", "flex", "jax_cudnn", "pallas") if s in systems]
     mems = [s for s in TORCH_SYSTEMS if s in systems]
     lines += [
         "## Gradient error and peak extra memory",
         "",
-        "- grad err: largest relative Frobenius error of dQ, dK, dV against the reference SDPA backend's"
+        "- err: largest relative Frobenius error of dQ, dK, dV against the reference SDPA backend's"
         " (FA2's, else cuDNN's); peers' errors are the yardstick for the dtype",
         "- memory (MiB): peak allocated during one forward less the inputs and the output (what is kept for the"
         " backward, and scratch), and during one backward less the gradients; bound: 4*B*H*N bytes, one float32 per"
@@ -379,7 +401,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " of the bound",
         "",
     ]
-    head = ["D", "N", "causal", "ref"] + [f"grad err {SYSTEMS[s]}" for s in errs]
+    head = ["D", "N", "causal", "ref"] + [f"err {SYSTEMS[s]}" for s in errs]
     head += [f"{SYSTEMS[s]} fwd / bwd" for s in mems] + ["bound 4BHN"]
     body = []
     for row in rows:
@@ -411,17 +433,18 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list, args: argparse.Namespace, settings: dict, path: Path, log) -> None:
+def plot(rows: list, args: argparse.Namespace, settings: dict, path: Path, log) -> bool:
+    """TFLOP/s vs N per D and causal flag; False if not drawn."""
     plt = common.pyplot(log)
     if plt is None:
-        return
+        return False
     head_dims = sorted({r.shape.head_dim for r in rows})
     causal_flags = sorted({r.shape.causal for r in rows})
     fig, axes = plt.subplots(
         len(head_dims), len(causal_flags), figsize=(5.5 * len(causal_flags), 3.6 * len(head_dims)), squeeze=False
     )
-    markers = dict(zip(SYSTEMS, "osD^v"))
-    colors = dict(zip(SYSTEMS, ("C0", "C1", "C2", "C3", "C4")))
+    markers = dict(zip(SYSTEMS, "osD^v<>", strict=True))
+    colors = {system: f"C{i}" for i, system in enumerate(SYSTEMS)}
     for i, d in enumerate(head_dims):
         for j, causal in enumerate(causal_flags):
             ax = axes[i][j]
@@ -444,6 +467,7 @@ def plot(rows: list, args: argparse.Namespace, settings: dict, path: Path, log) 
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return True
 
 
 # ----------------------------------------------------------------------------------------------
@@ -472,7 +496,7 @@ def main(argv=None) -> int:
         return 2
     ctx = {"torch": torch, "device": device, "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK")),
            "err_limit": common.GRAD_ERR_LIMITS[args.dtype], "no_memory": args.no_memory}
-    if "flashx_jax" in args.systems:
+    if any(s in args.systems for s in JAX_SYSTEMS):
         common.init_jax(ctx, device, log)
 
     env = common.environment(torch, device)
@@ -534,8 +558,10 @@ def main(argv=None) -> int:
         ],
     }
     common.write_json(out_dir / "backward.json", raw)
-    plot(rows, args, settings, out_dir / "backward.png", log)
-    log(f"wrote {out_dir / 'backward.md'}, {out_dir / 'backward.json'}, {out_dir / 'backward.png'}\n")
+    written = [out_dir / "backward.md", out_dir / "backward.json"]
+    if plot(rows, args, settings, out_dir / "backward.png", log):
+        written.append(out_dir / "backward.png")
+    log(f"wrote {', '.join(map(str, written))}\n")
     print(table, flush=True)
     return 0
 

@@ -1,10 +1,23 @@
 #!/usr/bin/env python3
-"""Forward attention throughput: flashx (torch and JAX frontends) beside torch SDPA's FA2 and cuDNN.
+"""Forward attention throughput: flashx (torch and JAX frontends) beside torch SDPA's FA2 and
+cuDNN, FlexAttention, jax.nn.dot_product_attention's cuDNN and JAX's Pallas GPU attention.
 
-Shapes: B*N = 16k tokens, H*D = 2048, D in {64, 128, 256}, N = Nq = Nkv in {1k, 4k, 16k}
-(B = 16k / N, H = 2048 / D), causal and not, bf16 by default. Every system gets the very same
-q, k, v of shape (B, H, N, D): SDPA's native layout, and flashx's layout="bhnd" (no copies;
-the JAX frontend sees the same buffers through DLPack).
+Shapes, bf16 by default:
+- the dense sweep: B*N = 16k tokens, H*D = 2048, D in {64, 128, 256}, N = Nq = Nkv in
+  {1k, 4k, 16k} (B = 16k / N, H = 2048 / D), causal and not;
+- short sequences (the issue's target, flashx >= 1.5x FA2): B = 64, H = 16, D = 128,
+  N in {256, 512}, causal (run first, so a spent --budget-s skips sweep shapes instead).
+Every torch system gets the very same q, k, v of shape (B, H, N, D): SDPA's native layout, and
+flashx's layout="bhnd" (no copies; flashx's JAX frontend sees the same buffers through DLPack).
+The JAX peers take (B, N, H, D) only: they get a copy in that layout, made once per shape,
+outside the timing.
+
+Systems (the JAX ones jitted):
+- FlexAttention: torch.compile(flex_attention, dynamic=False), causal through a block mask from
+  create_block_mask(causal), built once per shape;
+- jax.nn cuDNN: jax.nn.dot_product_attention(implementation="cudnn");
+- Pallas GPU: jax.experimental.pallas.ops.gpu.attention.mha (Triton lowering, default block
+  sizes, sm_scale = 1/sqrt(D)); with --device cpu in Pallas' interpret mode.
 
 FLOPs: 4 * B * H * Nq * Nkv * D, halved when causal.
 Timing: torch with triton.testing.do_bench (median, L2 flushed between calls); JAX with a
@@ -13,16 +26,18 @@ few back-to-back calls ended by block_until_ready (so host dispatch is not count
 kernel time).
 
 A system that fails on a shape (a backend not available, an error, out of memory) is shown as
-"-" and its reason is printed and listed under the table; the run goes on. flashx's output is
-checked against SDPA's once per shape (relative Frobenius error), so a fast but wrong kernel
-shows.
+"-" and its reason is printed and listed under the table; the run goes on. Every system's output
+is checked against SDPA's (FA2's, else cuDNN's) once per shape (relative Frobenius error): flashx's
+is in the table, the peers' are printed, and any above the dtype's limit is listed under the
+table, so a fast but wrong kernel shows.
 
-Writes DIR/forward.md (table with a header naming the date, GPU, driver and versions),
-DIR/forward.json (raw numbers) and DIR/forward.png (TFLOP/s vs N, one panel per D and
-causal flag), DIR defaulting to benchmarks/results/h200; prints the markdown table last.
+Writes DIR/forward.md (tables with a header naming the date, GPU, driver and versions),
+DIR/forward.json (raw numbers) and DIR/forward.png (the sweep's TFLOP/s vs N, one panel per D
+and causal flag), DIR defaulting to benchmarks/results/h200; prints the markdown tables last.
 
-    python benchmarks/bench_forward.py            # full sweep (18 shapes)
-    python benchmarks/bench_forward.py --quick    # subset, about a minute on an H200 (mostly compiles)
+    python benchmarks/bench_forward.py            # short shapes and the full sweep (2 + 18 shapes)
+    python benchmarks/bench_forward.py --quick    # short shapes, D in {64, 128} at N = 4k; ~1.5 minutes on an H200
+    python benchmarks/bench_forward.py --short    # the short shapes only
     python benchmarks/bench_forward.py --device cpu   # debug pass: interpreter, tiny shapes
 
 Needs a CUDA GPU (but --device cpu); importing this module does no work (no framework is
@@ -53,22 +68,45 @@ DTYPES = common.DTYPES
 # The dense sweep, shared with bench_backward.py: B*N tokens, H*D hidden, head dims, sequence lengths.
 TOKENS, HIDDEN, HEAD_DIMS, SEQLENS = common.TOKENS, common.HIDDEN, common.HEAD_DIMS, common.SEQLENS
 QUICK_HEAD_DIMS = (64, 128)
-QUICK_SEQLENS = (1024, 4096)
+QUICK_SEQLENS = (4096,)
+# Short sequences, the issue's target (flashx >= 1.5x FA2's forward): B = 64, D = 128, causal.
+SHORT_BATCH, SHORT_HEAD_DIM, SHORT_SEQLENS = 64, 128, (256, 512)
 # --device cpu (debug): tiny shapes the interpreter gets through quickly.
 CPU_TOKENS, CPU_HIDDEN, CPU_HEAD_DIMS, CPU_SEQLENS = common.CPU_TOKENS, common.CPU_HIDDEN, (16,), (32,)
-QUICK_BUDGET_S = 60.0  # run_all.sh --quick runs three scripts in about four minutes
+CPU_SHORT_BATCH, CPU_SHORT_HEAD_DIM, CPU_SHORT_SEQLENS = 4, 16, (16, 32)
+QUICK_BUDGET_S = 80.0  # run_all.sh --quick runs four scripts in about six minutes
 
-# name -> label; flashx first, peers after. Ratios are flashx (torch) over each peer.
+# name -> label; flashx first, peers after.
 SYSTEMS = {
     "flashx_torch": "flashx (torch)",
     "flashx_jax": "flashx (jax)",
     "sdpa_flash": "SDPA FA2",
     "sdpa_cudnn": "SDPA cuDNN",
+    "flex": "FlexAttention",
+    "jax_cudnn": "jax.nn cuDNN",
+    "pallas": "Pallas GPU",
 }
-RATIOS = (("sdpa_flash", "flashx/FA2"), ("sdpa_cudnn", "flashx/cuDNN"))
+JAX_SYSTEMS = ("flashx_jax", "jax_cudnn", "pallas")
+# (system, peer, label): the system's TFLOP/s over the peer's.
+RATIOS = (
+    ("flashx_torch", "sdpa_flash", "flashx/FA2"),
+    ("flashx_torch", "sdpa_cudnn", "flashx/cuDNN"),
+    ("flashx_torch", "flex", "flashx/Flex"),
+    ("flashx_jax", "flashx_torch", "flashx jax/torch"),
+    ("flashx_jax", "jax_cudnn", "flashx jax/jax cuDNN"),
+    ("flashx_jax", "pallas", "flashx jax/Pallas"),
+)
+ERR_COLUMNS = ("flashx_torch", "flashx_jax")  # the table's err columns; the peers' errors are printed
+GROUPS = {
+    "short": "Short sequences: B = {batch}, H = {heads}, D = {head_dim}, causal (the issue's target: flashx >= 1.5x FA2)",
+    "sweep": "Dense sweep: B*N = {tokens} tokens, H*D = {hidden}",
+}
+
+
 @dataclass
 class Row:
     shape: Shape
+    group: str  # a key of GROUPS
     results: dict = field(default_factory=dict)  # system -> Result
     reference: Optional[str] = None  # which SDPA backend the errors are measured against
 
@@ -80,18 +118,50 @@ class Row:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description="Forward attention TFLOP/s: flashx (torch, JAX) vs torch SDPA's FA2 and cuDNN backends.",
-        epilog=f"Shapes: B*N={TOKENS}, H*D={HIDDEN}; full sweep D in {HEAD_DIMS}, N in {SEQLENS}; "
-        f"--quick: D in {QUICK_HEAD_DIMS}, N in {QUICK_SEQLENS}; causal and not.",
+        description="Forward attention TFLOP/s: flashx (torch, JAX) vs torch SDPA's FA2 and cuDNN backends, "
+        "FlexAttention, jax.nn.dot_product_attention (cuDNN) and JAX's Pallas GPU attention.",
+        epilog=f"Shapes: short: B={SHORT_BATCH}, H={HIDDEN // SHORT_HEAD_DIM}, D={SHORT_HEAD_DIM}, N in {SHORT_SEQLENS}, "
+        f"causal; sweep: B*N={TOKENS}, H*D={HIDDEN}, D in {HEAD_DIMS}, N in {SEQLENS} (--quick: D in {QUICK_HEAD_DIMS}, "
+        f"N in {QUICK_SEQLENS}), causal and not. --d/--n replace the sweep's and drop the short shapes.",
     )
-    common.add_common_args(p, "forward", "a subset of shapes and shorter timing (about a minute on an H200)", QUICK_BUDGET_S)
+    common.add_common_args(p, "forward", "the short shapes, a subset of the sweep and shorter timing (~1.5 minutes on an H200)",
+                           QUICK_BUDGET_S)
+    p.add_argument("--short", action="store_true", help="only the short shapes (B=64, N in {256, 512}, D=128, causal)")
     p.add_argument("--d", type=int, nargs="+", metavar="D", help="head dims to run (overrides the sweep's)")
     p.add_argument("--n", type=int, nargs="+", metavar="N", help="sequence lengths to run (overrides the sweep's)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both", help="causal shapes to run (default: %(default)s)")
     p.add_argument(
         "--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS), help="systems to run (default: all)"
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.short and (args.d or args.n):
+        p.error("--short runs the short shapes only: it takes no --d or --n")
+    return args
+
+
+def shapes_to_run(args: argparse.Namespace) -> list:
+    """[(group, Shape)]: the short shapes first (causal only), then the sweep (unless --short)."""
+    cpu = args.device == "cpu"
+    causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    out = []
+    if True in causal_flags and (args.short or not (args.d or args.n)):
+        batch, head_dim, seqlens = (CPU_SHORT_BATCH, CPU_SHORT_HEAD_DIM, CPU_SHORT_SEQLENS) if cpu else (
+            SHORT_BATCH, SHORT_HEAD_DIM, SHORT_SEQLENS)
+        hidden = CPU_HIDDEN if cpu else HIDDEN
+        out += [("short", Shape(batch=batch, heads=hidden // head_dim, seqlen=n, head_dim=head_dim, causal=True))
+                for n in seqlens]
+    if args.short:
+        if not out:
+            raise SystemExit("--short: the short shapes are causal, and --causal no leaves none")
+        return out
+    if cpu:
+        tokens, hidden = CPU_TOKENS, CPU_HIDDEN
+        head_dims, seqlens = args.d or CPU_HEAD_DIMS, args.n or CPU_SEQLENS
+    else:
+        tokens, hidden = TOKENS, HIDDEN
+        head_dims = args.d or (QUICK_HEAD_DIMS if args.quick else HEAD_DIMS)
+        seqlens = args.n or (QUICK_SEQLENS if args.quick else SEQLENS)
+    return out + [("sweep", shape) for shape in shapes_for(head_dims, seqlens, causal_flags, tokens, hidden)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -138,29 +208,46 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
                 return common.time_torch(fn, warmup_ms, rep_ms, device), out
         return run
 
-    def flashx_torch():
-        fn = lambda: flashx.torch.attention(q, k, v, causal=shape.causal, layout="bhnd")  # noqa: E731
-        out = fn()
-        return common.time_torch(fn, warmup_ms, rep_ms, device), out
+    def torch_system(make_attention):
+        """make_attention() -> (q, k, v) -> out, called inside the guarded run (set-up failures are its reason)."""
+        def run():
+            fn = functools.partial(make_attention(), q, k, v)
+            out = fn()
+            return common.time_torch(fn, warmup_ms, rep_ms, device), out
+        return run
 
-    def flashx_jax():
-        jax = common.require_jax(ctx)
+    def flashx_torch_attention():
+        return functools.partial(flashx.torch.attention, causal=shape.causal, layout="bhnd")
+
+    def jax_system(make_attention, bnhd: bool):
+        """make_attention() -> a JAX (q, k, v) -> out, jitted here; bnhd: it takes (B, N, H, D) (a copy of
+        the inputs, made before the timing) rather than the torch buffers' (B, H, N, D)."""
+        def run():
+            jax = common.require_jax(ctx)
+            convert = common.jax_bnhd_from_torch if bnhd else common.jax_from_torch
+            args = tuple(convert(jax, t) for t in (q, k, v))
+            if device == "cuda":
+                torch.cuda.synchronize()  # these buffers are torch's (and maybe copies): written before JAX reads them
+            fn = jax.jit(make_attention())
+            ms = common.time_jax(fn, args, warmup_ms, rep_ms)
+            out = jax.block_until_ready(fn(*args))
+            back = common.torch_bhnd_from_jax if bnhd else common.torch_from_jax
+            return ms, back(torch, out, device)
+        return run
+
+    def flashx_jax_attention():
         import flashx.jax
 
-        if device == "cuda":
-            torch.cuda.synchronize()  # the buffers below are torch's; make sure they are written
-        jq, jk, jv = (common.jax_from_torch(jax, t) for t in (q, k, v))
-        fn = jax.jit(functools.partial(flashx.jax.attention, causal=shape.causal, layout="bhnd"))
-        ms = common.time_jax(fn, (jq, jk, jv), warmup_ms, rep_ms)
-        out = fn(jq, jk, jv)
-        out.block_until_ready()
-        return ms, common.torch_from_jax(torch, out, device)
+        return functools.partial(flashx.jax.attention, causal=shape.causal, layout="bhnd")
 
     runners = {
         "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
-        "flashx_torch": flashx_torch,
-        "flashx_jax": flashx_jax,
+        "flashx_torch": torch_system(flashx_torch_attention),
+        "flex": torch_system(lambda: common.flex_for(ctx, shape.causal, shape.seqlen)),
+        "flashx_jax": jax_system(flashx_jax_attention, bnhd=False),
+        "jax_cudnn": jax_system(lambda: common.jax_peer("jax_cudnn", shape.causal, shape.head_dim, device), bnhd=True),
+        "pallas": jax_system(lambda: common.jax_peer("pallas", shape.causal, shape.head_dim, device), bnhd=True),
     }
     # Peers first, so the reference exists before flashx is checked against it.
     for system in sorted(systems, key=lambda s: (not s.startswith("sdpa"), list(SYSTEMS).index(s))):
@@ -180,14 +267,13 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
                 ref = None
                 log(f"  no SDPA reference for the error check: {common.reason(err)}")
     if ref is not None:
-        for system in ("flashx_torch", "flashx_jax"):
-            if system in outputs:
-                err = common.rel_err(outputs[system], ref)
-                row.results[system].err = err
-                flag = "  <-- WRONG?" if not (err < ctx["err_limit"]) else ""
-                log(f"  {SYSTEMS[system]:<15} rel err vs {row.reference}: {err:.2e}{flag}")
-        if "sdpa_flash" in outputs and "sdpa_cudnn" in outputs:
-            log(f"  (SDPA cuDNN vs FA2 rel err: {common.rel_err(outputs['sdpa_cudnn'], outputs['sdpa_flash']):.2e})")
+        for system, out in outputs.items():
+            if out is ref:
+                continue
+            err = common.rel_err(out, ref)
+            row.results[system].err = err
+            flag = "  <-- WRONG?" if not (err < ctx["err_limit"]) else ""
+            log(f"  {SYSTEMS[system]:<15} rel err vs {row.reference}: {err:.2e}{flag}")
 
     # the inputs and outputs go with this frame; main() then empties torch's cache
 
@@ -202,53 +288,60 @@ _fmt = common.fmt
 def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) -> str:
     systems = [s for s in SYSTEMS if s in args.systems]
     lines = common.header_lines("flashx forward throughput", env) + [
-        f"- {settings['dtype']}, B*N = {settings['tokens']} tokens, H*D = {settings['hidden']}, Nq = Nkv = N, layout (B, H, N, D) for every system"
-        " (flashx: layout=\"bhnd\", same buffers)",
+        f"- {settings['dtype']}, Nq = Nkv = N; torch systems: q, k, v of shape (B, H, N, D) (flashx: layout=\"bhnd\", same"
+        " buffers; flashx's JAX frontend: the same buffers through DLPack); jax.nn cuDNN and Pallas GPU: a (B, N, H, D) copy",
         "- TFLOP/s = 4*B*H*N*N*D / time, halved when causal",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
         " JAX: jitted, compile and warm-up excluded, median over samples of back-to-back calls ended by block_until_ready",
-        "- ratios: flashx (torch) TFLOP/s over the peer's; err: relative Frobenius error of flashx's output vs SDPA's"
-        " (FA2's, else cuDNN's)",
-        "",
+        "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"
+        " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"
+        " jax.experimental.pallas.ops.gpu.attention.mha (default block sizes)",
+        "- ratios: TFLOP/s over the peer's (flashx: the torch frontend; flashx jax: the JAX frontend); err: relative"
+        " Frobenius error of flashx's output vs SDPA's (FA2's, else cuDNN's); the peers' are in the log and the .json",
     ]
-    head = ["D", "N", "B", "H", "causal"] + [SYSTEMS[s] for s in systems]
-    ratios = [(peer, label) for peer, label in RATIOS if peer in systems and "flashx_torch" in systems]
-    head += [label for _, label in ratios]
-    errs = [s for s in ("flashx_torch", "flashx_jax") if s in systems]
+    ratios = [(mine, peer, label) for mine, peer, label in RATIOS if mine in systems and peer in systems]
+    errs = [s for s in ERR_COLUMNS if s in systems]
+    head = ["D", "N", "B", "H", "causal"] + [SYSTEMS[s] for s in systems] + [label for _, _, label in ratios]
     head += [f"err {SYSTEMS[s].split('(')[1].rstrip(')')}" for s in errs]
-    lines.append("| " + " | ".join(head) + " |")
-    lines.append("|" + "|".join("---:" for _ in head) + "|")
     failures = common.Failures()
-    for row in rows:
-        s, r = row.shape, row.results
-        cells = [str(s.head_dim), str(s.seqlen), str(s.batch), str(s.heads), "yes" if s.causal else "no"]
-        cells += [_fmt(r[sys_].tflops, ".1f") if sys_ in r else "-" for sys_ in systems]
-        mine = r.get("flashx_torch")
-        for peer, _ in ratios:
-            theirs = r.get(peer)
-            ok = mine and theirs and mine.tflops and theirs.tflops
-            cells.append(f"{mine.tflops / theirs.tflops:.2f}" if ok else "-")
-        cells += [_fmt(r[e].err, ".1e") if e in r else "-" for e in errs]
-        lines.append("| " + " | ".join(cells) + " |")
-        for k, res in r.items():
-            if res.reason:
-                failures.add(s.name, SYSTEMS[k], res.reason)
-            if res.err is not None and not res.err < settings["err_limit"]:
-                failures.add(s.name, SYSTEMS[k], f"relative error {res.err:.2e} (above {settings['err_limit']:g}: check correctness)")
+    for group, title in GROUPS.items():
+        mine = [row for row in rows if row.group == group]
+        if not mine:
+            continue
+        s0 = mine[0].shape
+        title = title.format(batch=s0.batch, heads=s0.heads, head_dim=s0.head_dim, tokens=settings["tokens"],
+                             hidden=settings["hidden"])
+        body = []
+        for row in mine:
+            s, r = row.shape, row.results
+            cells = [str(s.head_dim), str(s.seqlen), str(s.batch), str(s.heads), "yes" if s.causal else "no"]
+            cells += [_fmt(r[sys_].tflops, ".1f") if sys_ in r else "-" for sys_ in systems]
+            cells += [common.ratio(r.get(a), r.get(b)) for a, b, _ in ratios]
+            cells += [_fmt(r[e].err, ".1e") if e in r else "-" for e in errs]
+            body.append(cells)
+            for k, res in r.items():
+                if res.reason:
+                    failures.add(s.name, SYSTEMS[k], res.reason)
+                if res.err is not None and not res.err < settings["err_limit"]:
+                    failures.add(s.name, SYSTEMS[k], f"relative error {res.err:.2e} vs {row.reference} (above "
+                                 f"{settings['err_limit']:g}: check correctness)")
+        lines += ["", f"## {title}", ""] + common.md_table(head, body)
     lines += failures.lines()
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list, args: argparse.Namespace, settings: dict, path: Path, log) -> None:
-    plt = common.pyplot(log)
+def plot(rows: list, args: argparse.Namespace, settings: dict, path: Path, log) -> bool:
+    """The sweep's TFLOP/s vs N (the short shapes have their own B: not on these curves); False if none."""
+    rows = [r for r in rows if r.group == "sweep"]
+    plt = common.pyplot(log) if rows else None
     if plt is None:
-        return
+        return False
     head_dims = sorted({r.shape.head_dim for r in rows})
     causal_flags = sorted({r.shape.causal for r in rows})
     fig, axes = plt.subplots(
         len(head_dims), len(causal_flags), figsize=(5.5 * len(causal_flags), 3.6 * len(head_dims)), squeeze=False
     )
-    markers = dict(zip(SYSTEMS, "osD^", strict=True))
+    markers = dict(zip(SYSTEMS, "osD^v<>", strict=True))
     for i, d in enumerate(head_dims):
         for j, causal in enumerate(causal_flags):
             ax = axes[i][j]
@@ -269,6 +362,7 @@ def plot(rows: list, args: argparse.Namespace, settings: dict, path: Path, log) 
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return True
 
 
 # ----------------------------------------------------------------------------------------------
@@ -278,15 +372,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     device = args.device
     warmup_ms, rep_ms = common.timing_defaults(args)
-    if device == "cpu":
-        tokens, hidden = CPU_TOKENS, CPU_HIDDEN
-        head_dims, seqlens = args.d or CPU_HEAD_DIMS, args.n or CPU_SEQLENS
-    else:
-        tokens, hidden = TOKENS, HIDDEN
-        head_dims = args.d or (QUICK_HEAD_DIMS if args.quick else HEAD_DIMS)
-        seqlens = args.n or (QUICK_SEQLENS if args.quick else SEQLENS)
-    causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    shapes = shapes_for(head_dims, seqlens, causal_flags, tokens, hidden)
+    tokens, hidden = (CPU_TOKENS, CPU_HIDDEN) if device == "cpu" else (TOKENS, HIDDEN)
+    shapes = shapes_to_run(args)
     deadline = common.Deadline(args.budget_s if args.budget_s is not None else (QUICK_BUDGET_S if args.quick else None))
 
     def log(msg: str) -> None:
@@ -298,7 +385,7 @@ def main(argv=None) -> int:
 
     ctx = {"torch": torch, "device": device, "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK"))}
     ctx["err_limit"] = common.ERR_LIMITS[args.dtype]
-    if "flashx_jax" in args.systems:
+    if any(s in args.systems for s in JAX_SYSTEMS):
         common.init_jax(ctx, device, log)
 
     env = common.environment(torch, device)
@@ -312,15 +399,15 @@ def main(argv=None) -> int:
     rows = []
     start = time.perf_counter()
     stop = None  # why the remaining shapes are skipped, once they are
-    for shape in shapes:
+    for group, shape in shapes:
         if stop is None and deadline.expired:
             stop = deadline.why()
         if stop is not None:
             log(f"{shape.name}: {stop}")
-            rows.append(Row(shape, results={s: Result(reason=stop) for s in args.systems}))
+            rows.append(Row(shape, group, results={s: Result(reason=stop) for s in args.systems}))
             continue
         log(f"{shape.name}  ({shape.flops / 1e12:.3f} TFLOP)")
-        row = Row(shape)
+        row = Row(shape, group)
         rows.append(row)
         try:
             bench_shape(row, settings["dtype"], args.systems, ctx, warmup_ms, rep_ms, log)
@@ -342,7 +429,7 @@ def main(argv=None) -> int:
         "settings": settings,
         "rows": [
             {
-                "B": r.shape.batch, "H": r.shape.heads, "N": r.shape.seqlen, "D": r.shape.head_dim,
+                "group": r.group, "B": r.shape.batch, "H": r.shape.heads, "N": r.shape.seqlen, "D": r.shape.head_dim,
                 "causal": r.shape.causal, "reference": r.reference,
                 **{k: {"tflops": v.tflops, "ms": v.ms, "err": v.err, "reason": v.reason} for k, v in r.results.items()},
             }
@@ -350,8 +437,10 @@ def main(argv=None) -> int:
         ],
     }
     common.write_json(out_dir / "forward.json", raw)
-    plot(rows, args, settings, out_dir / "forward.png", log)
-    log(f"wrote {out_dir / 'forward.md'}, {out_dir / 'forward.json'}, {out_dir / 'forward.png'}\n")
+    written = [out_dir / "forward.md", out_dir / "forward.json"]
+    if plot(rows, args, settings, out_dir / "forward.png", log):
+        written.append(out_dir / "forward.png")
+    log(f"wrote {', '.join(map(str, written))}\n")
     print(table, flush=True)
     return 0
 

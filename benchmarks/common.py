@@ -1,4 +1,5 @@
-"""Helpers shared by flashx's benchmark scripts (bench_forward.py, bench_backward.py, bench_variants.py).
+"""Helpers shared by flashx's benchmark scripts (bench_forward.py, bench_backward.py, bench_variants.py,
+bench_compile.py).
 
 Importing this module does no work: no framework is imported until a function needs it. It
 only sets XLA_PYTHON_CLIENT_PREALLOCATE=false (JAX would otherwise take most of the GPU's memory
@@ -14,6 +15,7 @@ Conventions every script follows:
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 import os
@@ -88,7 +90,7 @@ class Result:
 
     ms: Optional[float] = None
     tflops: Optional[float] = None
-    err: Optional[float] = None  # relative error against the reference (flashx only)
+    err: Optional[float] = None  # relative error against the reference (SDPA FA2's, else cuDNN's)
     reason: Optional[str] = None  # why it failed or was skipped, if it was
 
     def to_json(self) -> dict:
@@ -236,6 +238,38 @@ def require_jax(ctx: dict):
 def jax_from_torch(jax, t):
     """A zero-copy JAX view of a torch tensor (detached: DLPack refuses tensors that need grad)."""
     return jax.dlpack.from_dlpack(t.detach())
+
+
+def jax_bnhd_from_torch(jax, t):
+    """A JAX (B, N, H, D) array from a torch (B, H, N, D) tensor, for the JAX peers that take only
+    that layout: one copy on torch's side (made outside any timed call), then a DLPack view."""
+    return jax_from_torch(jax, t.detach().transpose(1, 2).contiguous())
+
+
+def torch_bhnd_from_jax(torch, x, device: str):
+    """The torch (B, H, N, D) view of a JAX (B, N, H, D) array (for the checks only)."""
+    return torch_from_jax(torch, x, device).transpose(1, 2)
+
+
+def jax_peer(name: str, causal: bool, head_dim: int, device: str) -> Callable:
+    """A JAX peer's attention (q, k, v) -> out, all (B, N, H, D), scale 1/sqrt(D); jit it.
+
+    - "jax_cudnn": jax.nn.dot_product_attention(implementation="cudnn"), which raises where cuDNN
+      cannot run the case (and on the CPU);
+    - "pallas": jax.experimental.pallas.ops.gpu.attention.mha, JAX's Pallas (Triton lowering)
+      FlashAttention with its default block sizes; on the CPU in Pallas' interpret mode.
+    """
+    import jax
+
+    if name == "jax_cudnn":
+        return functools.partial(jax.nn.dot_product_attention, is_causal=causal, implementation="cudnn")
+    if name == "pallas":
+        from jax.experimental.pallas.ops.gpu import attention as pallas_attention
+
+        # mha's segment_ids has no default, and its sm_scale defaults to 1.0.
+        return functools.partial(pallas_attention.mha, segment_ids=None, sm_scale=head_dim ** -0.5, causal=causal,
+                                 interpret=device == "cpu")
+    raise ValueError(f"unknown JAX peer {name!r}")
 
 
 def torch_from_jax(torch, x, device: str):
@@ -389,6 +423,11 @@ def empty_cache(torch, device: str) -> None:
 # FlexAttention
 
 
+def causal_mask(b, h, q_idx, kv_idx):
+    """FlexAttention's mask_mod for causal attention (Nq = Nkv)."""
+    return q_idx >= kv_idx
+
+
 def flex_setup(torch) -> tuple:
     """(compiled flex_attention, create_block_mask), with torch.compile set up for a sweep.
 
@@ -415,6 +454,19 @@ def flex_setup(torch) -> tuple:
     except Exception:  # noqa: BLE001
         pass
     return torch.compile(flex_attention, dynamic=False), create_block_mask
+
+
+def flex_for(ctx: dict, causal: bool, seqlen: int) -> Callable:
+    """FlexAttention (q, k, v) -> out for one shape, all (B, H, N, D): the compiled flex_attention
+    (set up once per process, kept in ctx: a failure there is this system's reason), causal through
+    a block mask from create_block_mask(causal_mask), built here once per shape."""
+    if "flex" not in ctx:
+        ctx["flex"] = flex_setup(ctx["torch"])
+    flex, create_block_mask = ctx["flex"]
+    block_mask = None
+    if causal:
+        block_mask = create_block_mask(causal_mask, None, None, seqlen, seqlen, device=ctx["device"])
+    return lambda q, k, v: flex(q, k, v, block_mask=block_mask)
 
 
 # ----------------------------------------------------------------------------------------------

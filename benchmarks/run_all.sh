@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Run flashx's three benchmarks one after the other and print their tables:
-#   bench_forward.py, bench_backward.py, bench_variants.py.
+# Run flashx's four benchmarks one after the other and print their tables:
+#   bench_forward.py (flashx beside SDPA FA2/cuDNN, FlexAttention, jax.nn cuDNN, Pallas GPU; the
+#   short-sequence shapes), bench_backward.py (the same peers, fwd+bwd and bwd only),
+#   bench_variants.py (window, documents, GQA) and bench_compile.py (first-call compile cost in
+#   fresh processes, and no recompile at a new sequence length).
 #
 #   bash benchmarks/run_all.sh [--quick | --full] [ARGS...]
 #
-# --quick (the default): each script's --quick mode, about four minutes in all on an H200 (most of
+# --quick (the default): each script's --quick mode, about six minutes in all on an H200 (most of
 #   it compiling); each script gets a soft time budget (--budget-s, cases not started once it is
 #   spent are skipped and listed) and a hard timeout (SIGTERM: the script writes what it measured),
-#   both cut from a total of FLASHX_BENCH_TOTAL_S seconds (default 240).
+#   both cut from a total of FLASHX_BENCH_TOTAL_S seconds (default 360): at most 105 s forward,
+#   105 s backward, 80 s variants, 70 s compile, each budget 25 s under its timeout.
 # --full: the full sweeps, without budgets or timeouts (much longer than the GPU tool's 10 minutes:
 #   run the scripts one per call instead).
 # ARGS go to every script after the mode (e.g. --dtype fp16, --out DIR, --device cpu).
@@ -49,10 +53,10 @@ done
 LOG_DIR="${LOG_DIR:-$results/logs}"
 mkdir -p "$LOG_DIR"
 
-scripts=(bench_forward bench_backward bench_variants)
-names=(forward backward variants)
-caps=(75 100 85)   # hard timeout per script in --quick mode, seconds (then cut to fit the total)
-TOTAL="${FLASHX_BENCH_TOTAL_S:-240}"
+scripts=(bench_forward bench_backward bench_variants bench_compile)
+names=(forward backward variants compile)
+caps=(105 105 80 70)   # hard timeout per script in --quick mode, seconds (then cut to fit the total)
+TOTAL="${FLASHX_BENCH_TOTAL_S:-360}"
 MIN_S=40           # kept for each script still to run
 start_all=$(date +%s)
 declare -a status secs
