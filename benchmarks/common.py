@@ -325,7 +325,9 @@ def _time_wall(call: Callable, wait: Callable, warmup_ms: float, rep_ms: float) 
         wait(call())
         calls += 1
     estimate_s = max((time.perf_counter() - t0) / calls, 1e-6)
-    inner = max(1, min(50, int(2e-3 / estimate_s)))  # samples of at least ~2 ms
+    # Samples of at least ~20 ms: each ends in one host-device round trip (a fraction of a ms
+    # with JAX), which must be spread over many calls, as in a real program's stream of calls.
+    inner = max(1, min(200, int(20e-3 / estimate_s)))
     samples = max(10 if estimate_s < 0.1 else 3, int(rep_ms * 1e-3 / (inner * estimate_s)))
     times = []
     for _ in range(samples):

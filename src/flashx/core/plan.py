@@ -402,6 +402,8 @@ class AttentionPlan:
     flags: Mapping[str, Any] = field(repr=False)
     tiles: TileConfig = field(repr=False)
     layout_axes: tuple = field(repr=False)
+    # Launch templates by key (see _memoized): plans are cached, so this work is done once per shape.
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def needs_launch(self) -> bool:
@@ -434,30 +436,45 @@ class AttentionPlan:
         values = {**self.flags, **extra}
         return {name: values[name] for name in wanted}
 
-    def _bind(self, kernel: Any, arrays: Mapping[str, Any], placeholder: Any, scalars: Mapping[str, Any]) -> tuple:
-        """The kernel's runtime arguments by name: arrays (a placeholder for absent ones), then scalars."""
-        runtime_names, _ = _kernel_params(kernel)
+    def _template(self, kernel: Any, scalars: Mapping[str, Any]) -> tuple:
+        """(the kernel's runtime arguments with None for arrays, (position, name) of each array)."""
         values = {**self.scalars, **scalars}
-        args = []
-        for name in runtime_names:
+        args, slots = [], []
+        for name in _kernel_params(kernel)[0]:
             if name in values:
                 args.append(values[name])
-            elif name in arrays and arrays[name] is not None:
-                args.append(arrays[name])
             elif name.isupper():
-                args.append(placeholder)
+                slots.append((len(args), name))
+                args.append(None)
             else:
                 raise KeyError(f"no value for kernel argument {name}")
-        return tuple(args)
+        return tuple(args), tuple(slots)
+
+    def _memoized(self, key: Any, build: Any) -> Any:
+        """build() once per plan and key: a call at known shapes then only binds its arrays."""
+        memo = self._memo
+        if key not in memo:
+            memo[key] = build()
+        return memo[key]
+
+    @staticmethod
+    def _call(static: tuple, arrays: Mapping[str, Any], placeholder: Any) -> "KernelCall":
+        """A KernelCall from a memoized (kernel, grid, template, outputs, constexprs, options) and the arrays."""
+        kernel, grid, (args, slots), outputs, constexprs, options = static
+        args = list(args)
+        for position, name in slots:
+            array = arrays.get(name)
+            args[position] = placeholder if array is None else array  # absent inputs: never read
+        return KernelCall(kernel, grid, tuple(args), outputs, constexprs, options)
 
     def forward_call(self, arrays: Mapping[str, Any], placeholder: Any) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name."""
-        extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
-        return KernelCall(
-            attention_forward_kernel, self.forward_grid, self._bind(attention_forward_kernel, arrays, placeholder, extra),
-            ("O", "LSE"), self._constexprs(attention_forward_kernel),
-            self.tiles.forward.options,
-        )
+        def build():
+            extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
+            return (attention_forward_kernel, self.forward_grid, self._template(attention_forward_kernel, extra),
+                    ("O", "LSE"), self._constexprs(attention_forward_kernel), self.tiles.forward.options)
+
+        return self._call(self._memoized("forward", build), arrays, placeholder)
 
     def backward_calls(self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec) -> tuple:
         """(preprocess, dK/dV, dQ) launches.
@@ -467,35 +484,44 @@ class AttentionPlan:
         """
         if tuple(grad_out.shape) != self.out_shape:
             raise ValueError(f"grad_out must have the output's shape {self.out_shape}, got {tuple(grad_out.shape)}")
-        do_strides = (0,) + tuple(grad_out.strides) if self.varlen else tuple(grad_out.strides[a] for a in self.layout_axes)
+        has_dlse = arrays.get("DLSE") is not None
+        statics = self._memoized(
+            ("backward", tuple(grad_out.strides), bias_grad, has_dlse),
+            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse),
+        )
+        transposed = dict(arrays, MAP_COUNTS=arrays.get("MAP_T_COUNTS"), MAP_INDICES=arrays.get("MAP_T_INDICES"))
+        preprocess, dkdv, dq = statics
+        return (self._call(preprocess, arrays, placeholder), self._call(dkdv, transposed, placeholder),
+                self._call(dq, arrays, placeholder))
+
+    def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool) -> tuple:
+        do_strides = (0,) + grad_out_strides if self.varlen else tuple(grad_out_strides[a] for a in self.layout_axes)
         grads = (
             _named_strides("stride_do", "bnhd", do_strides) | self._dense("stride_dk", self.k_shape)
             | self._dense("stride_dv", self.v_shape) | self._dense("stride_dq", self.q_shape)
             | self._lse_strides() | self._dense("stride_o", self.out_shape)
         )
-        has_dlse = arrays.get("DLSE") is not None
         grads |= _named_strides("stride_g", "bhqk", dense_strides(self.bias_grad_shape) if bias_grad else (0, 0, 0, 0))
-        transposed = dict(arrays, MAP_COUNTS=arrays.get("MAP_T_COUNTS"), MAP_INDICES=arrays.get("MAP_T_INDICES"))
         t_strides = self.scalars_for_map("t_") if self.block_mask else {}
         # dO comes with the caller's strides: the alignment hint must hold for them too.
         align = dict(STRIDE_ALIGN=stride_alignment(self.flags["STRIDE_ALIGN"], *do_strides[:3]))
         tiles = self.tiles
-        preprocess = KernelCall(
+        preprocess = (
             attention_backward_preprocess_kernel, self.forward_grid,
-            self._bind(attention_backward_preprocess_kernel, arrays, placeholder, grads), ("DELTA",),
+            self._template(attention_backward_preprocess_kernel, grads), ("DELTA",),
             self._constexprs(attention_backward_preprocess_kernel, dict(align, HAS_DLSE=has_dlse)),
             dict(num_warps=4, num_stages=1),
         )
-        dkdv = KernelCall(
+        dkdv = (
             attention_backward_dkdv_kernel, self.dkdv_grid,
-            self._bind(attention_backward_dkdv_kernel, transposed, placeholder, grads | t_strides), ("DK", "DV"),
+            self._template(attention_backward_dkdv_kernel, grads | t_strides), ("DK", "DV"),
             self._constexprs(attention_backward_dkdv_kernel, dict(
                 align, BLOCK_M=tiles.dkdv.block_m, BLOCK_N=tiles.dkdv.block_n, **_map_ratios(self.block_mask, tiles.dkdv, True))),
             tiles.dkdv.options,
         )
-        dq = KernelCall(
+        dq = (
             attention_backward_dq_kernel, self.dq_grid,
-            self._bind(attention_backward_dq_kernel, arrays, placeholder, grads), ("DQ", "DBIAS"),
+            self._template(attention_backward_dq_kernel, grads), ("DQ", "DBIAS"),
             self._constexprs(attention_backward_dq_kernel, dict(
                 align, BIAS_GRAD=bias_grad, BLOCK_M=tiles.dq.block_m, BLOCK_N=tiles.dq.block_n,
                 **_map_ratios(self.block_mask, tiles.dq))),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from typing import Any, Optional, Sequence, Union
 
 import torch
@@ -58,24 +59,27 @@ def _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, 
     )
 
 
-def _spec(name: str, x: Any) -> Optional[core.ArraySpec]:
-    if x is None:
+def _spec(name: str, x: Any, required: bool = False) -> Optional[core.ArraySpec]:
+    if x is None and not required:
         return None
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    return core.ArraySpec(
-        shape=tuple(x.shape), strides=tuple(x.stride()),
-        dtype=str(x.dtype).removeprefix("torch."), device=str(x.device),
-    )
+    return core.ArraySpec(tuple(x.shape), x.stride(), _dtype_name(x.dtype), str(x.device))
+
+
+@functools.lru_cache(maxsize=None)
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _plan(q, k, v, bias, tensors: Sequence[Optional[torch.Tensor]], options: core.CallOptions) -> core.AttentionPlan:
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    arrays = dict(zip(_OPTIONAL_INPUTS, tensors), BIAS=bias)
-    specs = {name: _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x) for name, x in arrays.items()}
-    return core.plan_call(options, _spec("q", q), _spec("k", k), _spec("v", v), specs)
+    """The (cached) plan of one call. Runs on every call, in the ops too: kept lean, as host time
+    per call is what limits short sequences."""
+    specs = {name: _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x)
+             for name, x in zip(_OPTIONAL_INPUTS, tensors) if x is not None}
+    if bias is not None:
+        specs["BIAS"] = _spec("bias", bias)
+    return core.plan_call(options, _spec("q", q, True), _spec("k", k, True), _spec("v", v, True), specs)
 
 
 def _on_device(t: torch.Tensor):
