@@ -100,7 +100,10 @@ def _forward_op(
     max_seqlen_k: Optional[int], bottom_right: bool, functions_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, functions_key)
-    plan = _plan(q, k, v, bias, tensors, options)
+    return _forward_impl(_plan(q, k, v, bias, tensors, options), q, k, v, bias, tensors)
+
+
+def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors) -> tuple[torch.Tensor, torch.Tensor]:
     fill = torch.zeros if plan.varlen else torch.empty  # varlen padding rows belong to no sequence
     out = fill(plan.out_shape, dtype=q.dtype, device=q.device)
     lse = fill(plan.lse_shape, dtype=torch.float32, device=q.device)
@@ -126,7 +129,10 @@ def _backward_op(
     functions_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, functions_key)
-    plan = _plan(q, k, v, bias, tensors, options)
+    return _backward_impl(_plan(q, k, v, bias, tensors, options), dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad)
+
+
+def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad: bool) -> tuple:
     # The kernels write every gradient row but varlen's padding rows, which belong to no sequence.
     fill = torch.zeros if plan.varlen or not plan.needs_backward_launch else torch.empty
     dq = fill(plan.q_shape, dtype=q.dtype, device=q.device)
@@ -161,36 +167,78 @@ def _setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)  # an unused lse gets no zero gradient to read
 
 
-def _backward(ctx, grad_out, grad_lse):
-    q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
-    plan = _plan(q, k, v, bias, tensors, _decode(*ctx.encoded))
+def _input_grads(plan: core.AttentionPlan, backward, grad_out, grad_lse, q, k, v, out, lse, bias, bias_grad: bool) -> tuple:
+    """(dq, dk, dv, dbias) from `backward` (the op, or its implementation in eager calls)."""
     plan.check_backward()
     if grad_out is None:  # only lse was used
         grad_out = torch.zeros_like(out)
-    dq, dk, dv, dbias = _backward_op(grad_out, grad_lse, q, k, v, out, lse, bias, tensors, ctx.bias_grad, *ctx.encoded)
+    dq, dk, dv, dbias = backward(grad_out, grad_lse)
     grad_bias = None
-    if ctx.bias_grad:
+    if bias_grad:
         # dBias was written for the full (B, Hq, Nq, Nkv) score; sum it over the broadcast axes.
         axes = plan.bias_reduce_axes
         grad_bias = (dbias.sum(dim=axes, keepdim=True) if axes else dbias).reshape(bias.shape).to(bias.dtype)
-    return (dq, dk, dv, grad_bias, None) + (None,) * len(ctx.encoded)
+    return dq, dk, dv, grad_bias
+
+
+def _backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
+    plan = _plan(q, k, v, bias, tensors, _decode(*ctx.encoded))
+    grads = _input_grads(
+        plan, lambda g, gl: _backward_op(g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad, *ctx.encoded),
+        grad_out, grad_lse, q, k, v, out, lse, bias, ctx.bias_grad,
+    )
+    return grads + (None,) * (1 + len(ctx.encoded))
 
 
 _forward_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+class _EagerAttention(torch.autograd.Function):
+    """The ops' implementation and gradients, called directly in eager mode.
+
+    A torch.library op's dispatch costs tens of microseconds of host time per call, more than a
+    short sequence's kernel runs; eager calls skip it, torch.compile traces the ops.
+    """
+
+    @staticmethod
+    def forward(ctx, plan, q, k, v, bias, *tensors):
+        out, lse = _forward_impl(plan, q, k, v, bias, list(tensors))
+        ctx.save_for_backward(q, k, v, out, lse, bias, *tensors)
+        ctx.plan = plan
+        ctx.bias_grad = bias is not None and ctx.needs_input_grad[4]
+        ctx.set_materialize_grads(False)  # an unused lse gets no zero gradient to read
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
+        plan = ctx.plan
+        grads = _input_grads(
+            plan, lambda g, gl: _backward_impl(plan, g, gl, q, k, v, out, lse, bias, list(tensors), ctx.bias_grad),
+            grad_out, grad_lse, q, k, v, out, lse, bias, ctx.bias_grad,
+        )
+        return (None,) + grads + (None,) * len(tensors)
+
+
 def _run(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias: Optional[torch.Tensor] = None):
     """Validate (naming the argument) before any dispatch, build mask_mod's block map if the
-    plan asks for one, then call the op."""
+    plan asks for one, then call the op (eager: its implementation)."""
     plan = _plan(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], options)
+    compiling = torch.compiler.is_compiling()
     if plan.auto_block_mask is not None:
-        if torch.compiler.is_compiling():
+        if compiling:
             raise RuntimeError("flashx under torch.compile: build the block mask with create_block_mask outside "
                                "the compiled region and pass block_mask=")
         built = _build_block_mask(plan.auto_block_mask, q.device)
         options = dataclasses.replace(options, block_mask=built.spec)
         tensors = {**tensors, **built.kernel_arrays()}
-    out, lse = _forward_op(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], *_encode(options))
+        plan = _plan(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], options)
+    tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
+    if compiling:
+        out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options))
+    else:
+        out, lse = _EagerAttention.apply(plan, q, k, v, bias, *tensor_list)
     return (out, lse) if return_lse else out
 
 
