@@ -95,6 +95,18 @@ TUNED_TILES: dict = {
 }
 
 
+# Sequences up to SHORT_SEQLEN keys and queries: at D = 128 the forward's best tile is smaller (more
+# programs for the few key blocks each sees): CUDA-graph replays on the H200, 2026-11-29, B*N = 16k,
+# H = 16, TFLOP/s of (64, 32, 4, 3) vs the table's: causal 158 vs 115 (N = 256), 235 vs 190 (512),
+# 310 vs 277 (1k); non-causal 260 vs 210, 337 vs 301, 397 vs 388. At D = 64 it only won causal N = 256.
+# One more compiled variant per (D, flags), chosen by this bucket, never by the exact length.
+SHORT_SEQLEN = 1024
+SHORT_FORWARD_TILES: dict = {
+    (128, False): KernelTiles(64, 32, 4, 3),
+    (128, True): KernelTiles(64, 32, 4, 3),
+}
+
+
 def default_blocks() -> tuple:
     """(BLOCK_M, BLOCK_N) of a block map: small tiles in the interpreter; on the GPU 128 x 128,
     a multiple of every kernel's tile in TUNED_TILES (each kernel then walks a map block in
@@ -106,7 +118,8 @@ def default_blocks() -> tuple:
 FLOAT32_WIDE_TILES = TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1))
 
 
-def _tile_config(block_d: int, itemsize: int, causal: bool, map_blocks: Optional[tuple]) -> TileConfig:
+def _tile_config(block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple]) -> TileConfig:
+    """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -114,6 +127,9 @@ def _tile_config(block_d: int, itemsize: int, causal: bool, map_blocks: Optional
         # The table is for 16-bit inputs; float32 tiles of width D take the shared memory of 16-bit ones of 2D.
         width = max(block_d, 64) * itemsize // 2
         tiles = TUNED_TILES[(width, causal)] if width <= 256 else FLOAT32_WIDE_TILES
+        short = SHORT_FORWARD_TILES.get((width, causal)) if longest <= SHORT_SEQLEN else None
+        if short is not None:
+            tiles = dataclasses.replace(tiles, forward=short)
     if map_blocks is None:
         return tiles
     # A block map's blocks must be whole multiples of each kernel's tiles (all powers of two).
@@ -774,7 +790,8 @@ def plan_attention(
     block_d = _next_power_of_2(max(d, 16))
     block_dv = _next_power_of_2(max(dv, 16))
     map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
-    tiles = _tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0, map_blocks)
+    tiles = _tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0,
+                         max(max_q, max_kv), map_blocks)
     flags = dict(
         HEAD_DIM=d, HEAD_DIM_V=dv, BLOCK_D=block_d, BLOCK_DV=block_dv,
         BLOCK_M=tiles.forward.block_m, BLOCK_N=tiles.forward.block_n, **_map_ratios(block_mask, tiles.forward),
