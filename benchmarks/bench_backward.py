@@ -76,28 +76,9 @@ BWD_FACTOR = 2.5  # backward FLOPs over forward FLOPs
 MODES = {"fwd_bwd": "fwd+bwd", "bwd": "bwd"}
 MEMORY_FLAG = 8  # flashx's extra memory above this many times 4*B*H*N bytes (plus 1 MiB) is flagged
 
-# name -> label; flashx first, peers after.
-SYSTEMS = {
-    "flashx_torch": "flashx (torch)",
-    "flashx_jax": "flashx (jax)",
-    "sdpa_flash": "SDPA FA2",
-    "sdpa_cudnn": "SDPA cuDNN",
-    "flex": "FlexAttention",
-    "jax_cudnn": "jax.nn cuDNN",
-    "pallas": "Pallas GPU",
-}
+SYSTEMS, JAX_SYSTEMS, RATIOS = common.DENSE_SYSTEMS, common.JAX_SYSTEMS, common.DENSE_RATIOS
 PEERS_FIRST = ("sdpa_flash", "sdpa_cudnn", "flex", "flashx_torch", "flashx_jax", "jax_cudnn", "pallas")
 TORCH_SYSTEMS = ("flashx_torch", "sdpa_flash", "sdpa_cudnn", "flex")
-JAX_SYSTEMS = ("flashx_jax", "jax_cudnn", "pallas")
-# (system, peer, label): the system's TFLOP/s over the peer's.
-RATIOS = (
-    ("flashx_torch", "sdpa_flash", "flashx/FA2"),
-    ("flashx_torch", "sdpa_cudnn", "flashx/cuDNN"),
-    ("flashx_torch", "flex", "flashx/Flex"),
-    ("flashx_jax", "flashx_torch", "flashx jax/torch"),
-    ("flashx_jax", "jax_cudnn", "flashx jax/jax cuDNN"),
-    ("flashx_jax", "pallas", "flashx jax/Pallas"),
-)
 GRADS = ("dq", "dk", "dv")
 
 

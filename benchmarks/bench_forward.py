@@ -76,26 +76,7 @@ CPU_TOKENS, CPU_HIDDEN, CPU_HEAD_DIMS, CPU_SEQLENS = common.CPU_TOKENS, common.C
 CPU_SHORT_BATCH, CPU_SHORT_HEAD_DIM, CPU_SHORT_SEQLENS = 4, 16, (16, 32)
 QUICK_BUDGET_S = 80.0  # run_all.sh --quick runs four scripts in about six minutes
 
-# name -> label; flashx first, peers after.
-SYSTEMS = {
-    "flashx_torch": "flashx (torch)",
-    "flashx_jax": "flashx (jax)",
-    "sdpa_flash": "SDPA FA2",
-    "sdpa_cudnn": "SDPA cuDNN",
-    "flex": "FlexAttention",
-    "jax_cudnn": "jax.nn cuDNN",
-    "pallas": "Pallas GPU",
-}
-JAX_SYSTEMS = ("flashx_jax", "jax_cudnn", "pallas")
-# (system, peer, label): the system's TFLOP/s over the peer's.
-RATIOS = (
-    ("flashx_torch", "sdpa_flash", "flashx/FA2"),
-    ("flashx_torch", "sdpa_cudnn", "flashx/cuDNN"),
-    ("flashx_torch", "flex", "flashx/Flex"),
-    ("flashx_jax", "flashx_torch", "flashx jax/torch"),
-    ("flashx_jax", "jax_cudnn", "flashx jax/jax cuDNN"),
-    ("flashx_jax", "pallas", "flashx jax/Pallas"),
-)
+SYSTEMS, JAX_SYSTEMS, RATIOS = common.DENSE_SYSTEMS, common.JAX_SYSTEMS, common.DENSE_RATIOS
 ERR_COLUMNS = ("flashx_torch", "flashx_jax")  # the table's err columns; the peers' errors are printed
 GROUPS = {
     "short": "Short sequences: B = {batch}, H = {heads}, D = {head_dim}, causal (the issue's target: flashx >= 1.5x FA2)",

@@ -48,6 +48,27 @@ SEQLENS = (1024, 4096, 16384)
 # --device cpu (debug): tiny sizes Triton's interpreter gets through quickly.
 CPU_TOKENS, CPU_HIDDEN = 64, 32
 
+# The systems of bench_forward.py and bench_backward.py: name -> label, flashx first, peers after.
+DENSE_SYSTEMS = {
+    "flashx_torch": "flashx (torch)",
+    "flashx_jax": "flashx (jax)",
+    "sdpa_flash": "SDPA FA2",
+    "sdpa_cudnn": "SDPA cuDNN",
+    "flex": "FlexAttention",
+    "jax_cudnn": "jax.nn cuDNN",
+    "pallas": "Pallas GPU",
+}
+JAX_SYSTEMS = ("flashx_jax", "jax_cudnn", "pallas")
+# (system, peer, label): the system's TFLOP/s over the peer's.
+DENSE_RATIOS = (
+    ("flashx_torch", "sdpa_flash", "flashx/FA2"),
+    ("flashx_torch", "sdpa_cudnn", "flashx/cuDNN"),
+    ("flashx_torch", "flex", "flashx/Flex"),
+    ("flashx_jax", "flashx_torch", "flashx jax/torch"),
+    ("flashx_jax", "jax_cudnn", "flashx jax/jax cuDNN"),
+    ("flashx_jax", "pallas", "flashx jax/Pallas"),
+)
+
 
 @dataclass(frozen=True)
 class Shape:

@@ -363,9 +363,11 @@ def test_block_mask_reused_across_calls(rng):
                     fx_extra=dict(mask_mod=document_mask))
 
 
-def test_block_mask_per_batch_and_head(rng):
-    """A map built per (batch, head) for a mask that depends on both, with custom tiles (32, 16)."""
-    bm = flashx.torch.create_block_mask(holes_mask, 2, 2, 37, 45, window=(9, 9), device=DEVICE, blocks=(32, 16))
+@pytest.mark.parametrize("blocks", [(32, 16), (16, 32), (32, 32)], ids=lambda b: f"blocks-{b[0]}x{b[1]}")
+def test_block_mask_per_batch_and_head(rng, blocks):
+    """A map built per (batch, head) for a mask that depends on both, with map blocks larger than
+    the kernels' tiles along either axis (each kernel then walks a map block in several tiles)."""
+    bm = flashx.torch.create_block_mask(holes_mask, 2, 2, 37, 45, window=(9, 9), device=DEVICE, blocks=blocks)
     run_and_compare(rng, ODD_B2, Variant(mask="holes", window=(9, 9)), "float32", block_mask=bm)
 
 
