@@ -69,6 +69,20 @@ def test_numpy_in_numpy_out(rng, dtype, layout):
 
 
 @needs_interpreter
+def test_numpy_array_options(rng):
+    """NumPy alibi slopes and cu_seqlens go through DLPack with q, k, v: the same result as torch's."""
+    q, k, v = (x[0] for x in _qkv(rng, nq=21, nkv=21))  # packed varlen: (total, H, D)
+    slopes = rng.uniform(0.1, 1.0, size=2).astype(np.float32)
+    cu = np.array([0, 8, 21], dtype=np.int32)
+    options = dict(alibi_slopes=slopes, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=13, max_seqlen_k=13, causal=True)
+    out = flashx.attention(q, k, v, **options)
+    assert type(out) is np.ndarray
+    as_torch = {n: torch.from_numpy(x) if isinstance(x, np.ndarray) else x for n, x in options.items()}
+    want = flashx.torch.attention(*map(torch.from_numpy, (q, k, v)), **as_torch)
+    np.testing.assert_array_equal(out, want.numpy())
+
+
+@needs_interpreter
 def test_numpy_strided_views(rng):
     """Non-contiguous NumPy views (a bhnd view of bnhd memory) are read through their strides, correctly."""
     q, k, v = _qkv(rng, nq=33, nkv=33)

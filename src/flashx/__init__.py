@@ -33,7 +33,8 @@ def attention(q, k, v, **options):
     """`flashx.torch.attention` or `flashx.jax.attention`, whichever fits q's type.
 
     Arrays of other DLPack producers (NumPy, CuPy, ...) are viewed as torch tensors without a
-    copy, run through the torch frontend, and returned as the producer's own array type.
+    copy, run through the torch frontend, and returned as the producer's own array type; array
+    options (alibi_slopes, cu_seqlens_q, cu_seqlens_k) of that producer are viewed the same way.
     Options and shapes are those of `flashx.torch.attention`.
     """
     kind = _framework("q", q)
@@ -58,6 +59,9 @@ def attention(q, k, v, **options):
         except Exception as err:  # e.g. NumPy's ml_dtypes bfloat16, which DLPack cannot carry
             raise TypeError(f"{name} ({type(x).__name__}, dtype {getattr(x, 'dtype', '?')}) cannot be shared through DLPack: {err}") from err
 
+    # Array options of the same producer (not scalars, which stay Python/NumPy numbers).
+    options = {name: to_torch(name, x) if type(x) is type(q) and getattr(x, "ndim", 0) >= 1 else x
+               for name, x in options.items()}
     result = torch_attention(to_torch("q", q), to_torch("k", k), to_torch("v", v), **options)
     from_dlpack = getattr(sys.modules[type(q).__module__.split(".")[0]], "from_dlpack")
     if isinstance(result, tuple):
