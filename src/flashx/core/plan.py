@@ -78,11 +78,6 @@ class TileConfig:
     dq: KernelTiles
 
 
-def _tiles(block_m: int, block_n: int, fwd: tuple, dkdv: tuple, dq: tuple) -> TileConfig:
-    """One TileConfig with a shared tile; fwd, dkdv, dq: (num_warps, num_stages) each."""
-    return TileConfig(*(KernelTiles(block_m, block_n, *ws) for ws in (fwd, dkdv, dq)))
-
-
 # Dense calls on the GPU, by (BLOCK_D, causal): the fastest of benchmarks/tune.py's candidates on
 # the H200 at N = 4k (2026-11-29; the sweep is in benchmarks/results/h200/tune.md).
 TUNED_TILES: dict = {
