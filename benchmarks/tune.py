@@ -9,6 +9,10 @@ current table's entry (a wrong or failing config never wins). The winners are pr
 into plan.py is a reviewed step, so a sweep never changes the library by itself.
 
     python benchmarks/tune.py [--d 64 128 256] [--n 4096] [--workers 12] [--budget-s 400]
+    python benchmarks/tune.py --d 128 --n 256 1024 --kernels forward   # the short-sequence bucket
+
+At N <= SHORT_SEQLEN the forward candidates stand in for SHORT_FORWARD_TILES where the plan has
+an entry there (that bucket's table), else for TUNED_TILES.
 
 TFLOP/s per kernel count its matmuls: forward 2 (4*B*H*N^2*D FLOPs, halved when causal), dK/dV
 4 (2x), dQ 3 (1.5x). --device cpu runs the code paths through the interpreter (tiles ignored).
@@ -34,9 +38,10 @@ def candidates(d: int, kernel: str) -> list:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) to try; dK/dV's program owns BLOCK_N keys."""
     if kernel == "forward":
         return {
-            64: [(128, 64, 4, 3), (128, 64, 4, 4), (128, 128, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3)],
+            64: [(128, 64, 4, 3), (128, 64, 4, 4), (128, 128, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3),
+                 (64, 32, 4, 3)],
             128: [(128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 4, 3), (64, 128, 4, 3),
-                  (128, 64, 8, 4), (128, 32, 8, 3)],
+                  (128, 64, 8, 4), (128, 32, 8, 3), (64, 32, 4, 3)],
             256: [(64, 64, 4, 2), (64, 64, 4, 3), (128, 64, 8, 2), (64, 32, 4, 3), (128, 32, 8, 2), (64, 128, 8, 2)],
         }[d]
     if kernel == "dkdv":
@@ -109,15 +114,18 @@ def launcher(torch, c: dict, kernel: str, tiles):
     from flashx import core
     from flashx.core import plan as plan_mod
 
-    d = c["shape"][3]
+    d, n = c["shape"][3], c["shape"][1]
     key = (max(64, d), c["causal"])
-    saved = plan_mod.TUNED_TILES[key]
+    short = kernel == "forward" and n <= plan_mod.SHORT_SEQLEN and key in plan_mod.SHORT_FORWARD_TILES
+    table = plan_mod.SHORT_FORWARD_TILES if short else plan_mod.TUNED_TILES
+    saved = table[key]
     if tiles is not None:
-        plan_mod.TUNED_TILES[key] = dataclasses.replace(saved, **{kernel: core.plan.KernelTiles(*tiles)})
+        candidate = core.plan.KernelTiles(*tiles)
+        table[key] = candidate if short else dataclasses.replace(saved, **{kernel: candidate})
     try:
         plan = core.plan_attention(_spec(c["q"]), _spec(c["k"]), _spec(c["v"]), causal=c["causal"])
     finally:
-        plan_mod.TUNED_TILES[key] = saved
+        table[key] = saved
     q = c["q"]
     placeholder = torch.empty(1, dtype=torch.int32, device=q.device)
     arrays = dict(Q=q, K=c["k"], V=c["v"])
@@ -204,10 +212,34 @@ def compile_all(jobs: list, workers: int, timeout_s: float, log) -> dict:
 # ----------------------------------------------------------------------------------------------
 
 
+def measure(torch, c: dict, job: tuple, compiled: dict, args, best: dict, log) -> dict:
+    """Time one compiled candidate and check its outputs; keep it in `best` if it is the fastest correct one."""
+    d, n, causal, kernel, tiles, device = job
+    row = dict(d=d, n=n, causal=causal, kernel=kernel, tiles=tiles, ms=None, tflops=None, err=None,
+               why=compiled.get(job, "not compiled in time"))
+    if row["why"] is not None:
+        return row
+    try:
+        launch, outs = launcher(torch, c, kernel, tiles)
+        ms = common.time_torch(launch, 10.0, args.rep_ms, device)
+        err = max(common.rel_err(o, r) for o, r in zip(outs, c["ref"][kernel]))
+    except Exception as e:  # noqa: BLE001
+        row["why"] = common.reason(e)
+        log(f"D={d} N={n} causal={causal} {kernel} {tiles}: {row['why']}")
+        return row
+    row.update(ms=ms, tflops=MATMULS[kernel] * c["flops"] / (ms * 1e-3) / 1e12, err=err,
+               why=None if err < 1e-2 else f"outputs differ from the table's (rel {err:.1e})")
+    log(f"D={d} N={n} causal={causal} {kernel} {tiles}: {ms:.3f} ms {row['tflops']:.0f} TFLOP/s err {err:.1e}")
+    key = (d, n, causal, kernel)
+    if row["why"] is None and (key not in best or ms < best[key]["ms"]):
+        best[key] = row
+    return row
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--d", type=int, nargs="+", default=[64, 128, 256])
-    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--n", type=int, nargs="+", default=[4096], help="sequence lengths (B*N = 16k each)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
     p.add_argument("--workers", type=int, default=12, help="compile processes (default %(default)s)")
@@ -226,73 +258,59 @@ def main(argv=None) -> int:
     if torch is None:
         return 2
     out_dir = common.output_dir(args)
-    n = args.n if args.device == "cuda" else 32
+    seqlens = args.n if args.device == "cuda" else [32]
     head_dims = args.d if args.device == "cuda" else [16]
     causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     cand = {(d, k): candidates(max(64, d), k) for d in head_dims for k in args.kernels}
     if args.device == "cpu":
         cand = {key: tiles[:2] for key, tiles in cand.items()}
-    jobs = [(d, n, causal, k, t, args.device) for d in head_dims for causal in causal_flags
+    jobs = [(d, n, causal, k, t, args.device) for d in head_dims for n in seqlens for causal in causal_flags
             for k in args.kernels for t in cand[(d, k)]]
     log(f"{len(jobs)} candidates; compiling with {args.workers} workers")
     compiled = compile_all(jobs, args.workers if args.device == "cuda" else 1, args.compile_s, log)
     log(f"compiled {sum(e is None for e in compiled.values())} / {len(jobs)}")
 
     rows, best, sdpa_checks = [], {}, []
-    for d in head_dims:
-        for causal in causal_flags:
-            if deadline.expired:
-                log(deadline.why())
-                break
-            c = case(torch, d, n, causal, args.device)
-            log(f"D={d} causal={causal}: table vs SDPA rel. errors " + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
-            sdpa_checks.append((d, causal, c["sdpa_err"]))
-            for kernel in args.kernels:
-                for tiles in cand[(d, kernel)]:
-                    job = (d, n, causal, kernel, tiles, args.device)
-                    row = dict(d=d, causal=causal, kernel=kernel, tiles=tiles, ms=None, tflops=None, err=None,
-                               why=compiled.get(job, "not compiled in time"))
-                    rows.append(row)
-                    if row["why"] is not None:
-                        continue
-                    try:
-                        launch, outs = launcher(torch, c, kernel, tiles)
-                        ms = common.time_torch(launch, 10.0, args.rep_ms, args.device)
-                        err = max(common.rel_err(o, r) for o, r in zip(outs, c["ref"][kernel]))
-                    except Exception as e:  # noqa: BLE001
-                        row["why"] = common.reason(e)
-                        log(f"{d} {causal} {kernel} {tiles}: {row['why']}")
-                        continue
-                    row.update(ms=ms, tflops=MATMULS[kernel] * c["flops"] / (ms * 1e-3) / 1e12, err=err,
-                               why=None if err < 1e-2 else f"outputs differ from the table's (rel {err:.1e})")
-                    log(f"D={d} causal={causal} {kernel} {tiles}: {ms:.3f} ms {row['tflops']:.0f} TFLOP/s err {err:.1e}")
-                    ok = row["why"] is None
-                    if ok and (best.get((d, causal, kernel)) is None or ms < best[(d, causal, kernel)]["ms"]):
-                        best[(d, causal, kernel)] = row
+    cases = [(d, n, causal) for d in head_dims for n in seqlens for causal in causal_flags]
+    for d, n, causal in cases:
+        if deadline.expired:
+            log(deadline.why())
+            break
+        c = case(torch, d, n, causal, args.device)
+        log(f"D={d} N={n} causal={causal}: table vs SDPA rel. errors " + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
+        sdpa_checks.append((d, n, causal, c["sdpa_err"]))
+        for kernel in args.kernels:
+            for tiles in cand[(d, kernel)]:
+                rows.append(measure(torch, c, (d, n, causal, kernel, tiles, args.device), compiled, args, best, log))
 
     env = common.environment(torch, args.device)
     lines = common.header_lines("flashx kernel tiles sweep (benchmarks/tune.py)", env)
-    lines += ["", f"B*N = {common.TOKENS}, H*D = {common.HIDDEN}, N = {n}, bf16; BLOCK_M x BLOCK_N / warps / stages; "
+    lines += ["", f"B*N = {common.TOKENS}, H*D = {common.HIDDEN}, bf16; BLOCK_M x BLOCK_N / warps / stages; "
               "TFLOP/s per kernel from its matmuls (forward 1x, dK/dV 2x, dQ 1.5x the forward's FLOPs)", ""]
     lines += ["Outputs and gradients of the table before the sweep, relative error vs torch SDPA in bf16:", ""]
-    lines += [f"- D={d} causal={causal}: " + ", ".join(f"{k} {e:.1e}" for k, e in errs.items()) for d, causal, errs in sdpa_checks]
+    lines += [f"- D={d} N={n} causal={causal}: " + ", ".join(f"{k} {e:.1e}" for k, e in errs.items())
+              for d, n, causal, errs in sdpa_checks]
     lines += [""]
     table = []
     for r in rows:
-        tag = "**best**" if best.get((r["d"], r["causal"], r["kernel"])) is r else ""
-        table.append([str(r["d"]), "yes" if r["causal"] else "no", r["kernel"], "%dx%d / %d / %d" % r["tiles"],
+        tag = "**best**" if best.get((r["d"], r["n"], r["causal"], r["kernel"])) is r else ""
+        table.append([str(r["d"]), str(r["n"]), "yes" if r["causal"] else "no", r["kernel"], "%dx%d / %d / %d" % r["tiles"],
                       common.fmt(r["ms"], ".3f"), common.fmt(r["tflops"], ".0f"), r["why"] or tag])
-    lines += common.md_table(["D", "causal", "kernel", "tiles", "ms", "TFLOP/s", "note"], table)
-    lines += ["", "Winners as TUNED_TILES entries:", "", "```python"]
-    for d in head_dims:
-        for causal in causal_flags:
-            picks = [best.get((d, causal, k)) for k in KERNELS]
-            text = ", ".join("KernelTiles(%d, %d, %d, %d)" % r["tiles"] if r else "None" for r in picks)
-            lines.append(f"    ({max(64, d)}, {causal}): TileConfig({text}),")
-    lines += ["```"]
+    lines += common.md_table(["D", "N", "causal", "kernel", "tiles", "ms", "TFLOP/s", "note"], table)
+    winners = ["", "Winners per (D, causal), one block per N (TUNED_TILES entries; at N <= SHORT_SEQLEN the "
+               "forward's is a SHORT_FORWARD_TILES candidate):", "", "```python"]
+    for n in seqlens:
+        winners.append(f"# N = {n}")
+        for d in head_dims:
+            for causal in causal_flags:
+                picks = [best.get((d, n, causal, k)) for k in KERNELS]
+                text = ", ".join("KernelTiles(%d, %d, %d, %d)" % r["tiles"] if r else "None" for r in picks)
+                winners.append(f"    ({max(64, d)}, {causal}): TileConfig({text}),")
+    winners += ["```"]
+    lines += winners
     (out_dir / "tune.md").write_text("\n".join(lines) + "\n")
     common.write_json(out_dir / "tune.json", dict(env=env, rows=rows))
-    print("\n".join(lines[-(len(head_dims) * len(causal_flags) + 4):]))
+    print("\n".join(winners))
     return 0
 
 
