@@ -7,10 +7,10 @@ name. A frontend never re-derives any of these. Framework-free: the standard lib
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 

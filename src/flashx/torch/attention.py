@@ -158,16 +158,20 @@ def _(dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad, *encoded):
     return q.new_empty(plan.q_shape), k.new_empty(plan.k_shape), v.new_empty(plan.v_shape), q.new_empty(dbias_shape, dtype=torch.float32)
 
 
-def _setup_context(ctx, inputs, output):
-    q, k, v, bias, tensors, *encoded = inputs
-    out, lse = output
+def _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias_grad: bool) -> None:
+    """What both autograd paths (the op's and the eager Function's) keep for the backward."""
     ctx.save_for_backward(q, k, v, out, lse, bias, *tensors)
-    ctx.encoded = encoded
-    ctx.bias_grad = bias is not None and bias.requires_grad
+    ctx.bias_grad = bias_grad
     ctx.set_materialize_grads(False)  # an unused lse gets no zero gradient to read
 
 
-def _input_grads(plan: core.AttentionPlan, backward, grad_out, grad_lse, q, k, v, out, lse, bias, bias_grad: bool) -> tuple:
+def _setup_context(ctx, inputs, output):
+    q, k, v, bias, tensors, *encoded = inputs
+    _save_for_backward(ctx, q, k, v, *output, bias, tensors, bias is not None and bias.requires_grad)
+    ctx.encoded = encoded
+
+
+def _input_grads(plan: core.AttentionPlan, backward, grad_out, grad_lse, out, bias, bias_grad: bool) -> tuple:
     """(dq, dk, dv, dbias) from `backward` (the op, or its implementation in eager calls)."""
     plan.check_backward()
     if grad_out is None:  # only lse was used
@@ -186,7 +190,7 @@ def _backward(ctx, grad_out, grad_lse):
     plan = _plan(q, k, v, bias, tensors, _decode(*ctx.encoded))
     grads = _input_grads(
         plan, lambda g, gl: _backward_op(g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad, *ctx.encoded),
-        grad_out, grad_lse, q, k, v, out, lse, bias, ctx.bias_grad,
+        grad_out, grad_lse, out, bias, ctx.bias_grad,
     )
     return grads + (None,) * (1 + len(ctx.encoded))
 
@@ -204,10 +208,8 @@ class _EagerAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, plan, q, k, v, bias, *tensors):
         out, lse = _forward_impl(plan, q, k, v, bias, list(tensors))
-        ctx.save_for_backward(q, k, v, out, lse, bias, *tensors)
+        _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias is not None and ctx.needs_input_grad[4])
         ctx.plan = plan
-        ctx.bias_grad = bias is not None and ctx.needs_input_grad[4]
-        ctx.set_materialize_grads(False)  # an unused lse gets no zero gradient to read
         return out, lse
 
     @staticmethod
@@ -216,7 +218,7 @@ class _EagerAttention(torch.autograd.Function):
         plan = ctx.plan
         grads = _input_grads(
             plan, lambda g, gl: _backward_impl(plan, g, gl, q, k, v, out, lse, bias, list(tensors), ctx.bias_grad),
-            grad_out, grad_lse, q, k, v, out, lse, bias, ctx.bias_grad,
+            grad_out, grad_lse, out, bias, ctx.bias_grad,
         )
         return (None,) + grads + (None,) * len(tensors)
 
