@@ -1,6 +1,5 @@
 """The plan's own rules, framework-free: stride alignment, how kernel tiles divide block maps, the
 tile table's lookups, and the plan cache (which must never let a bad call through)."""
-from __future__ import annotations
 
 import dataclasses
 
@@ -104,3 +103,77 @@ def test_plan_cache_returns_one_plan_and_keeps_validating():
     # unhashable options (a list window) are planned without the cache, with the same checks
     listed = core.plan_call(core.CallOptions(window=[4, 0]), q, q, q, {})
     assert listed.flags["LIMIT_LEFT"] and listed.flags["LIMIT_RIGHT"]
+
+
+class _FakeArray:
+    """Just what the launch path reads of an array: its dtype and address."""
+
+    def __init__(self, address, dtype="bf16"):
+        self.address, self.dtype = address, dtype
+
+    def data_ptr(self):
+        return self.address
+
+
+class _FakeKernel:
+    """Records launches: through Triton's dispatch (kernel[grid](...)) or a compiled runner."""
+
+    def __init__(self):
+        self.log = []
+
+    def __getitem__(self, grid):
+        def dispatch(*args, **kwargs):
+            self.log.append(("dispatch", grid, args, kwargs))
+            return self  # stands in for the CompiledKernel that Triton returns
+
+        return dispatch
+
+    def runner(self, grid):
+        return lambda *args: self.log.append(("runner", grid, args))
+
+
+def test_kernel_call_reuses_the_compiled_runner_per_alignment(monkeypatch):
+    kernel = _FakeKernel()
+    runners = core.launch.CompiledRunners()
+    runners.enabled = True  # as on a GPU
+    monkeypatch.setattr(core.launch.CompiledRunners, "key", staticmethod(
+        lambda arrays: tuple((a.dtype, a.data_ptr() % 16 == 0) for a in arrays)))
+    compiled_grids = []
+
+    def remember(key, compiled, grid):
+        compiled_grids.append(grid)
+        runners._runners[key] = compiled.runner(grid)
+
+    monkeypatch.setattr(runners, "remember", remember)
+    constexprs = dict(BLOCK_M=64, FLAG=True)
+
+    def call(q_address):
+        q = _FakeArray(q_address)
+        out = _FakeArray(4096)
+        core.KernelCall(kernel, (3, 2, 1), (q, 7, 1.5), ("O",), constexprs, dict(num_warps=4),
+                        arrays=(q,), runners=runners).launch((out,))
+
+    call(1024)  # first call: Triton's dispatch, with constexprs and options as keywords
+    call(2048)  # same alignment: the runner, all arguments positional, constexprs last
+    call(1026)  # a misaligned q: Triton specializes differently, so its dispatch again
+    call(1026)
+    kinds = [entry[0] for entry in kernel.log]
+    assert kinds == ["dispatch", "runner", "dispatch", "runner"]
+    assert kernel.log[0][3] == dict(BLOCK_M=64, FLAG=True, num_warps=4)
+    assert kernel.log[1][2][1:] == (7, 1.5, kernel.log[1][2][3], 64, True)
+    assert kernel.log[1][2][0].address == 2048
+    assert compiled_grids == [(3, 2, 1), (3, 2, 1)]
+
+
+def test_kernel_params_requires_constexprs_last():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def misordered(X, BLOCK: tl.constexpr, n):
+        pass
+
+    with pytest.raises(TypeError, match="constexpr parameters must come after"):
+        core.launch.kernel_params(misordered)
+    names, constexprs = core.launch.kernel_params(core.plan.attention_forward_kernel)
+    assert names[:3] == ("Q", "K", "V") and "O" not in names and constexprs[0] == "HEAD_DIM"

@@ -3,7 +3,7 @@
 Imports triton and the standard library only; the frontends (flashx.torch, flashx.jax)
 turn their arrays into `ArraySpec`s, ask for a plan and launch the calls it returns.
 """
-from . import runtime
+from . import launch, runtime
 from .plan import (
     ArraySpec,
     AttentionPlan,
@@ -32,5 +32,6 @@ __all__ = [
     "plan_attention",
     "plan_block_mask",
     "plan_call",
+    "launch",
     "runtime",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
@@ -18,6 +17,7 @@ from . import runtime
 from .backward import attention_backward_dkdv_kernel, attention_backward_dq_kernel, attention_backward_preprocess_kernel
 from .blockmask import block_map_kernel, block_map_transpose_kernel
 from .forward import attention_forward_kernel
+from .launch import CompiledRunners, KernelCall, kernel_params
 
 SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
 INDEX_DTYPES = ("int32",)
@@ -443,7 +443,7 @@ class AttentionPlan:
         return _named_strides("stride_l", "bhn", dense_strides(self.lse_shape))
 
     def _constexprs(self, kernel: Any, extra: Mapping[str, Any] = {}) -> dict:
-        wanted = _kernel_params(kernel)[1]
+        wanted = kernel_params(kernel)[1]
         values = {**self.flags, **extra}
         return {name: values[name] for name in wanted}
 
@@ -451,7 +451,7 @@ class AttentionPlan:
         """(the kernel's runtime arguments with None for arrays, (position, name) of each array)."""
         values = {**self.scalars, **scalars}
         args, slots = [], []
-        for name in _kernel_params(kernel)[0]:
+        for name in kernel_params(kernel)[0]:
             if name in values:
                 args.append(values[name])
             elif name.isupper():
@@ -469,21 +469,27 @@ class AttentionPlan:
         return memo[key]
 
     @staticmethod
+    def _static(kernel: Any, grid: tuple, template: tuple, outputs: tuple, constexprs: dict, options: dict) -> tuple:
+        """What every call of one launch shares; memoized per plan (see _memoized)."""
+        return kernel, grid, template, outputs, constexprs, options, CompiledRunners()
+
+    @staticmethod
     def _call(static: tuple, arrays: Mapping[str, Any], placeholder: Any) -> "KernelCall":
-        """A KernelCall from a memoized (kernel, grid, template, outputs, constexprs, options) and the arrays."""
-        kernel, grid, (args, slots), outputs, constexprs, options = static
+        """A KernelCall from a memoized launch (see _static) and the arrays."""
+        kernel, grid, (args, slots), outputs, constexprs, options, runners = static
         args = list(args)
         for position, name in slots:
             array = arrays.get(name)
             args[position] = placeholder if array is None else array  # absent inputs: never read
-        return KernelCall(kernel, grid, tuple(args), outputs, constexprs, options)
+        bound = tuple(args[position] for position, _ in slots)
+        return KernelCall(kernel, grid, tuple(args), outputs, constexprs, options, bound, runners)
 
     def forward_call(self, arrays: Mapping[str, Any], placeholder: Any) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name."""
         def build():
             extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
-            return (attention_forward_kernel, self.forward_grid, self._template(attention_forward_kernel, extra),
-                    ("O", "LSE"), self._constexprs(attention_forward_kernel), self.tiles.forward.options)
+            return self._static(attention_forward_kernel, self.forward_grid, self._template(attention_forward_kernel, extra),
+                                ("O", "LSE"), self._constexprs(attention_forward_kernel), self.tiles.forward.options)
 
         return self._call(self._memoized("forward", build), arrays, placeholder)
 
@@ -517,20 +523,20 @@ class AttentionPlan:
         # dO comes with the caller's strides: the alignment hint must hold for them too.
         align = dict(STRIDE_ALIGN=stride_alignment(self.flags["STRIDE_ALIGN"], *do_strides[:3]))
         tiles = self.tiles
-        preprocess = (
+        preprocess = self._static(
             attention_backward_preprocess_kernel, self.forward_grid,
             self._template(attention_backward_preprocess_kernel, grads), ("DELTA",),
             self._constexprs(attention_backward_preprocess_kernel, dict(align, HAS_DLSE=has_dlse)),
             dict(num_warps=4, num_stages=1),
         )
-        dkdv = (
+        dkdv = self._static(
             attention_backward_dkdv_kernel, self.dkdv_grid,
             self._template(attention_backward_dkdv_kernel, grads | t_strides), ("DK", "DV"),
             self._constexprs(attention_backward_dkdv_kernel, dict(
                 align, BLOCK_M=tiles.dkdv.block_m, BLOCK_N=tiles.dkdv.block_n, **_map_ratios(self.block_mask, tiles.dkdv, True))),
             tiles.dkdv.options,
         )
-        dq = (
+        dq = self._static(
             attention_backward_dq_kernel, self.dq_grid,
             self._template(attention_backward_dq_kernel, grads), ("DQ", "DBIAS"),
             self._constexprs(attention_backward_dq_kernel, dict(
@@ -570,42 +576,6 @@ class AttentionPlan:
     def dkdv_grid(self) -> tuple:
         """(key blocks, kv heads, batch)."""
         return (_cdiv(self.max_seqlen_kv, self.tiles.dkdv.block_n), self.heads_kv, self.batch)
-
-
-@dataclass(frozen=True)
-class KernelCall:
-    """One launch: kernel, grid, runtime arguments (inputs and scalars), output names, constexprs, options.
-
-    Frontends launch it as kernel(*inputs, *args, *outputs): `inputs` are only those arrays
-    not already bound in `args` (the block map's STATE); outputs come last (jax-triton's order).
-    """
-
-    kernel: Any
-    grid: tuple
-    args: tuple
-    outputs: tuple
-    constexprs: Mapping[str, Any]
-    options: Mapping[str, Any]
-
-    def launch(self, outputs: Sequence[Any], inputs: Sequence[Any] = ()) -> None:
-        """Launch with Triton's own launcher on arrays it accepts (torch tensors)."""
-        runtime.repair_triton_cache_dir()
-        runtime.warn_once_if_interpreted()
-        self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
-
-
-@functools.lru_cache(maxsize=None)
-def _kernel_params(kernel: Any) -> tuple:
-    """(runtime argument names without the outputs, constexpr names) of a kernel, from its signature."""
-    import triton.language as tl
-
-    params = inspect.signature(kernel.fn).parameters.values()
-    constexprs = tuple(p.name for p in params if p.annotation is tl.constexpr)
-    runtime_names = [p.name for p in params if p.annotation is not tl.constexpr]
-    # Outputs are the trailing upper-case pointers after the last scalar (jax-triton's order).
-    while runtime_names and runtime_names[-1].isupper():
-        runtime_names.pop()
-    return tuple(runtime_names), constexprs
 
 
 def plan_attention(
@@ -871,7 +841,7 @@ def block_map_calls(spec: BlockMaskSpec) -> tuple:
         (block_map_kernel, spec.grid, ("STATE", "COUNTS", "INDICES")),
         (block_map_transpose_kernel, spec.transpose_grid, ("T_COUNTS", "T_INDICES")),
     ):
-        names, constexpr_names = _kernel_params(kernel)
+        names, constexpr_names = kernel_params(kernel)
         inputs = tuple(n for n in names if n not in scalars)
         calls.append((KernelCall(
             kernel, grid, tuple(scalars[n] for n in names if n in scalars), outputs,

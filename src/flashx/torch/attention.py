@@ -64,12 +64,17 @@ def _spec(name: str, x: Any, required: bool = False) -> Optional[core.ArraySpec]
         return None
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    return core.ArraySpec(tuple(x.shape), x.stride(), _dtype_name(x.dtype), str(x.device))
+    return core.ArraySpec(tuple(x.shape), x.stride(), _dtype_name(x.dtype), _device_name(x.device))
 
 
 @functools.lru_cache(maxsize=None)
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+@functools.lru_cache(maxsize=None)
+def _device_name(device: torch.device) -> str:
+    return str(device)
 
 
 def _plan(q, k, v, bias, tensors: Sequence[Optional[torch.Tensor]], options: core.CallOptions) -> core.AttentionPlan:
@@ -89,7 +94,15 @@ def _on_device(t: torch.Tensor):
 
 def _placeholder(t: torch.Tensor) -> torch.Tensor:
     """Stands in for an absent optional input; the kernel never reads it."""
-    return torch.empty(1, dtype=torch.int32, device=t.device)
+    if torch.compiler.is_compiling():
+        return torch.empty(1, dtype=torch.int32, device=t.device)
+    return _placeholder_on(t.device)
+
+
+@functools.lru_cache(maxsize=None)
+def _placeholder_on(device: torch.device) -> torch.Tensor:
+    # One per device, kept for the process: allocating it costs host time on every call.
+    return torch.empty(1, dtype=torch.int32, device=device)
 
 
 @torch.library.custom_op("flashx::attention_forward", mutates_args=())
@@ -206,8 +219,10 @@ class _EagerAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, plan, q, k, v, bias, *tensors):
-        out, lse = _forward_impl(plan, q, k, v, bias, list(tensors))
+    def forward(ctx, plan, q, k, v, bias, tensors):
+        # tensors (offsets, slopes, block maps) take no gradient: one argument, not one each,
+        # as autograd's per-argument bookkeeping costs host time.
+        out, lse = _forward_impl(plan, q, k, v, bias, tensors)
         _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias is not None and ctx.needs_input_grad[4])
         ctx.plan = plan
         return out, lse
@@ -217,10 +232,10 @@ class _EagerAttention(torch.autograd.Function):
         q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
         plan = ctx.plan
         grads = _input_grads(
-            plan, lambda g, gl: _backward_impl(plan, g, gl, q, k, v, out, lse, bias, list(tensors), ctx.bias_grad),
+            plan, lambda g, gl: _backward_impl(plan, g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad),
             grad_out, grad_lse, out, bias, ctx.bias_grad,
         )
-        return (None,) + grads + (None,) * len(tensors)
+        return (None,) + grads + (None,)
 
 
 def _run(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias: Optional[torch.Tensor] = None):
@@ -239,8 +254,10 @@ def _run(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bi
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
     if compiling:
         out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options))
-    else:
-        out, lse = _EagerAttention.apply(plan, q, k, v, bias, *tensor_list)
+    elif torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, bias)):
+        out, lse = _EagerAttention.apply(plan, q, k, v, bias, tensor_list)
+    else:  # nothing to differentiate: no autograd node
+        out, lse = _forward_impl(plan, q, k, v, bias, tensor_list)
     return (out, lse) if return_lse else out
 
 

@@ -1,0 +1,96 @@
+"""Launching a plan's kernels: KernelCall, and the runners that skip Triton's per-call dispatch.
+
+A flashx kernel takes ~75 runtime arguments. Triton's `kernel[grid](...)` binds and specializes
+every one of them on each call, which costs more host time than a short sequence's kernel runs
+on the GPU. Within one plan, all scalar arguments and constexprs are fixed, so the only things
+Triton specializes on that can still change are the device and each array's dtype and 16-byte
+alignment. `CompiledRunners` keeps, per plan launch and per such key, the runner of the kernel
+Triton compiled on the first call, and later calls go straight to it.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from . import runtime
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_params(kernel: Any) -> tuple:
+    """(runtime argument names without the outputs, constexpr names) of a kernel, from its signature."""
+    import triton.language as tl
+
+    params = list(inspect.signature(kernel.fn).parameters.values())
+    constexprs = tuple(p.name for p in params if p.annotation is tl.constexpr)
+    runtime_names = [p.name for p in params if p.annotation is not tl.constexpr]
+    # Every flashx kernel lists its constexprs last: a runner takes all arguments in that order.
+    if [p.name for p in params] != runtime_names + list(constexprs):
+        raise TypeError(f"{kernel.fn.__name__}: constexpr parameters must come after all others")
+    # Outputs are the trailing upper-case pointers after the last scalar (jax-triton's order).
+    while runtime_names and runtime_names[-1].isupper():
+        runtime_names.pop()
+    return tuple(runtime_names), constexprs
+
+
+class CompiledRunners:
+    """Runners of one memoized launch, by (device, dtype and 16-byte alignment of each array)."""
+
+    def __init__(self) -> None:
+        self._runners: dict = {}
+        self.enabled = not runtime.INTERPRETER
+
+    @staticmethod
+    def key(arrays: Sequence[Any]) -> tuple:
+        from triton.runtime import driver
+
+        return (driver.active.get_current_device(),) + tuple((a.dtype, a.data_ptr() % 16 == 0) for a in arrays)
+
+    def get(self, key: tuple) -> Any:
+        return self._runners.get(key)
+
+    def remember(self, key: tuple, compiled: Any, grid: tuple) -> None:
+        """Keep compiled[grid], the public runner of a CompiledKernel; if this Triton has none,
+        stop trying (every call then takes Triton's usual path)."""
+        try:
+            self._runners[key] = compiled[grid]
+        except (TypeError, AttributeError, KeyError):
+            self.enabled = False
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One launch: kernel, grid, runtime arguments (inputs and scalars), output names, constexprs, options.
+
+    Frontends launch it as kernel(*inputs, *args, *outputs): `inputs` are only those arrays
+    not already bound in `args` (the block map's STATE); outputs come last (jax-triton's order).
+    `arrays` are the arrays bound in `args`; `runners`, when given, is shared by every call of
+    one plan launch (see CompiledRunners).
+    """
+
+    kernel: Any
+    grid: tuple
+    args: tuple
+    outputs: tuple
+    constexprs: Mapping[str, Any]
+    options: Mapping[str, Any]
+    arrays: tuple = ()
+    runners: Optional[CompiledRunners] = None
+
+    def launch(self, outputs: Sequence[Any], inputs: Sequence[Any] = ()) -> None:
+        """Launch with Triton's own launcher on arrays it accepts (torch tensors)."""
+        runtime.repair_triton_cache_dir()
+        runtime.warn_once_if_interpreted()
+        runners = self.runners
+        if runners is None or not runners.enabled:
+            self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
+            return
+        key = runners.key((*inputs, *self.arrays, *outputs))
+        runner = runners.get(key)
+        if runner is not None:
+            runner(*inputs, *self.args, *outputs, *self.constexprs.values())
+            return
+        # First call with this key: Triton binds, specializes (compiling if needed) and launches.
+        compiled = self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
+        runners.remember(key, compiled, self.grid)
