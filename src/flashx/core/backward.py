@@ -68,7 +68,8 @@ def _score_grads(
     """(P, dS, d qk) of one tile, in whichever orientation q2/kv2, lse and delta broadcast to.
 
     P = exp(score - lse); dS = P * (dP - delta) is the gradient wrt the final score (and so
-    the bias's); d qk follows it back through softcap, score_mod and the scale.
+    the bias's); d qk follows it back through softcap and score_mod, short of the scale (the
+    kernels scale dK and dQ once, at the end).
     """
     if HAS_SCORE_MOD or HAS_SOFTCAP or HAS_ALIBI or HAS_BIAS:
         s = transform_scores(
@@ -219,7 +220,7 @@ def attention_backward_dkdv_kernel(
 
     p_dk = DK + b64 * stride_dkb + hk64 * stride_dkh + row0 * stride_dkn + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd
     p_dv = DV + b64 * stride_dvb + hk64 * stride_dvh + row0 * stride_dvn + offs_n[:, None] * stride_dvn + offs_dv[None, :] * stride_dvd
-    store_tile(p_dk, dk.to(DK.dtype.element_ty), m_n, m_d, HEAD_DIM != BLOCK_D)
+    store_tile(p_dk, (dk * sm_scale).to(DK.dtype.element_ty), m_n, m_d, HEAD_DIM != BLOCK_D)
     store_tile(p_dv, dv.to(DV.dtype.element_ty), m_n, m_dv, HEAD_DIM_V != BLOCK_DV)
 
 
@@ -339,4 +340,4 @@ def attention_backward_dq_kernel(
             dq += dot(dqk.to(b_kt.dtype), tl.trans(b_kt), UPCAST_DOT, DOT_PRECISION)  # [BM, BD] = [BM, BN] @ [BN, BD]
 
     p_dq = DQ + b64 * stride_dqb + h64 * stride_dqh + row0 * stride_dqn + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd
-    store_tile(p_dq, dq.to(DQ.dtype.element_ty), m_m, m_d, HEAD_DIM != BLOCK_D)
+    store_tile(p_dq, (dq * sm_scale).to(DQ.dtype.element_ty), m_m, m_d, HEAD_DIM != BLOCK_D)

@@ -48,7 +48,7 @@ def _attend_block(
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """One step of the online softmax over keys [start_n, start_n + BLOCK_N).
@@ -68,14 +68,19 @@ def _attend_block(
     p_v = v_base + start_n64 * stride_vn + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd
     b_k = load_tile(p_k, offs_d < HEAD_DIM, m_n, HEAD_DIM != BLOCK_D, MASKED)
     qk = dot(b_q, b_k, UPCAST_DOT, DOT_PRECISION)
-    if HAS_SCORE_MOD or HAS_SOFTCAP or HAS_ALIBI or HAS_BIAS:
+    if FOLD_SCALE:
+        # Scores are qk * qk_scale_log2 (the scale folded into exp2's base change), but with a
+        # positive scale the row max can be taken of raw qk and scaled once per row; the
+        # exponent then is one fma per score.
+        b_s = qk
+        s_scale = qk_scale_log2
+    else:
         b_s = transform_scores(
             qk, batch, head, q_idx[:, None], kv_idx[None, :], seqlen_q, seqlen_kv, diag_offset,
             sm_scale, softcap, slope, bias_base, stride_bq, stride_bk,
             SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
         ) * LOG2_E
-    else:
-        b_s = qk * qk_scale_log2  # the scale folded into the exp2 base change
+        s_scale = 1.0
     if MASKED:
         visible = visible_pairs(
             batch, head, q_idx[:, None], kv_idx[None, :], seqlen_q, seqlen_kv, diag_offset,
@@ -84,14 +89,14 @@ def _attend_block(
         )
         # Masked before the row max, so invisible keys never set the max.
         b_s = tl.where(visible, b_s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(b_s, 1))
+        m_new = tl.maximum(m_i, tl.max(b_s, 1) * s_scale)
         # A row with no visible key so far keeps m = -inf; subtracting 0 instead keeps its
         # p and alpha at 0 rather than NaN (-inf - -inf).
         m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
     else:
-        m_new = tl.maximum(m_i, tl.max(b_s, 1))
+        m_new = tl.maximum(m_i, tl.max(b_s, 1) * s_scale)
         m_ref = m_new
-    b_p = tl.math.exp2(b_s - m_ref[:, None])
+    b_p = tl.math.exp2(b_s * s_scale - m_ref[:, None])
     # The running sum and output were accumulated against the old max: rescale them to the
     # new one before adding this block, or earlier blocks would be over-weighted.
     alpha = tl.math.exp2(m_i - m_ref)
@@ -124,7 +129,7 @@ def attention_forward_kernel(
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr,
 ):
     """One program: BLOCK_M query rows of one (batch, q head). Grid (cdiv(Nq, BLOCK_M), Hq, B).
@@ -198,7 +203,7 @@ def attention_forward_kernel(
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
                 HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, span_is_masked(span, BLOCK_MAP),
                 LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
-                SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, UPCAST_DOT, DOT_PRECISION,
+                SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, FOLD_SCALE, UPCAST_DOT, DOT_PRECISION,
             )
 
     # A row that saw no key (causal with Nq > Nkv, an empty window, padding) gives 0 and lse = -inf.

@@ -79,12 +79,14 @@ class TileConfig:
 
 
 # Dense calls on the GPU, by (BLOCK_D, causal): the fastest of benchmarks/tune.py's candidates on
-# the H200 at N = 4k (2026-11-29; the sweep is in benchmarks/results/h200/tune.md).
+# the H200 at N = 4k (2026-11-29; the sweep is in benchmarks/results/h200/tune.md). Since the
+# forward takes the row max before scaling (FOLD_SCALE), 128 x 128 beats the sweep's 128 x 64 for
+# causal D = 128: 429 vs 418 TFLOP/s at N = 4k, 503 vs 481 at 16k (benchmarks/ab.py, same run).
 TUNED_TILES: dict = {
     (64, False): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (64, True): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (128, False): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
-    (128, True): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
+    (128, True): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
     (256, False): TileConfig(KernelTiles(128, 64, 8, 2), KernelTiles(64, 64, 8, 2), KernelTiles(128, 64, 8, 1)),
     (256, True): TileConfig(KernelTiles(128, 64, 8, 2), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 2)),
 }
@@ -770,6 +772,8 @@ def plan_attention(
         BLOCK_MAP=block_mask is not None,
         SCORE_MOD=score_mod, SCORE_MOD_GRAD=score_mod_grad, HAS_SCORE_MOD=score_mod is not None,
         HAS_SOFTCAP=softcap is not None, HAS_ALIBI=alibi_slopes is not None, HAS_BIAS=bias is not None,
+        # Plain scaled scores with a positive scale: the forward takes the row max before scaling.
+        FOLD_SCALE=scale > 0 and score_mod is None and softcap is None and alibi_slopes is None and bias is None,
         # Triton's interpreter gets bf16 dots wrong; upcast there, keep bf16 tensor cores on GPU.
         UPCAST_DOT=runtime.INTERPRETER and q.dtype == "bfloat16",
         # float32 inputs: full-precision dots rather than tf32, so fp32 means fp32.

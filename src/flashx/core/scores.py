@@ -126,7 +126,11 @@ def grad_through_transforms(
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
     HAS_SOFTCAP: tl.constexpr,
 ):
-    """d loss / d (q . k), given ds = d loss / d score (alibi and bias add constants: grad 1)."""
+    """d loss / d (q . k * scale), given ds = d loss / d score (alibi and bias add constants: grad 1).
+
+    The last factor, the scale itself, is left to the caller: dK and dQ are sums of these
+    times q or k, so the scale is applied once to each sum rather than to every score.
+    """
     if HAS_SOFTCAP or HAS_SCORE_MOD:
         x = qk * sm_scale
         if HAS_SCORE_MOD:
@@ -135,7 +139,7 @@ def grad_through_transforms(
         if HAS_SOFTCAP:
             t = tanh(x / softcap)
             ds = ds * (1.0 - t * t)
-    return ds * sm_scale
+    return ds
 
 
 @triton.jit

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""A/B: the same flashx shapes timed from several source trees, in one GPU run.
+
+Each tree runs in its own process (fresh imports, its own Triton cache keys), one after the
+other, on the same shapes; the table puts them side by side with the ratio to the first. For
+a kernel or host-path change: predict, then measure it against the tree it replaces.
+
+    git worktree add /tmp/base HEAD~1   # or copy an old src/ anywhere
+    python benchmarks/ab.py base=/tmp/base/src new=src [--cases fwd bwd variants host short]
+
+Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said):
+- fwd: forward at N = 4k, D = 64 and 128, causal and not; dense causal N = 16k, D = 128.
+- bwd: backward (autograd.grad of one saved forward) at N = 4k, D = 128, causal and not.
+- variants: causal window 1024 and 8 causal documents (a block mask built once), N = 16k,
+  D = 128, forward and backward; FLOPs counted on visible entries as in bench_variants.py.
+- short: B = 64, N = 256 and 512, H = 16, D = 128, causal forward.
+- host: host time per call (wall clock, tiny shape, the GPU never the limit): forward without
+  and with inputs that require grad, and forward + backward.
+Timing: triton.testing.do_bench medians (L2 flushed between calls), so a host-bound call shows
+its host time. TFLOP/s: 4*B*H*visible*D forward, 2.5x that backward.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+CASE_GROUPS = ("fwd", "bwd", "variants", "short", "host")
+
+
+def _dense_cases(groups):
+    cases = []
+    if "fwd" in groups:
+        for d in (64, 128):
+            for causal in (False, True):
+                cases.append(dict(kind="fwd", b=4, n=4096, h=2048 // d, d=d, causal=causal))
+        cases.append(dict(kind="fwd", b=1, n=16384, h=16, d=128, causal=True))
+    if "bwd" in groups:
+        for causal in (False, True):
+            cases.append(dict(kind="bwd", b=4, n=4096, h=16, d=128, causal=causal))
+    if "variants" in groups:
+        for mask in ("window", "documents"):
+            for kind in ("fwd", "bwd"):
+                cases.append(dict(kind=kind, b=1, n=16384, h=16, d=128, causal=True, mask=mask))
+    if "short" in groups:
+        for n in (256, 512):
+            cases.append(dict(kind="fwd", b=64, n=n, h=16, d=128, causal=True))
+    return cases
+
+
+def _visible(case) -> int:
+    n = case["n"]
+    mask = case.get("mask")
+    if mask == "window":
+        return sum(min(i + 1, 1024) for i in range(n))
+    if mask == "documents":
+        length = n // 8
+        return 8 * length * (length + 1) // 2
+    return n * (n + 1) // 2 if case["causal"] else n * n
+
+
+_DOC_LEN = None
+
+
+def _document_mask(doc_len):
+    import triton
+    import triton.language as tl
+
+    global _DOC_LEN
+    _DOC_LEN = tl.constexpr(doc_len)
+
+    @triton.jit
+    def document_mask(b, h, q_idx, kv_idx):
+        return (q_idx // _DOC_LEN) == (kv_idx // _DOC_LEN)
+
+    return document_mask
+
+
+def worker(groups) -> dict:
+    """Runs in the tree's process: every case of `groups`, results by case name."""
+    import flashx.torch as ft
+    import torch
+    from triton.testing import do_bench
+
+    torch.manual_seed(0)
+    results = {}
+    for case in _dense_cases(groups):
+        b, n, h, d = case["b"], case["n"], case["h"], case["d"]
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        kwargs = dict(causal=case["causal"], layout="bhnd")
+        if case.get("mask") == "window":
+            kwargs["window"] = (1023, 0)
+        elif case.get("mask") == "documents":
+            kwargs["block_mask"] = ft.create_block_mask(_document_mask(n // 8), None, None, n, n, causal=True)
+        name = f'{case["kind"]} {case.get("mask", "dense")} B{b} N{n} H{h} D{d}{" causal" if case["causal"] else ""}'
+        flops = 4.0 * b * h * _visible(case) * d * (2.5 if case["kind"] == "bwd" else 1.0)
+        if case["kind"] == "fwd":
+            ms = do_bench(lambda: ft.attention(q, k, v, **kwargs), warmup=25, rep=100, return_mode="median")
+        else:
+            out = ft.attention(q, k, v, **kwargs)
+            grad = torch.randn_like(out)
+            ms = do_bench(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True),
+                          warmup=25, rep=100, return_mode="median")
+        results[name] = dict(ms=ms, tflops=flops / ms * 1e-9)
+        del q, k, v
+    if "host" in groups:
+        q, k, v = (torch.randn(1, 1, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+
+        def per_call_us(fn, calls=2000):
+            for _ in range(50):
+                fn()
+            torch.cuda.synchronize()
+            begin = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+            return (time.perf_counter() - begin) / calls * 1e6
+
+        results["host fwd no-grad (us)"] = dict(us=per_call_us(lambda: ft.attention(q, k, v, causal=True, layout="bhnd")))
+        qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
+        results["host fwd requires-grad (us)"] = dict(us=per_call_us(lambda: ft.attention(qg, kg, vg, causal=True, layout="bhnd")))
+        grad = torch.randn_like(q)
+        results["host fwd+bwd (us)"] = dict(us=per_call_us(lambda: torch.autograd.grad(
+            ft.attention(qg, kg, vg, causal=True, layout="bhnd"), (qg, kg, vg), grad)))
+        results["host sdpa fwd no-grad (us)"] = dict(us=per_call_us(
+            lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)))
+    return results
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("trees", nargs="*", help="label=path/to/src (the folder that holds flashx/)")
+    p.add_argument("--cases", nargs="+", choices=CASE_GROUPS, default=list(CASE_GROUPS))
+    p.add_argument("--json", default=None, help="also write the results here")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        print("RESULTS " + json.dumps(worker(args.cases)))
+        return 0
+    table = {}
+    for tree in args.trees:
+        label, _, path = tree.partition("=")
+        # The tree's flashx first, and no other flashx on the path (the caller's tree, say).
+        others = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                  if x and not os.path.isdir(os.path.join(x, "flashx"))]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(path)] + others))
+        proc = subprocess.run([sys.executable, __file__, "--worker", "--cases", *args.cases],
+                              env=env, capture_output=True, text=True)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
+        if proc.returncode or not lines:
+            print(f"{label}: failed (rc {proc.returncode})\n{proc.stderr[-3000:]}", file=sys.stderr)
+            table[label] = {}
+            continue
+        table[label] = json.loads(lines[-1][len("RESULTS "):])
+    labels = [t.partition("=")[0] for t in args.trees]
+    names = list(dict.fromkeys(name for label in labels for name in table[label]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1)
+    print("| case | " + " | ".join(labels) + " | " + " | ".join(f"{x}/{labels[0]}" for x in labels[1:]) + " |")
+    print("|---" * (1 + 2 * len(labels) - 1) + "|")
+    for name in names:
+        cells, values = [], []
+        for label in labels:
+            r = table[label].get(name)
+            value = None if r is None else r.get("tflops", r.get("us"))
+            values.append(value)
+            cells.append("-" if value is None else f"{value:.1f}")
+        ratios = ["-" if None in (v, values[0]) else f"{v / values[0]:.3f}" for v in values[1:]]
+        print(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    print("(TFLOP/s, higher is better; host rows: microseconds per call, lower is better)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
