@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from .scores import (
-    LN_2, LOG2_E, aligned_strides, dot, key_spans, load_tile, span_block, span_is_masked, span_size, store_tile,
+    LN_2, LOG2_E, aligned_strides, block_is_masked, dot, key_spans, load_tile, span_block, span_is_masked, span_size, store_tile,
     transform_scores, visible_pairs,
 )
 
@@ -43,7 +43,7 @@ def _attend_block(
     stride_kn, stride_kd, stride_vn, stride_vd,
     batch, head, q_idx, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    needs_mask, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
@@ -54,7 +54,8 @@ def _attend_block(
     """One step of the online softmax over keys [start_n, start_n + BLOCK_N).
 
     MASKED blocks may hold invisible pairs (past the sequence, outside the window, mask_mod,
-    dense mask); unmasked blocks are visible to every query row and skip the mask.
+    dense mask); unmasked blocks are visible to every query row and skip the mask. needs_mask:
+    whether this MASKED block takes the mask, decided at run time in a ONE_LOOP walk.
     """
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -82,13 +83,14 @@ def _attend_block(
         ) * LOG2_E
         s_scale = 1.0
     if MASKED:
-        visible = visible_pairs(
-            batch, head, q_idx[:, None], kv_idx[None, :], seqlen_q, seqlen_kv, diag_offset,
-            window_left, window_right, mask_base, stride_mq, stride_mk,
-            MASK_MOD, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD, HAS_DENSE_MASK,
-        )
-        # Masked before the row max, so invisible keys never set the max.
-        b_s = tl.where(visible, b_s, float("-inf"))
+        if needs_mask:  # known at compile time, or per block (ONE_LOOP)
+            visible = visible_pairs(
+                batch, head, q_idx[:, None], kv_idx[None, :], seqlen_q, seqlen_kv, diag_offset,
+                window_left, window_right, mask_base, stride_mq, stride_mk,
+                MASK_MOD, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD, HAS_DENSE_MASK,
+            )
+            # Masked before the row max, so invisible keys never set the max.
+            b_s = tl.where(visible, b_s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(b_s, 1) * s_scale)
         # A row with no visible key so far keeps m = -inf; subtracting 0 instead keeps its
         # p and alpha at 0 rather than NaN (-inf - -inf).
@@ -130,7 +132,7 @@ def attention_forward_kernel(
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, ONE_LOOP: tl.constexpr,
 ):
     """One program: BLOCK_M query rows of one (batch, q head). Grid (cdiv(Nq, BLOCK_M), Hq, B).
 
@@ -192,8 +194,8 @@ def attention_forward_kernel(
     )
     p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + (pid_m // MAP_SPLIT) * stride_cq
     p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + (pid_m // MAP_SPLIT) * stride_iq
-    for span in tl.static_range(2 if BLOCK_MAP else 3):
-        first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP, MAP_STEPS)
+    for span in tl.static_range(2 if BLOCK_MAP else (1 if ONE_LOOP else 3)):
+        first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP, MAP_STEPS, ONE_LOOP)
         for i in range(0, n_blocks):
             start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP, MAP_STEPS)
             acc, l_i, m_i = _attend_block(
@@ -201,7 +203,8 @@ def attention_forward_kernel(
                 stride_kn, stride_kd, stride_vn, stride_vd,
                 batch, head, q_idx, seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, span_is_masked(span, BLOCK_MAP),
+                block_is_masked(span, start_n, full_lo, full_hi, BLOCK_MAP, ONE_LOOP),
+                HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, span_is_masked(span, BLOCK_MAP, ONE_LOOP),
                 LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
                 SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, FOLD_SCALE, UPCAST_DOT, DOT_PRECISION,
             )

@@ -217,17 +217,21 @@ def key_spans(
 @triton.jit
 def span_size(
     span: tl.constexpr, p_counts, lo, full_lo, full_hi, hi, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr,
-    MAP_STEPS: tl.constexpr,
+    MAP_STEPS: tl.constexpr, ONE_LOOP: tl.constexpr = False,
 ):
     """(first block start, number of blocks) of one span of blocks to visit.
 
     With a block map, span 0 is its list of partial blocks and span 1 its list of full ones
     (empty blocks are in neither), each map block walked in MAP_STEPS blocks of BLOCK. Without,
-    spans 0, 1, 2 are [lo, full_lo) masked, [full_lo, full_hi) unmasked and [full_hi, hi) masked.
+    spans 0, 1, 2 are [lo, full_lo) masked, [full_lo, full_hi) unmasked and [full_hi, hi) masked;
+    ONE_LOOP: a single span [lo, hi), each block masked or not at run time (block_is_masked).
     """
     if BLOCK_MAP:
         first = 0
         count = tl.load(p_counts + span) * MAP_STEPS
+    elif ONE_LOOP:
+        first = lo
+        count = tl.cdiv(hi - lo, BLOCK)
     else:
         if span == 0:
             first = lo
@@ -256,6 +260,16 @@ def span_block(
 
 
 @triton.jit
-def span_is_masked(span: tl.constexpr, BLOCK_MAP: tl.constexpr):
-    """Whether the blocks of a span need the per-element mask (all but the full ones)."""
-    return (span == 0) if BLOCK_MAP else (span != 1)
+def span_is_masked(span: tl.constexpr, BLOCK_MAP: tl.constexpr, ONE_LOOP: tl.constexpr = False):
+    """Whether the blocks of a span may need the per-element mask (all but the full ones)."""
+    return (span == 0) if BLOCK_MAP else (ONE_LOOP or span != 1)
+
+
+@triton.jit
+def block_is_masked(span: tl.constexpr, start, full_lo, full_hi, BLOCK_MAP: tl.constexpr, ONE_LOOP: tl.constexpr):
+    """Whether the block at `start` needs the mask: known per span, or at run time with ONE_LOOP."""
+    if ONE_LOOP:
+        masked = (start < full_lo) | (start >= full_hi)
+    else:
+        masked = span_is_masked(span, BLOCK_MAP)
+    return masked
