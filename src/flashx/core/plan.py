@@ -92,13 +92,16 @@ TUNED_TILES: dict = {
 }
 
 
-# Sequences up to SHORT_SEQLEN keys and queries: at D = 128 the forward's best tile is smaller (more
-# programs for the few key blocks each sees): CUDA-graph replays on the H200, 2026-11-29, B*N = 16k,
-# H = 16, TFLOP/s of (64, 32, 4, 3) vs the table's: causal 158 vs 115 (N = 256), 235 vs 190 (512),
-# 310 vs 277 (1k); non-causal 260 vs 210, 337 vs 301, 397 vs 388. At D = 64 it only won causal N = 256.
-# One more compiled variant per (D, flags), chosen by this bucket, never by the exact length.
+# Sequences up to SHORT_SEQLEN keys and queries: the forward's best tile is smaller there (more
+# programs for the few key blocks each sees). benchmarks/tune.py on the H200, 2026-11-29
+# (results/h200/tune-short.md), B*N = 16k, ms of (64, 32, 4, 3) vs the long-sequence table's tile:
+# D = 128 causal 0.109 vs 0.150 (N = 256), 0.147 vs 0.202 (512), 0.223 vs 0.264 (1k); non-causal
+# 0.131 vs 0.165, 0.204 vs 0.226, 0.348 vs 0.345. D = 64 causal 0.118 vs 0.137, 0.162 vs 0.172,
+# 0.252 vs 0.247; D = 64 non-causal: no gain. One more compiled variant per (D, flags), chosen by
+# this bucket, never by the exact length.
 SHORT_SEQLEN = 1024
 SHORT_FORWARD_TILES: dict = {
+    (64, True): KernelTiles(64, 32, 4, 3),
     (128, False): KernelTiles(64, 32, 4, 3),
     (128, True): KernelTiles(64, 32, 4, 3),
 }
