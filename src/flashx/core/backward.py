@@ -12,8 +12,8 @@ import triton.language as tl
 
 from .forward import sequence_bounds
 from .scores import (
-    LOG2_E, aligned_strides, dot, grad_through_transforms, key_spans, load_tile, query_range, span_block, span_is_masked,
-    span_size, store_tile, transform_scores, visible_pairs,
+    LOG2_E, aligned_strides, dot, grad_through_transforms, key_spans, load_tile, map_row, query_range, score_inputs,
+    span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
 )
 
 
@@ -185,13 +185,13 @@ def attention_backward_dkdv_kernel(
         do_base = DO + b64 * stride_dob + h64 * stride_doh + tl.cast(q_start, tl.int64) * stride_don
         lse_base = LSE + b64 * stride_lb + h64 * stride_lh + tl.cast(q_start, tl.int64) * stride_ln
         delta_base = DELTA + b64 * stride_lb + h64 * stride_lh + tl.cast(q_start, tl.int64) * stride_ln
-        bias_base = BIAS + b64 * stride_bb + h64 * stride_bh
-        mask_base = MASK + b64 * stride_mb + h64 * stride_mh
-        slope = 0.0
-        if HAS_ALIBI:
-            slope = tl.load(SLOPES + batch * stride_sb + head * stride_sh).to(tl.float32)
-        p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + (pid_n // MAP_SPLIT) * stride_cq
-        p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + (pid_n // MAP_SPLIT) * stride_iq
+        bias_base, mask_base, slope = score_inputs(
+            BIAS, MASK, SLOPES, batch, head, stride_bb, stride_bh, stride_mb, stride_mh, stride_sb, stride_sh, HAS_ALIBI,
+        )
+        p_counts, p_indices = map_row(
+            MAP_COUNTS, MAP_INDICES, batch, head, pid_n, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq,
+            MAP_SPLIT,
+        )
         for span in tl.static_range(2 if BLOCK_MAP else 3):
             first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_MAP, MAP_STEPS)
             for i in range(0, n_blocks):
@@ -281,12 +281,10 @@ def attention_backward_dq_kernel(
     row0 = (q_start + start_m).to(tl.int64)
     k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + tl.cast(k_start, tl.int64) * stride_kn
     v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + tl.cast(k_start, tl.int64) * stride_vn
-    bias_base = BIAS + b64 * stride_bb + h64 * stride_bh
-    mask_base = MASK + b64 * stride_mb + h64 * stride_mh
+    bias_base, mask_base, slope = score_inputs(
+        BIAS, MASK, SLOPES, batch, head, stride_bb, stride_bh, stride_mb, stride_mh, stride_sb, stride_sh, HAS_ALIBI,
+    )
     dbias_base = DBIAS + b64 * stride_gb + h64 * stride_gh
-    slope = 0.0
-    if HAS_ALIBI:
-        slope = tl.load(SLOPES + batch * stride_sb + head * stride_sh).to(tl.float32)
 
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
@@ -309,8 +307,9 @@ def attention_backward_dq_kernel(
         start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
         BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD or HAS_DENSE_MASK,
     )
-    p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + (pid_m // MAP_SPLIT) * stride_cq
-    p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + (pid_m // MAP_SPLIT) * stride_iq
+    p_counts, p_indices = map_row(
+        MAP_COUNTS, MAP_INDICES, batch, head, pid_m, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, MAP_SPLIT,
+    )
     for span in tl.static_range(2 if BLOCK_MAP else 3):
         first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP, MAP_STEPS)
         for i in range(0, n_blocks):

@@ -9,8 +9,8 @@ import triton
 import triton.language as tl
 
 from .scores import (
-    LN_2, LOG2_E, aligned_strides, block_is_masked, dot, key_spans, load_tile, span_block, span_is_masked, span_size, store_tile,
-    transform_scores, visible_pairs,
+    LN_2, LOG2_E, aligned_strides, block_is_masked, dot, key_spans, load_tile, map_row, score_inputs, span_block,
+    span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
 )
 
 
@@ -170,11 +170,9 @@ def attention_forward_kernel(
     o_base = O + b64 * stride_ob + h64 * stride_oh + row0 * stride_on
     k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + tl.cast(k_start, tl.int64) * stride_kn
     v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + tl.cast(k_start, tl.int64) * stride_vn
-    bias_base = BIAS + b64 * stride_bb + h64 * stride_bh
-    mask_base = MASK + b64 * stride_mb + h64 * stride_mh
-    slope = 0.0
-    if HAS_ALIBI:
-        slope = tl.load(SLOPES + batch * stride_sb + head * stride_sh).to(tl.float32)
+    bias_base, mask_base, slope = score_inputs(
+        BIAS, MASK, SLOPES, batch, head, stride_bb, stride_bh, stride_mb, stride_mh, stride_sb, stride_sh, HAS_ALIBI,
+    )
 
     offs_m = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -192,8 +190,9 @@ def attention_forward_kernel(
         start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
         BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD or HAS_DENSE_MASK,
     )
-    p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + (pid_m // MAP_SPLIT) * stride_cq
-    p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + (pid_m // MAP_SPLIT) * stride_iq
+    p_counts, p_indices = map_row(
+        MAP_COUNTS, MAP_INDICES, batch, head, pid_m, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, MAP_SPLIT,
+    )
     for span in tl.static_range(2 if BLOCK_MAP else (1 if ONE_LOOP else 3)):
         first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP, MAP_STEPS, ONE_LOOP)
         for i in range(0, n_blocks):

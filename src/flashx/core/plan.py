@@ -66,7 +66,13 @@ class KernelTiles:
 
     @property
     def options(self) -> dict:
-        return dict(num_warps=self.num_warps, num_stages=self.num_stages)
+        return dict(num_warps=self.num_warps, num_stages=self.num_stages, **LAUNCH_OPTIONS)
+
+
+# Compile options of every launch. fma contraction is what FOLD_SCALE's one fma per score and the
+# backward's exp2(qk * scale - lse) rely on: Triton's default today (and jax-triton's), but Triton
+# warns that 3.10 will turn it off by default.
+LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 
 
 @dataclass(frozen=True)
@@ -532,7 +538,7 @@ class AttentionPlan:
             attention_backward_preprocess_kernel, self.forward_grid,
             self._template(attention_backward_preprocess_kernel, grads), ("DELTA",),
             self._constexprs(attention_backward_preprocess_kernel, dict(align, HAS_DLSE=has_dlse)),
-            dict(num_warps=4, num_stages=1),
+            dict(num_warps=4, num_stages=1, **LAUNCH_OPTIONS),
         )
         dkdv = self._static(
             attention_backward_dkdv_kernel, self.dkdv_grid,
@@ -856,6 +862,6 @@ def block_map_calls(spec: BlockMaskSpec) -> tuple:
         inputs = tuple(n for n in names if n not in scalars)
         calls.append((KernelCall(
             kernel, grid, tuple(scalars[n] for n in names if n in scalars), outputs,
-            {n: values[n] for n in constexpr_names}, dict(num_warps=4, num_stages=1),
+            {n: values[n] for n in constexpr_names}, dict(num_warps=4, num_stages=1, **LAUNCH_OPTIONS),
         ), inputs))
     return tuple(calls)

@@ -72,6 +72,35 @@ def tanh(x):
 
 
 @triton.jit
+def score_inputs(
+    BIAS, MASK, SLOPES, batch, head, stride_bb, stride_bh, stride_mb, stride_mh, stride_sb, stride_sh,
+    HAS_ALIBI: tl.constexpr,
+):
+    """What the scores of one (batch, q head) read besides q and k: the bias and dense-mask rows'
+    base pointers (64-bit offsets) and the ALiBi slope (0 without ALiBi)."""
+    b64 = batch.to(tl.int64)
+    h64 = head.to(tl.int64)
+    bias_base = BIAS + b64 * stride_bb + h64 * stride_bh
+    mask_base = MASK + b64 * stride_mb + h64 * stride_mh
+    slope = 0.0
+    if HAS_ALIBI:
+        slope = tl.load(SLOPES + batch * stride_sb + head * stride_sh).to(tl.float32)
+    return bias_base, mask_base, slope
+
+
+@triton.jit
+def map_row(
+    MAP_COUNTS, MAP_INDICES, batch, head, block, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq,
+    MAP_SPLIT: tl.constexpr,
+):
+    """Pointers to a block map's counts and index lists for the program's block of the grid's
+    axis (MAP_SPLIT programs share one map block)."""
+    p_counts = MAP_COUNTS + batch * stride_cb + head * stride_ch + (block // MAP_SPLIT) * stride_cq
+    p_indices = MAP_INDICES + batch * stride_ib + head * stride_ih + (block // MAP_SPLIT) * stride_iq
+    return p_counts, p_indices
+
+
+@triton.jit
 def visible_pairs(
     batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
     mask_base, stride_mq, stride_mk,
@@ -177,24 +206,13 @@ def query_range(
 ):
     """Query blocks that can see keys [start_n, start_n + BLOCK_N): the transpose of key_range.
 
-    Key j is seen by query i iff j - diag_offset - window_right <= i <= j - diag_offset + window_left.
+    Key j is seen by query i iff j - diag_offset - window_right <= i <= j - diag_offset + window_left:
+    key_range with queries and keys swapped, the diagonal negated and the window's sides exchanged.
     Returns (lo, full_lo, full_hi, hi) over query positions, block starts multiples of BLOCK_M.
     """
-    lo = 0
-    full_lo = 0
-    hi = seqlen_q
-    full_hi = seqlen_q
-    if LIMIT_RIGHT:
-        lo = tl.maximum(start_n - diag_offset - window_right, 0)
-        full_lo = tl.maximum(start_n + BLOCK_N - 1 - diag_offset - window_right, 0)
-    if LIMIT_LEFT:
-        hi = tl.minimum(start_n + BLOCK_N - 1 - diag_offset + window_left + 1, seqlen_q)
-        full_hi = tl.minimum(start_n - diag_offset + window_left + 1, seqlen_q)
-    hi = tl.maximum(hi, 0)
-    lo = tl.minimum((lo // BLOCK_M) * BLOCK_M, hi)
-    full_lo = tl.minimum(tl.maximum(tl.cdiv(full_lo, BLOCK_M) * BLOCK_M, lo), hi)
-    full_hi = tl.maximum((tl.maximum(full_hi, 0) // BLOCK_M) * BLOCK_M, full_lo)
-    return lo, full_lo, full_hi, hi
+    return key_range(
+        start_n, seqlen_q, -diag_offset, window_right, window_left, BLOCK_N, BLOCK_M, LIMIT_RIGHT, LIMIT_LEFT
+    )
 
 
 @triton.jit
