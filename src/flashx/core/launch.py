@@ -5,7 +5,9 @@ every one of them on each call, which costs more host time than a short sequence
 on the GPU. Within one plan, all scalar arguments and constexprs are fixed, so the only things
 Triton specializes on that can still change are the device and each array's dtype and 16-byte
 alignment. `CompiledRunners` keeps, per plan launch and per such key, the runner of the kernel
-Triton compiled on the first call, and later calls go straight to it.
+Triton compiled on the first call, and later calls go straight to it. (This path skips Triton's
+check that the global values a kernel read have not changed since it compiled: flashx's kernels
+read none, and a mask_mod's or score_mod's globals must stay fixed anyway.)
 """
 from __future__ import annotations
 

@@ -93,15 +93,14 @@ def _on_device(t: torch.Tensor):
 
 
 def _placeholder(t: torch.Tensor) -> torch.Tensor:
-    """Stands in for an absent optional input; the kernel never reads it."""
-    if torch.compiler.is_compiling():
-        return torch.empty(1, dtype=torch.int32, device=t.device)
+    """Stands in for an absent optional input; the kernel never reads it. Only the ops'
+    implementations call this (never traced), so one tensor per device serves every call."""
     return _placeholder_on(t.device)
 
 
 @functools.lru_cache(maxsize=None)
 def _placeholder_on(device: torch.device) -> torch.Tensor:
-    # One per device, kept for the process: allocating it costs host time on every call.
+    # Kept for the process: allocating it costs host time on every call.
     return torch.empty(1, dtype=torch.int32, device=device)
 
 
