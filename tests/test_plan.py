@@ -100,6 +100,10 @@ def test_plan_cache_returns_one_plan_and_keeps_validating():
     assert core.plan_call(core.CallOptions(causal=True), q, q, q, {}) is first
     with pytest.raises(TypeError, match="causal"):
         core.plan_call(core.CallOptions(causal=1), q, q, q, {})
+    # the same for the items of a tuple option: (True, 0) == (1, 0), but a bool is no window size
+    core.plan_call(core.CallOptions(window=(1, 0)), q, q, q, {})
+    with pytest.raises(ValueError, match="window"):
+        core.plan_call(core.CallOptions(window=(True, 0)), q, q, q, {})
     # unhashable options (a list window) are planned without the cache, with the same checks
     listed = core.plan_call(core.CallOptions(window=[4, 0]), q, q, q, {})
     assert listed.flags["LIMIT_LEFT"] and listed.flags["LIMIT_RIGHT"]

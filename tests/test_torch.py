@@ -462,6 +462,26 @@ def test_bad_input_raises(make, error, match):
         flashx.torch.attention(*args, **kwargs)
 
 
+@pytest.mark.parametrize(
+    "good, bad, error, match",
+    [
+        pytest.param({"causal": True}, {"causal": 1}, TypeError, r"causal", id="causal"),
+        pytest.param({"scale": 1.0}, {"scale": True}, TypeError, r"scale", id="scale"),
+        pytest.param({"window": (1, 0)}, {"window": (True, 0)}, ValueError, r"window", id="window-item"),
+    ],
+)
+def test_bad_input_raises_after_an_equal_good_call(good, bad, error, match):
+    """Plans are cached, and True == 1 == 1.0: a bad option equal to a good one already planned
+    must still be refused, as must a non-tensor q of the same shape."""
+    q, k, v = _t(*Q), _t(*K), _t(*V)
+    flashx.torch.attention(q, k, v, **good)
+    with pytest.raises(error, match=match):
+        flashx.torch.attention(q, k, v, **bad)
+    if DEVICE == "cpu":
+        with pytest.raises(TypeError, match=r"\bq\b.*torch\.Tensor"):
+            flashx.torch.attention(q.numpy(), k, v, **good)
+
+
 def test_bad_input_is_rejected_before_launch(monkeypatch):
     """Validation happens before the kernel is launched."""
     import flashx.core

@@ -830,14 +830,18 @@ def plan_call(options: CallOptions, q: ArraySpec, k: ArraySpec, v: ArraySpec, ar
     """
     keywords = tuple(sorted((ARRAY_KEYWORDS[name], spec) for name, spec in arrays.items() if name in ARRAY_KEYWORDS))
     try:
-        # The option types join the key: True == 1 but only a bool passes validation.
-        types = tuple(type(value) for value in vars(options).values())
-        return _cached_plan(options, types, q, k, v, keywords)
+        return _cached_plan(options, option_types(options), q, k, v, keywords)
     except TypeError as err:
         if "unhashable" not in str(err):
             raise
         # Symbolic sizes (torch.compile's dynamic shapes) do not hash: plan without the cache.
         return plan_attention(q, k, v, **vars(options), **dict(keywords))
+
+
+def option_types(options: CallOptions) -> tuple:
+    """The types of the options' values (of a tuple's items too), for cache keys: True == 1 and
+    (True, 0) == (1, 0), but only ints and bools of the right kind pass validation."""
+    return tuple(tuple(map(type, value)) if type(value) is tuple else type(value) for value in vars(options).values())
 
 
 @functools.lru_cache(maxsize=512)
