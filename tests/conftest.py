@@ -14,10 +14,11 @@ import os
 # JAX must not grab most of the GPU when torch shares the process; set before jax is imported.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+import collections  # noqa: E402
 import math  # noqa: E402
 import zlib  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
-from typing import Optional  # noqa: E402
+from typing import NamedTuple, Optional  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -69,6 +70,22 @@ def rng(request) -> np.random.Generator:
 def randn(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:
     """Standard-normal float32 data (never zeros or ones), times `scale`."""
     return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+class Shape(NamedTuple):
+    """Sizes of one call: q (b, nq, hq, d), k (b, nkv, hkv, d), v (b, nkv, hkv, dv)."""
+
+    b: int
+    nq: int
+    nkv: int
+    hq: int
+    hkv: int
+    d: int
+    dv: int
+
+
+# A Shape's sizes (its seven fields first) with the call's causal flag and layout.
+Case = collections.namedtuple("Case", Shape._fields + ("causal", "layout"), defaults=(False, "bnhd"))
 
 
 def shapes(b, nq, nkv, hq, hkv, d, dv, layout="bnhd"):

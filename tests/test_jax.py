@@ -5,8 +5,6 @@ jax-triton's triton_call.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 import pytest
 
@@ -15,6 +13,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import flashx.jax  # noqa: E402
 from conftest import (  # noqa: E402
+    Case,
     DTYPES,
     INTERPRETED,
     assert_error_within,
@@ -33,18 +32,6 @@ if not INTERPRETED:
 JAX_DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
 OPTIONS = ("causal", "scale", "layout", "return_lse")
 jitted_attention = jax.jit(flashx.jax.attention, static_argnames=OPTIONS)
-
-
-class Case(NamedTuple):
-    b: int
-    nq: int
-    nkv: int
-    hq: int
-    hkv: int
-    d: int
-    dv: int
-    causal: bool = False
-    layout: str = "bnhd"
 
 
 def make_inputs(rng, case: Case, dtype: str):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import math
 import zlib
-from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import flashx.torch  # noqa: E402
 from conftest import (  # noqa: E402
+    Case,
     DTYPES,
     INTERPRETED,
     assert_error_within,
@@ -34,18 +34,6 @@ from conftest import (  # noqa: E402
 
 DEVICE = "cpu" if INTERPRETED else "cuda"
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-class Case(NamedTuple):
-    b: int
-    nq: int
-    nkv: int
-    hq: int
-    hkv: int
-    d: int
-    dv: int
-    causal: bool = False
-    layout: str = "bnhd"
 
 
 def to_torch(x: np.ndarray, dtype: str, device=DEVICE) -> torch.Tensor:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")
 import flashx.torch  # noqa: E402, I001  (flashx before triton: this module defines @triton.jit functions)
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402, F401  (Triton's interpreter wants it visible to @triton.jit functions)
-from conftest import INTERPRETED, TOLERANCES, Tolerance, rel_error  # noqa: E402
+from conftest import INTERPRETED, TOLERANCES, Shape, Tolerance, rel_error  # noqa: E402
 from variants_common import (  # noqa: E402
     GRAD_TOL,
     MASK_MODS,
@@ -48,16 +48,6 @@ from variants_common import (  # noqa: E402
 
 DEVICE = "cpu" if INTERPRETED else "cuda"
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-class Shape(NamedTuple):
-    b: int
-    nq: int
-    nkv: int
-    hq: int
-    hkv: int
-    d: int
-    dv: int
 
 
 @dataclass(frozen=True)
@@ -169,6 +159,19 @@ def finite_or_zero(lse):
     return torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
 
 
+def weighted_grads(rng, out, lse, ref_out, ref_lse, leaves, ref_leaves, lse_grad: bool) -> tuple:
+    """(flashx's, the reference's) gradients wrt their leaves of one random weighting of out, plus
+    of lse when lse_grad (rows without keys, lse = -inf, count as 0). ref_out in out's layout."""
+    w_out = randn(rng, tuple(out.shape)).to(out.device)
+    w_lse = randn(rng, tuple(lse.shape)).to(out.device)
+    loss = (out.float() * w_out).sum()
+    ref_loss = (ref_out * w_out.double()).sum()
+    if lse_grad:
+        loss = loss + (finite_or_zero(lse) * w_lse).sum()
+        ref_loss = ref_loss + (finite_or_zero(ref_lse) * w_lse.double()).sum()
+    return torch.autograd.grad(loss, leaves), torch.autograd.grad(ref_loss, ref_leaves)
+
+
 def run_and_compare(rng, shape: Shape, var: Variant, dtype: str, *, backward=True, lse_grad=False, block_mask=None,
                     fx_extra=None):
     """flashx's out, lse and (dq, dk, dv) against the float64 reference; returns flashx's results."""
@@ -194,15 +197,7 @@ def run_and_compare(rng, shape: Shape, var: Variant, dtype: str, *, backward=Tru
         assert (np64(to_bnhd(out, var.layout)).transpose(0, 2, 1, 3)[empty] == 0).all(), "rows without keys must be 0"
     if not backward:
         return out, lse, None
-    w_out = randn(rng, tuple(out.shape)).to(out.device)
-    w_lse = randn(rng, tuple(lse.shape)).to(out.device)
-    loss = (out.float() * w_out).sum()
-    ref_loss = (ref_out_l * w_out.double()).sum()
-    if lse_grad:
-        loss = loss + (finite_or_zero(lse) * w_lse).sum()
-        ref_loss = ref_loss + (finite_or_zero(ref_lse) * w_lse.double()).sum()
-    grads = torch.autograd.grad(loss, leaves)
-    ref_grads = torch.autograd.grad(ref_loss, ref_leaves)
+    grads, ref_grads = weighted_grads(rng, out, lse, ref_out_l, ref_lse, leaves, ref_leaves, lse_grad)
     for name, x, g, rg in zip("qkv", leaves, grads, ref_grads):
         assert g.dtype == x.dtype and g.shape == x.shape
         assert_close(np64(g), np64(to_bnhd(rg, var.layout)), GRAD_TOL[dtype], f"d{name} ({dtype})")
@@ -442,14 +437,7 @@ def run_varlen(rng, cu_q, cu_k, total_q, total_k, hq, hkv, d, dv, dtype, *, max_
     assert (np64(out)[~covered] == 0).all() and (np64(lse)[:, ~covered] == 0).all(), "padding rows must stay 0"
     if not backward:
         return out, lse, None
-    w_out, w_lse = randn(rng, tuple(out.shape)), randn(rng, tuple(lse.shape))
-    loss = (out.float() * w_out).sum()
-    ref_loss = (ref_out * w_out.double()).sum()
-    if lse_grad:
-        loss = loss + (finite_or_zero(lse) * w_lse).sum()
-        ref_loss = ref_loss + (finite_or_zero(ref_lse) * w_lse.double()).sum()
-    grads = torch.autograd.grad(loss, leaves)
-    ref_grads = torch.autograd.grad(ref_loss, ref_leaves)
+    grads, ref_grads = weighted_grads(rng, out, lse, ref_out, ref_lse, leaves, ref_leaves, lse_grad)
     for name, g, rg in zip("qkv", grads, ref_grads):
         assert_close(np64(g), np64(rg), GRAD_TOL[dtype], f"d{name} ({dtype})")
     assert (np64(grads[0])[~covered] == 0).all(), "dq of padding rows must be 0"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -18,7 +18,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 import flashx.jax  # noqa: E402  (flashx before triton: variants_common defines @triton.jit functions)
-from conftest import INTERPRETED, TOLERANCES, Tolerance, rel_error  # noqa: E402
+from conftest import INTERPRETED, TOLERANCES, Shape, Tolerance, rel_error  # noqa: E402
 from variants_common import (  # noqa: E402
     GRAD_TOL,
     MASK_MODS,
@@ -43,16 +43,6 @@ if not INTERPRETED:
     pytest.importorskip("jax_triton", reason="flashx.jax runs through jax-triton on the GPU")
 
 JAX_DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
-
-
-class Shape(NamedTuple):
-    b: int
-    nq: int
-    nkv: int
-    hq: int
-    hkv: int
-    d: int
-    dv: int
 
 
 @dataclass(frozen=True)
