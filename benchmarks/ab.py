@@ -13,6 +13,7 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
 - bwd: backward (autograd.grad of one saved forward) at N = 4k, D = 128, causal and not.
 - variants: causal window 1024 and 8 causal documents (a block mask built once), N = 16k,
   D = 128, forward and backward; FLOPs counted on visible entries as in bench_variants.py.
+- gqa: 32 q heads sharing 8 kv heads, B = 4, N = 4k, D = 128, causal, forward and backward.
 - short: B = 64, N = 256 and 512, H = 16, D = 128, causal forward.
 - host: host time per call (wall clock, tiny shape, the GPU never the limit): forward without
   and with inputs that require grad, and forward + backward.
@@ -28,7 +29,7 @@ import subprocess
 import sys
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "short", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "gqa", "short", "host")
 
 
 def _dense_cases(groups):
@@ -45,6 +46,9 @@ def _dense_cases(groups):
         for mask in ("window", "documents"):
             for kind in ("fwd", "bwd"):
                 cases.append(dict(kind=kind, b=1, n=16384, h=16, d=128, causal=True, mask=mask))
+    if "gqa" in groups:
+        for kind in ("fwd", "bwd"):
+            cases.append(dict(kind=kind, b=4, n=4096, h=32, hkv=8, d=128, causal=True))
     if "short" in groups:
         for n in (256, 512):
             cases.append(dict(kind="fwd", b=64, n=n, h=16, d=128, causal=True))
@@ -89,13 +93,16 @@ def worker(groups) -> dict:
     results = {}
     for case in _dense_cases(groups):
         b, n, h, d = case["b"], case["n"], case["h"], case["d"]
-        q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        hkv = case.get("hkv", h)
+        q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        k, v = (torch.randn(b, hkv, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
         kwargs = dict(causal=case["causal"], layout="bhnd")
         if case.get("mask") == "window":
             kwargs["window"] = (1023, 0)
         elif case.get("mask") == "documents":
             kwargs["block_mask"] = ft.create_block_mask(_document_mask(n // 8), None, None, n, n, causal=True)
-        name = f'{case["kind"]} {case.get("mask", "dense")} B{b} N{n} H{h} D{d}{" causal" if case["causal"] else ""}'
+        heads = f"H{h}/{hkv}" if hkv != h else f"H{h}"
+        name = f'{case["kind"]} {case.get("mask", "dense")} B{b} N{n} {heads} D{d}{" causal" if case["causal"] else ""}'
         flops = 4.0 * b * h * _visible(case) * d * (2.5 if case["kind"] == "bwd" else 1.0)
         if case["kind"] == "fwd":
             ms = do_bench(lambda: ft.attention(q, k, v, **kwargs), warmup=25, rep=100, return_mode="median")
