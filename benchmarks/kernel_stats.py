@@ -9,7 +9,7 @@ the kernel ran out of the 255 a thread can have. --lengths then calls the forwar
 sequence length in turn and prints how many variants of it Triton has compiled so far
 (Triton specializes integer arguments equal to 1 or divisible by 16).
 
-    python benchmarks/kernel_stats.py [--d 64 128] [--lengths 2048 3072 2050 1]
+    python benchmarks/kernel_stats.py [--d 64 128] [--lengths 2048 3072 2050 4096]
 
 Reads Triton's per-device kernel cache (`JITFunction.device_caches`, internal API of Triton
 3.6 to 3.9); GPU only.
@@ -38,7 +38,7 @@ def describe(compiled) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--d", type=int, nargs="+", default=[64, 128])
-    p.add_argument("--lengths", type=int, nargs="*", default=[2048, 3072, 2050, 1])
+    p.add_argument("--lengths", type=int, nargs="*", default=[2048, 3072, 2050, 4096])
     args = p.parse_args(argv)
 
     import torch
