@@ -63,7 +63,7 @@ def _score_grads(
     MASKED: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
+    HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BOUND_ROWS: tl.constexpr,
 ):
     """(P, dS, d qk) of one tile, in whichever orientation q2/kv2, lse and delta broadcast to.
 
@@ -82,6 +82,7 @@ def _score_grads(
         visible = visible_pairs(
             batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
             mask_base, stride_mq, stride_mk, MASK_MOD, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD, HAS_DENSE_MASK,
+            BOUND_ROWS,
         )
         s = tl.where(visible, s, float("-inf"))
     p = tl.math.exp2(s - lse_log2)
@@ -213,7 +214,7 @@ def attention_backward_dkdv_kernel(
                     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
                     span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
                     MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                    HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+                    HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, HAS_SCORE_MOD or HAS_SEQUSED_Q,
                 )
                 dv += dot(p_t.to(b_do.dtype), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV] = [BN, BM] @ [BM, BDV]
                 dk += dot(dqk_t.to(b_q.dtype), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD] = [BN, BM] @ [BM, BD]
@@ -331,7 +332,7 @@ def attention_backward_dq_kernel(
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
                 span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
                 MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+                HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, HAS_SCORE_MOD or HAS_SEQUSED_Q,
             )
             if BIAS_GRAD:
                 p_db = dbias_base + q_idx[:, None].to(tl.int64) * stride_gq + kv_idx[None, :] * stride_gk

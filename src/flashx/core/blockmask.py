@@ -43,7 +43,7 @@ def block_map_kernel(
         kv_idx = kv_block * BLOCK_N + tl.arange(0, BLOCK_N)
         visible = visible_pairs(
             batch, head, q_idx[:, None], kv_idx[None, :], seqlen_q, seqlen_kv, diag_offset,
-            window_left, window_right, STATE, 0, 0, MASK_MOD, LIMIT_LEFT, LIMIT_RIGHT, True, False,
+            window_left, window_right, STATE, 0, 0, MASK_MOD, LIMIT_LEFT, LIMIT_RIGHT, True, False, True,
         )
         seen = tl.sum(tl.sum(visible.to(tl.int32), 1), 0)
         full = seen == rows_in_range * BLOCK_N  # every key in range and seen by every row in range
