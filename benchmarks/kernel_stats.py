@@ -10,9 +10,16 @@ sequence length in turn and prints how many variants of it Triton has compiled s
 (Triton specializes integer arguments equal to 1 or divisible by 16).
 
     python benchmarks/kernel_stats.py [--d 64 128] [--lengths 2048 3072 2050 4096]
+    python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128]    # no GPU needed
 
-Reads Triton's per-device kernel cache (`JITFunction.device_caches`, internal API of Triton
-3.6 to 3.9); GPU only.
+On the GPU it reads Triton's per-device kernel cache (`JITFunction.device_caches`, internal API
+of Triton 3.6 to 3.9). --offline compiles the same kernels for sm_90 on any machine
+(`triton.compile` with the plan's tiles and options, integer arguments specialized as Triton's
+launcher does: 1 becomes a constant, multiples of 16 are marked; --jax: as jax-triton does,
+nothing marked and floats as fp64) and reads registers and stack (spill) bytes from ptxas's
+output through the cuobjdump Triton bundles. With the GPU's Triton (3.6.0) installed it gives
+the H200's figures exactly (checked on main at 03f9c36: 126/127 and 255 registers, the same
+spills); another Triton version compiles differently.
 """
 from __future__ import annotations
 
@@ -35,11 +42,92 @@ def describe(compiled) -> str:
             f"registers {compiled.n_regs:3d}  spills {compiled.n_spills}")
 
 
+# Pointer element types of the kernels' array arguments (the rest are the inputs' dtype).
+_FLOAT32_ARRAYS = ("LSE", "DELTA", "DLSE", "DBIAS", "SLOPES")
+_INT32_ARRAYS = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MASK")
+
+
+def offline(d_list, jax_like: bool) -> None:
+    """Compile each config's forward, dK/dV and dQ for sm_90 without a GPU; print their resources."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import tempfile
+    import types
+
+    # flashx picks Triton's interpreter when no GPU is present; here the kernels must be built
+    # as GPU kernels (only compiled, never launched), so its runtime module is replaced first.
+    stub = types.ModuleType("flashx.core.runtime")
+    stub.INTERPRETER = False
+    stub.warn_once_if_interpreted = lambda: None
+    stub.repair_triton_cache_dir = lambda: None
+    sys.modules["flashx.core.runtime"] = stub
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from flashx import core
+    from flashx.core.launch import kernel_params
+
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+    def resources(call, dtype: str) -> str:
+        names, constexpr_names = kernel_params(call.kernel)
+        values = list(call.args) + [None] * len(call.outputs)
+        signature, attrs, constants = {}, {}, {}
+        for i, name in enumerate(list(names) + list(call.outputs)):
+            value = values[i]
+            if name.isupper():  # an array
+                signature[name] = "*" + ("fp32" if name in _FLOAT32_ARRAYS else "i32" if name in _INT32_ARRAYS else dtype)
+                attrs[(i,)] = [["tt.divisibility", 16]]
+            elif isinstance(value, float):
+                signature[name] = "fp64" if jax_like else "fp32"
+            elif value == 1:  # both launchers turn integer 1s into constants
+                signature[name] = "constexpr"
+                constants[(i,)] = 1
+            else:
+                signature[name] = "i64" if abs(value) >= 2**31 else "i32"
+                if value % 16 == 0 and value != 0 and not jax_like:
+                    attrs[(i,)] = [["tt.divisibility", 16]]
+        first = len(names) + len(call.outputs)
+        for j, name in enumerate(constexpr_names):
+            signature[name] = "constexpr"
+            constants[(first + j,)] = call.constexprs[name]
+        compiled = triton.compile(ASTSource(call.kernel, signature, constants, attrs),
+                                  target=GPUTarget("cuda", 90, 32), options=dict(call.options))
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(compiled.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+        found = re.search(r"REG:(\d+) STACK:(\d+)", usage)
+        md = compiled.metadata
+        return (f"warps {md.num_warps}  stages {md.num_stages}  shared {md.shared // 1024:4d} KiB  "
+                f"registers {found.group(1):>3}  stack {found.group(2)} bytes")
+
+    print(f"Triton {triton.__version__}, sm_90, {'jax-triton' if jax_like else 'torch (Triton launcher)'} specialization")
+    for d in d_list:
+        for causal in (False, True):
+            shape = (4, 4096, 2048 // d, d)
+            spec = core.ArraySpec(shape, core.dense_strides(shape), "bfloat16", "cuda:0")
+            plan = core.plan_attention(spec, spec, spec, causal=causal)
+            calls = [("forward", plan.forward_call({}, None))]
+            _, dkdv, dq = plan.backward_calls({}, None, False, spec)
+            calls += [("dK/dV", dkdv), ("dQ", dq)]
+            for name, call in calls:
+                print(f"D={d:3d} {'causal    ' if causal else 'non-causal'} {name:7s} {resources(call, 'bf16')}", flush=True)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--d", type=int, nargs="+", default=[64, 128])
     p.add_argument("--lengths", type=int, nargs="*", default=[2048, 3072, 2050, 4096])
+    p.add_argument("--offline", action="store_true", help="compile for sm_90 without a GPU (see above)")
+    p.add_argument("--jax", action="store_true", help="--offline: jax-triton's integer specialization")
     args = p.parse_args(argv)
+    if args.offline:
+        offline(args.d, args.jax)
+        return 0
 
     import torch
 
