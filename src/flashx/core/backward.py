@@ -126,7 +126,7 @@ def attention_backward_dkdv_kernel(
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
 ):
     """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group. Grid (cdiv(Nkv, BLOCK_N), Hkv, B).
 
@@ -214,7 +214,7 @@ def attention_backward_dkdv_kernel(
                     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
                     span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
                     MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                    HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, HAS_SCORE_MOD or HAS_SEQUSED_Q,
+                    HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
                 )
                 dv += dot(p_t.to(b_do.dtype), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV] = [BN, BM] @ [BM, BDV]
                 dk += dot(dqk_t.to(b_q.dtype), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD] = [BN, BM] @ [BM, BD]
@@ -251,7 +251,7 @@ def attention_backward_dq_kernel(
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD.
 
@@ -332,7 +332,7 @@ def attention_backward_dq_kernel(
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
                 span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
                 MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, HAS_SCORE_MOD or HAS_SEQUSED_Q,
+                HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
             )
             if BIAS_GRAD:
                 p_db = dbias_base + q_idx[:, None].to(tl.int64) * stride_gq + kv_idx[None, :] * stride_gk

@@ -133,6 +133,7 @@ def attention_forward_kernel(
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, ONE_LOOP: tl.constexpr,
+    BOUND_ROWS: tl.constexpr,
 ):
     """One program: BLOCK_M query rows of one (batch, q head). Grid (cdiv(Nq, BLOCK_M), Hq, B).
 
@@ -206,7 +207,7 @@ def attention_forward_kernel(
                 HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, span_is_masked(span, BLOCK_MAP, ONE_LOOP),
                 LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
                 SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, FOLD_SCALE, UPCAST_DOT, DOT_PRECISION,
-                HAS_SCORE_MOD or HAS_SEQUSED_Q,
+                BOUND_ROWS,
             )
 
     # A row that saw no key (causal with Nq > Nkv, an empty window, padding) gives 0 and lse = -inf.

@@ -792,6 +792,13 @@ def plan_attention(
         # float32 inputs: full-precision dots rather than tf32, so fp32 means fp32.
         DOT_PRECISION="ieee" if q.dtype == "float32" else "tf32",
         BIAS_GRAD=False,
+        # Rows past the sequence need the per-element bound only where one could read memory by
+        # row (mask_mod, a dense mask, score_mod) or holds real data (seqused padding). Elsewhere
+        # it loads zeros, its outputs are never stored and its lse reads +inf in the backward
+        # (P = 0). Leaving the bound out keeps D = 64's forward under 128 registers per thread
+        # when Triton cannot prove the length a multiple of 16 (jax-triton never marks integers
+        # so): 133 -> 125, two programs per SM instead of one.
+        BOUND_ROWS=any(x is not None for x in (mask_mod, mask, score_mod, seqused_q)),
     )
     scalars = dict(
         sm_scale=float(scale), softcap=float(softcap or 1.0),

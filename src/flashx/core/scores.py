@@ -112,15 +112,11 @@ def visible_pairs(
     q2 and kv2 are positions within the sequence as broadcastable 2-D tiles ([BM, 1] and
     [1, BN], or transposed for the backward). Query i sits on the diagonal at key
     i + diag_offset; the window keeps keys in [i + diag_offset - window_left, i + diag_offset + window_right].
-    Keys past the sequence are never visible. Rows past it are bounded only where that matters:
-    BOUND_ROWS (padding rows with real data under seqused, or a score_mod that might read by
-    row), a mask_mod or a dense mask (they read by row). Elsewhere such a row's loads are zeros,
-    its outputs are never stored and its lse reads as +inf in the backward (P = 0); leaving out
-    the bound keeps D = 64's forward under 128 registers per thread when Triton cannot prove
-    the length a multiple of 16 (jax-triton never marks integers so): 133 -> 125.
+    Keys past the sequence are never visible; rows past it only with BOUND_ROWS (the plan's
+    flag says where a row past the end matters).
     """
     visible = kv2 < seqlen_kv
-    if BOUND_ROWS or HAS_MASK_MOD or HAS_DENSE_MASK:
+    if BOUND_ROWS:
         visible = visible & (q2 < seqlen_q)
     if LIMIT_LEFT:
         visible = visible & (kv2 >= q2 + diag_offset - window_left)
