@@ -10,7 +10,7 @@ a kernel or host-path change: predict, then measure it against the tree it repla
 
 Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said):
 - fwd: forward at N = 4k, D = 64 and 128, causal and not; dense causal N = 16k, D = 128.
-- bwd: backward (autograd.grad of one saved forward) at N = 4k, D = 128, causal and not.
+- bwd: backward (autograd.grad of one saved forward) at N = 4k, D = 64 and 128, causal and not.
 - variants: causal window 1024 and 8 causal documents (a block mask built once), N = 16k,
   D = 128, forward and backward; FLOPs counted on visible entries as in bench_variants.py.
 - gqa: 32 q heads sharing 8 kv heads, B = 4, N = 4k, D = 128, causal, forward and backward.
@@ -40,8 +40,9 @@ def _dense_cases(groups):
                 cases.append(dict(kind="fwd", b=4, n=4096, h=2048 // d, d=d, causal=causal))
         cases.append(dict(kind="fwd", b=1, n=16384, h=16, d=128, causal=True))
     if "bwd" in groups:
-        for causal in (False, True):
-            cases.append(dict(kind="bwd", b=4, n=4096, h=16, d=128, causal=causal))
+        for d in (64, 128):
+            for causal in (False, True):
+                cases.append(dict(kind="bwd", b=4, n=4096, h=2048 // d, d=d, causal=causal))
     if "variants" in groups:
         for mask in ("window", "documents"):
             for kind in ("fwd", "bwd"):
