@@ -10,7 +10,7 @@ from . import runtime  # noqa: F401, I001  (first: decides compiled vs interpret
 import triton
 import triton.language as tl
 
-from .forward import sequence_bounds
+from .forward import program_tile, sequence_bounds
 from .scores import (
     LOG2_E, aligned_strides, dot, grad_through_transforms, key_spans, load_tile, map_row, query_range, score_inputs,
     span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
@@ -126,7 +126,7 @@ def attention_backward_dkdv_kernel(
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr,
 ):
     """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group. Grid (cdiv(Nkv, BLOCK_N), Hkv, B).
 
@@ -142,9 +142,7 @@ def attention_backward_dkdv_kernel(
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
     stride_dkb, stride_dkn, stride_dkh = aligned_strides(stride_dkb, stride_dkn, stride_dkh, STRIDE_ALIGN)
     stride_dvb, stride_dvn, stride_dvh = aligned_strides(stride_dvb, stride_dvn, stride_dvh, STRIDE_ALIGN)
-    pid_n = tl.program_id(0)
-    head_kv = tl.program_id(1)
-    batch = tl.program_id(2)
+    pid_n, head_kv, batch = program_tile(HEAD_GROUP, False)
     start_n = pid_n * BLOCK_N
 
     q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
@@ -251,7 +249,7 @@ def attention_backward_dq_kernel(
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr,
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD.
 
@@ -265,9 +263,7 @@ def attention_backward_dq_kernel(
     stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, STRIDE_ALIGN)
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
     stride_dqb, stride_dqn, stride_dqh = aligned_strides(stride_dqb, stride_dqn, stride_dqh, STRIDE_ALIGN)
-    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)  # last (under causal, longest) query blocks first
-    head = tl.program_id(1)
-    batch = tl.program_id(2)
+    pid_m, head, batch = program_tile(HEAD_GROUP, True)
     head_kv = head // gqa_group
     start_m = pid_m * BLOCK_M
 

@@ -535,7 +535,7 @@ class AttentionPlan:
         align = dict(STRIDE_ALIGN=stride_alignment(self.flags["STRIDE_ALIGN"], *do_strides[:3]))
         tiles = self.tiles
         preprocess = self._static(
-            attention_backward_preprocess_kernel, self.forward_grid,
+            attention_backward_preprocess_kernel, self.preprocess_grid,
             self._template(attention_backward_preprocess_kernel, grads), ("DELTA",),
             self._constexprs(attention_backward_preprocess_kernel, dict(align, HAS_DLSE=has_dlse)),
             dict(num_warps=4, num_stages=1, **LAUNCH_OPTIONS),
@@ -575,18 +575,26 @@ class AttentionPlan:
 
     @property
     def forward_grid(self) -> tuple:
-        """(query blocks, q heads, batch)."""
+        """(query blocks * G, q heads / G, batch), G = HEAD_GROUP (see program_tile)."""
+        group = self.flags["HEAD_GROUP"]
+        return (_cdiv(self.max_seqlen_q, self.tiles.forward.block_m) * group, self.heads_q // group, self.batch)
+
+    @property
+    def preprocess_grid(self) -> tuple:
+        """(query blocks, q heads, batch) for the backward's delta."""
         return (_cdiv(self.max_seqlen_q, self.tiles.forward.block_m), self.heads_q, self.batch)
 
     @property
     def dq_grid(self) -> tuple:
-        """(query blocks, q heads, batch) in dQ's tiles."""
-        return (_cdiv(self.max_seqlen_q, self.tiles.dq.block_m), self.heads_q, self.batch)
+        """(query blocks * G, q heads / G, batch) in dQ's tiles."""
+        group = self.flags["HEAD_GROUP"]
+        return (_cdiv(self.max_seqlen_q, self.tiles.dq.block_m) * group, self.heads_q // group, self.batch)
 
     @property
     def dkdv_grid(self) -> tuple:
-        """(key blocks, kv heads, batch)."""
-        return (_cdiv(self.max_seqlen_kv, self.tiles.dkdv.block_n), self.heads_kv, self.batch)
+        """(key blocks * G, kv heads / G, batch)."""
+        group = self.flags["HEAD_GROUP"]
+        return (_cdiv(self.max_seqlen_kv, self.tiles.dkdv.block_n) * group, self.heads_kv // group, self.batch)
 
 
 def plan_attention(
@@ -799,6 +807,9 @@ def plan_attention(
         # when Triton cannot prove the length a multiple of 16 (jax-triton never marks integers
         # so): 133 -> 125, two programs per SM instead of one.
         BOUND_ROWS=any(x is not None for x in (mask_mod, mask, score_mod, seqused_q)),
+        # Causal programs differ in length: heads in groups of up to 4 walk their blocks together,
+        # longest first, so that no head's longest program starts last (see program_tile).
+        HEAD_GROUP=next(g for g in (4, 2, 1) if hkv % g == 0) if window_right >= 0 and window_left < 0 else 1,
     )
     scalars = dict(
         sm_scale=float(scale), softcap=float(softcap or 1.0),
