@@ -799,6 +799,10 @@ def plan_attention(
         # when Triton cannot prove the length a multiple of 16 (jax-triton never marks integers
         # so): 133 -> 125, two programs per SM instead of one.
         BOUND_ROWS=any(x is not None for x in (mask_mod, mask, score_mod, seqused_q)),
+        # dK/dV's tile orientation: queries down keeps lse and delta in a few registers per
+        # thread (32 fewer at D = 64, where the transposed tile spilled); at wider tiles Triton
+        # lays the transposed P out with more registers than it saves.
+        ROWS_DOWN=max(block_d, block_dv) <= 64 and q.dtype != "float32",
     )
     scalars = dict(
         sm_scale=float(scale), softcap=float(softcap or 1.0),
