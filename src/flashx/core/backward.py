@@ -126,7 +126,8 @@ def attention_backward_dkdv_kernel(
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
+    HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr,
 ):
     """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group. Grid (cdiv(Nkv, BLOCK_N), Hkv, B).
 
@@ -204,18 +205,35 @@ def attention_backward_dkdv_kernel(
                 b_do = load_tile(p_do, m_m, m_dv, True, HEAD_DIM_V != BLOCK_DV)  # [BM, BDV]
                 lse_log2 = _load_lse_log2(lse_base + q_idx.to(tl.int64) * stride_ln, m_m)
                 delta = tl.load(delta_base + q_idx.to(tl.int64) * stride_ln, mask=m_m, other=0.0)
-                qk_t = dot(b_k, tl.trans(b_q), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BD] @ [BD, BM]
-                dp_t = dot(b_v, tl.trans(b_do), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BDV] @ [BDV, BM]
-                p_t, _ds_t, dqk_t = _score_grads(
-                    qk_t, dp_t, lse_log2[None, :], delta[None, :], batch, head, q_idx[None, :], kv_idx[:, None],
-                    seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
-                    sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                    span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
-                    MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                    HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
-                )
-                dv += dot(p_t.to(b_do.dtype), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV] = [BN, BM] @ [BM, BDV]
-                dk += dot(dqk_t.to(b_q.dtype), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD] = [BN, BM] @ [BM, BD]
+                if ROWS_DOWN:
+                    # Queries down, keys across: lse and delta are per row, a few registers per
+                    # thread where across they take 32; P and dS reach dV and dK transposed,
+                    # through shared memory (worth it at D = 64; at D = 128 Triton's layouts spill).
+                    qk = dot(b_q, tl.trans(b_k), UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BD] @ [BD, BN]
+                    dp = dot(b_do, tl.trans(b_v), UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BDV] @ [BDV, BN]
+                    p, _ds, dqk = _score_grads(
+                        qk, dp, lse_log2[:, None], delta[:, None], batch, head, q_idx[:, None], kv_idx[None, :],
+                        seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
+                        sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+                        span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
+                        MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
+                        HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
+                    )
+                    dv += dot(tl.trans(p.to(b_do.dtype)), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV]
+                    dk += dot(tl.trans(dqk.to(b_q.dtype)), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD]
+                else:
+                    qk_t = dot(b_k, tl.trans(b_q), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BD] @ [BD, BM]
+                    dp_t = dot(b_v, tl.trans(b_do), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BDV] @ [BDV, BM]
+                    p_t, _ds_t, dqk_t = _score_grads(
+                        qk_t, dp_t, lse_log2[None, :], delta[None, :], batch, head, q_idx[None, :], kv_idx[:, None],
+                        seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
+                        sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+                        span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
+                        MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
+                        HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
+                    )
+                    dv += dot(p_t.to(b_do.dtype), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV] = [BN, BM] @ [BM, BDV]
+                    dk += dot(dqk_t.to(b_q.dtype), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD] = [BN, BM] @ [BM, BD]
 
     p_dk = DK + b64 * stride_dkb + hk64 * stride_dkh + row0 * stride_dkn + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd
     p_dv = DV + b64 * stride_dvb + hk64 * stride_dvh + row0 * stride_dvn + offs_n[:, None] * stride_dvn + offs_dv[None, :] * stride_dvd
@@ -249,7 +267,8 @@ def attention_backward_dq_kernel(
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
+    HEAD_GROUP: tl.constexpr,
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD.
 

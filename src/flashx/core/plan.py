@@ -810,6 +810,10 @@ def plan_attention(
         # Causal programs differ in length: heads in groups of up to 4 walk their blocks together,
         # longest first, so that no head's longest program starts last (see program_tile).
         HEAD_GROUP=next(g for g in (4, 2, 1) if hkv % g == 0) if window_right >= 0 and window_left < 0 else 1,
+        # dK/dV's tile orientation: queries down keeps lse and delta in a few registers per
+        # thread (32 fewer at D = 64, where the transposed tile spilled); at wider tiles Triton
+        # lays the transposed P out with more registers than it saves.
+        ROWS_DOWN=max(block_d, block_dv) <= 64 and q.dtype != "float32",
     )
     scalars = dict(
         sm_scale=float(scale), softcap=float(softcap or 1.0),
