@@ -261,6 +261,27 @@ def test_variant(rng, shape, var, dtype):
     run_and_compare(rng, shape, var, dtype)
 
 
+# Causal grids walk heads in groups (HEAD_GROUP = 4, 2 or 1, the largest dividing Hkv), and
+# dK/dV runs queries-down at D, Dv <= 64 in 16-bit inputs (ROWS_DOWN), transposed otherwise.
+HEAD_GROUP_CASES = [
+    pytest.param(Shape(2, 37, 45, 8, 4, 24, 40), "float16", 4, True, id="group4-rows-down-gqa"),
+    pytest.param(Shape(1, 45, 37, 6, 6, 72, 40), "float16", 2, False, id="group2-transposed"),
+    pytest.param(Shape(1, 29, 45, 3, 3, 80, 80), "float32", 1, False, id="group1-transposed-fp32"),
+]
+
+
+@pytest.mark.parametrize("shape, dtype, group, rows_down", HEAD_GROUP_CASES)
+def test_causal_head_groups_and_dkdv_orientation(rng, shape, dtype, group, rows_down):
+    from flashx import core
+
+    specs = [core.ArraySpec(dims, core.dense_strides(dims), dtype, "cuda:0") for dims in (
+        (shape.b, shape.nq, shape.hq, shape.d), (shape.b, shape.nkv, shape.hkv, shape.d),
+        (shape.b, shape.nkv, shape.hkv, shape.dv))]
+    flags = core.plan_attention(*specs, causal=True).flags
+    assert (flags["HEAD_GROUP"], flags["ROWS_DOWN"]) == (group, rows_down)
+    run_and_compare(rng, shape, Variant(causal=True), dtype)
+
+
 @pytest.mark.parametrize(
     "window",
     [(15, 0), (16, 0), (17, -1), (0, 15), (0, 16), (-1, 17), (16, 16), (31, 1), (1, 31), (32, 32)],

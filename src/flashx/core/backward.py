@@ -129,7 +129,9 @@ def attention_backward_dkdv_kernel(
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr,
 ):
-    """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group. Grid (cdiv(Nkv, BLOCK_N), Hkv, B).
+    """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group.
+
+    Grid (cdiv(Nkv, BLOCK_N) * HEAD_GROUP, Hkv / HEAD_GROUP, B), decoded by program_tile.
 
     Tiles are transposed ([BN, BM]: keys down, queries across) so dK and dV accumulate
     without a transpose of P. MAP_* is the transposed block map (query blocks per key block).
@@ -272,7 +274,8 @@ def attention_backward_dq_kernel(
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD.
 
-    Grid (cdiv(Nq, BLOCK_M), Hq, B); walks the same key blocks as the forward.
+    Grid (cdiv(Nq, BLOCK_M) * HEAD_GROUP, Hq / HEAD_GROUP, B), decoded by program_tile; walks the
+    same key blocks as the forward.
     """
     sm_scale = tl.cast(sm_scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)

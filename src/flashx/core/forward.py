@@ -153,7 +153,9 @@ def attention_forward_kernel(
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, ONE_LOOP: tl.constexpr,
     BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr,
 ):
-    """One program: BLOCK_M query rows of one (batch, q head). Grid (cdiv(Nq, BLOCK_M), Hq, B).
+    """One program: BLOCK_M query rows of one (batch, q head).
+
+    Grid (cdiv(Nq, BLOCK_M) * HEAD_GROUP, Hq / HEAD_GROUP, B), decoded by program_tile.
 
     Q [B, Nq, Hq, D], K [B, Nkv, Hkv, D], V [B, Nkv, Hkv, Dv], O [B, Nq, Hq, Dv] through their
     strides (any layout; varlen: B strides 0 and rows offset by cu_seqlens); LSE [B, Hq, Nq].
