@@ -207,35 +207,34 @@ def attention_backward_dkdv_kernel(
                 b_do = load_tile(p_do, m_m, m_dv, True, HEAD_DIM_V != BLOCK_DV)  # [BM, BDV]
                 lse_log2 = _load_lse_log2(lse_base + q_idx.to(tl.int64) * stride_ln, m_m)
                 delta = tl.load(delta_base + q_idx.to(tl.int64) * stride_ln, mask=m_m, other=0.0)
+                # Queries down and keys across (ROWS_DOWN) keeps lse and delta per row, a few
+                # registers per thread where across they take 32; P and dS then reach dV and dK
+                # transposed, through shared memory. Worth it at D = 64; at D = 128 Triton's
+                # layouts for the transposed P cost more registers than it saves.
                 if ROWS_DOWN:
-                    # Queries down, keys across: lse and delta are per row, a few registers per
-                    # thread where across they take 32; P and dS reach dV and dK transposed,
-                    # through shared memory (worth it at D = 64; at D = 128 Triton's layouts spill).
                     qk = dot(b_q, tl.trans(b_k), UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BD] @ [BD, BN]
                     dp = dot(b_do, tl.trans(b_v), UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BDV] @ [BDV, BN]
-                    p, _ds, dqk = _score_grads(
-                        qk, dp, lse_log2[:, None], delta[:, None], batch, head, q_idx[:, None], kv_idx[None, :],
-                        seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
-                        sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                        span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
-                        MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                        HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
-                    )
+                    q2, kv2, lse2, delta2 = q_idx[:, None], kv_idx[None, :], lse_log2[:, None], delta[:, None]
+                else:
+                    qk = dot(b_k, tl.trans(b_q), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BD] @ [BD, BM]
+                    dp = dot(b_v, tl.trans(b_do), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BDV] @ [BDV, BM]
+                    q2, kv2, lse2, delta2 = q_idx[None, :], kv_idx[:, None], lse_log2[None, :], delta[None, :]
+                p, _ds, dqk = _score_grads(
+                    qk, dp, lse2, delta2, batch, head, q2, kv2,
+                    seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
+                    sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+                    span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
+                    MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
+                    HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
+                )
+                # (Each transpose right before its product: taken together first, they cost D = 64
+                # 8 KiB more shared memory.)
+                if ROWS_DOWN:
                     dv += dot(tl.trans(p.to(b_do.dtype)), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV]
                     dk += dot(tl.trans(dqk.to(b_q.dtype)), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD]
                 else:
-                    qk_t = dot(b_k, tl.trans(b_q), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BD] @ [BD, BM]
-                    dp_t = dot(b_v, tl.trans(b_do), UPCAST_DOT, DOT_PRECISION)  # [BN, BM] = [BN, BDV] @ [BDV, BM]
-                    p_t, _ds_t, dqk_t = _score_grads(
-                        qk_t, dp_t, lse_log2[None, :], delta[None, :], batch, head, q_idx[None, :], kv_idx[:, None],
-                        seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
-                        sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                        span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
-                        MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                        HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
-                    )
-                    dv += dot(p_t.to(b_do.dtype), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV] = [BN, BM] @ [BM, BDV]
-                    dk += dot(dqk_t.to(b_q.dtype), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD] = [BN, BM] @ [BM, BD]
+                    dv += dot(p.to(b_do.dtype), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV] = [BN, BM] @ [BM, BDV]
+                    dk += dot(dqk.to(b_q.dtype), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD] = [BN, BM] @ [BM, BD]
 
     p_dk = DK + b64 * stride_dkb + hk64 * stride_dkh + row0 * stride_dkn + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd
     p_dv = DV + b64 * stride_dvb + hk64 * stride_dvh + row0 * stride_dvn + offs_n[:, None] * stride_dvn + offs_dv[None, :] * stride_dvd
