@@ -262,11 +262,15 @@ def test_variant(rng, shape, var, dtype):
 
 
 # Causal grids walk heads in groups (HEAD_GROUP = 4, 2 or 1, the largest dividing Hkv), and
-# dK/dV runs queries-down at D, Dv <= 64 in 16-bit inputs (ROWS_DOWN), transposed otherwise.
+# dK/dV runs queries-down at D, Dv <= 64 in 16-bit inputs (ROWS_DOWN), transposed otherwise;
+# lengths and lse rows that are multiples of 16 (or 8, 4, 2 for lse) are marked so.
 HEAD_GROUP_CASES = [
     pytest.param(Shape(2, 37, 45, 8, 4, 24, 40), "float16", 4, True, id="group4-rows-down-gqa"),
     pytest.param(Shape(1, 45, 37, 6, 6, 72, 40), "float16", 2, False, id="group2-transposed"),
     pytest.param(Shape(1, 29, 45, 3, 3, 80, 80), "float32", 1, False, id="group1-transposed-fp32"),
+    # lengths that are multiples of 16: the kernels are told so (Q_ALIGN, KV_ALIGN, LSE_ALIGN)
+    pytest.param(Shape(2, 48, 64, 4, 2, 24, 40), "bfloat16", 2, True, id="group2-rows-down-aligned-lengths"),
+    pytest.param(Shape(1, 32, 48, 2, 2, 72, 72), "bfloat16", 2, False, id="group2-transposed-aligned-lengths"),
 ]
 
 
@@ -279,6 +283,9 @@ def test_causal_head_groups_and_dkdv_orientation(rng, shape, dtype, group, rows_
         (shape.b, shape.nkv, shape.hkv, shape.dv))]
     flags = core.plan_attention(*specs, causal=True).flags
     assert (flags["HEAD_GROUP"], flags["ROWS_DOWN"]) == (group, rows_down)
+    aligned = 16 if shape.nq % 16 == 0 else 1
+    assert (flags["Q_ALIGN"], flags["KV_ALIGN"]) == (aligned, 16 if shape.nkv % 16 == 0 else 1)
+    assert flags["LSE_ALIGN"] == (aligned if aligned == 16 else [a for a in (8, 4, 2, 1) if shape.nq % a == 0][0])
     run_and_compare(rng, shape, Variant(causal=True), dtype)
 
 

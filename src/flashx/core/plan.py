@@ -783,6 +783,12 @@ def plan_attention(
         # (the last axis is D in every layout).
         STRIDE_ALIGN=stride_alignment(*q_strides[:3], *k_strides[:3], *v_strides[:3], *(
             s for shape in (out_shape, q.shape, k.shape, v.shape) for s in dense_strides(shape)[:-1])),
+        # lse and delta ([B, Hq, Nq], or [Hq, total_q] for varlen): a head's row starts at a
+        # multiple of the row length, so its alignment is the row length's.
+        LSE_ALIGN=stride_alignment(lse_shape[-1]),
+        # Lengths that are multiples of 16, marked so in the kernels (Triton's launcher does the
+        # same for its integer arguments; jax-triton does not).
+        Q_ALIGN=16 if nq % 16 == 0 else 1, KV_ALIGN=16 if nkv % 16 == 0 else 1,
         LIMIT_LEFT=window_left >= 0, LIMIT_RIGHT=window_right >= 0, VARLEN=varlen,
         HAS_SEQUSED_Q=seqused_q is not None, HAS_SEQUSED_K=seqused_k is not None,
         MASK_MOD=mask_mod, HAS_MASK_MOD=mask_mod is not None, HAS_DENSE_MASK=mask is not None,

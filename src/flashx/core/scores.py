@@ -48,6 +48,32 @@ def aligned_strides(stride_b, stride_n, stride_h, ALIGN: tl.constexpr):
 
 
 @triton.jit
+def aligned_lse_strides(stride_lb, stride_lh, ALIGN: tl.constexpr):
+    """lse's and delta's (batch, head) strides, marked as multiples of ALIGN floats (LSE_ALIGN).
+
+    As aligned_strides: for jax-triton, which marks no integer as a multiple of 16, this is what
+    lets the backward's lse and delta loads vectorize.
+    """
+    if ALIGN > 1:
+        stride_lb = (stride_lb // ALIGN) * ALIGN
+        stride_lh = (stride_lh // ALIGN) * ALIGN
+    return stride_lb, stride_lh
+
+
+@triton.jit
+def aligned_lengths(seqlen_q, seqlen_kv, Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr):
+    """The sequence lengths, marked as multiples of Q_ALIGN and KV_ALIGN (16 or 1: the classes
+    Triton's launcher specializes integers on). A row mask `idx < length` is then constant over
+    aligned runs of rows, which lets the loads under it vectorize; jax-triton marks no integer.
+    """
+    if Q_ALIGN > 1:
+        seqlen_q = (seqlen_q // Q_ALIGN) * Q_ALIGN
+    if KV_ALIGN > 1:
+        seqlen_kv = (seqlen_kv // KV_ALIGN) * KV_ALIGN
+    return seqlen_q, seqlen_kv
+
+
+@triton.jit
 def store_tile(ptrs, value, m_rows, m_cols, CHECK_COLS: tl.constexpr):
     """Store a 2-D tile whose rows may run out of bounds (and its columns when CHECK_COLS)."""
     if CHECK_COLS:
