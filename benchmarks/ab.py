@@ -19,6 +19,11 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
   and with inputs that require grad, and forward + backward.
 Timing: triton.testing.do_bench medians (L2 flushed between calls), so a host-bound call shows
 its host time. TFLOP/s: 4*B*H*visible*D forward, 2.5x that backward.
+
+Order matters: identical kernels have differed by up to 4.5% between two trees of one run, the
+first slower (NOTES v0.5). --rounds 2 runs the trees in order, then in reverse (A B B A), and
+reports each tree's mean over its rounds, with the largest spread of one tree over its rounds
+beside each case: a difference smaller than that spread is not a result.
 """
 from __future__ import annotations
 
@@ -138,38 +143,68 @@ def worker(groups) -> dict:
     return results
 
 
+def _run_tree(path: str, cases: list, label: str) -> dict:
+    """One worker process on the tree at `path`: its results by case name ({} if it failed)."""
+    # The tree's flashx first, and no other flashx on the path (the caller's tree, say).
+    others = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+              if x and not os.path.isdir(os.path.join(x, "flashx"))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(path)] + others))
+    proc = subprocess.run([sys.executable, __file__, "--worker", "--cases", *cases],
+                          env=env, capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
+    if proc.returncode or not lines:
+        print(f"{label}: failed (rc {proc.returncode})\n{proc.stderr[-3000:]}", file=sys.stderr)
+        return {}
+    return json.loads(lines[-1][len("RESULTS "):])
+
+
+def _value(result: dict):
+    return result.get("tflops", result.get("us"))
+
+
+def _mean_over_rounds(rounds: list) -> dict:
+    """Each case's result averaged over the rounds that measured it."""
+    merged = {}
+    for name in dict.fromkeys(n for r in rounds for n in r):
+        values = [_value(r[name]) for r in rounds if name in r]
+        key = "tflops" if "tflops" in next(r[name] for r in rounds if name in r) else "us"
+        merged[name] = {key: sum(values) / len(values)}
+    return merged
+
+
+def _spread(rounds: list, name: str):
+    """max/min - 1 of one tree's value for `name` over its rounds; None with fewer than two."""
+    values = [_value(r[name]) for r in rounds if name in r]
+    return max(values) / min(values) - 1 if len(values) > 1 else None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trees", nargs="*", help="label=path/to/src (the folder that holds flashx/)")
     p.add_argument("--cases", nargs="+", choices=CASE_GROUPS, default=list(CASE_GROUPS))
     p.add_argument("--json", default=None, help="also write the results here")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the trees this many times, alternating forward and reverse order (default 1)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         print("RESULTS " + json.dumps(worker(args.cases)))
         return 0
-    table = {}
-    for tree in args.trees:
-        label, _, path = tree.partition("=")
-        # The tree's flashx first, and no other flashx on the path (the caller's tree, say).
-        others = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                  if x and not os.path.isdir(os.path.join(x, "flashx"))]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(path)] + others))
-        proc = subprocess.run([sys.executable, __file__, "--worker", "--cases", *args.cases],
-                              env=env, capture_output=True, text=True)
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
-        if proc.returncode or not lines:
-            print(f"{label}: failed (rc {proc.returncode})\n{proc.stderr[-3000:]}", file=sys.stderr)
-            table[label] = {}
-            continue
-        table[label] = json.loads(lines[-1][len("RESULTS "):])
+    runs = {t.partition("=")[0]: [] for t in args.trees}
+    for round_ in range(args.rounds):
+        for tree in args.trees if round_ % 2 == 0 else args.trees[::-1]:
+            label, _, path = tree.partition("=")
+            runs[label].append(_run_tree(path, args.cases, label))
+    table = {label: _mean_over_rounds(results) for label, results in runs.items()}
     labels = [t.partition("=")[0] for t in args.trees]
     names = list(dict.fromkeys(name for label in labels for name in table[label]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(table, f, indent=1)
-    print("| case | " + " | ".join(labels) + " | " + " | ".join(f"{x}/{labels[0]}" for x in labels[1:]) + " |")
-    print("|---" * (1 + 2 * len(labels) - 1) + "|")
+    spread_col = args.rounds > 1
+    print("| case | " + " | ".join(labels) + " | " + " | ".join(f"{x}/{labels[0]}" for x in labels[1:])
+          + (" | spread |" if spread_col else " |"))
+    print("|---" * (1 + 2 * len(labels) - 1 + spread_col) + "|")
     for name in names:
         cells, values = [], []
         for label in labels:
@@ -178,8 +213,13 @@ def main(argv=None) -> int:
             values.append(value)
             cells.append("-" if value is None else f"{value:.1f}")
         ratios = ["-" if None in (v, values[0]) else f"{v / values[0]:.3f}" for v in values[1:]]
-        print(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
-    print("(TFLOP/s, higher is better; host rows: microseconds per call, lower is better)")
+        spread = [_spread(runs[label], name) for label in labels] if spread_col else []
+        spread = [x for x in spread if x is not None]
+        print(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(ratios)
+              + (f" | {max(spread):.3f} |" if spread else " | - |" if spread_col else " |"))
+    print("(TFLOP/s, higher is better; host rows: microseconds per call, lower is better"
+          + (f"; means over {args.rounds} rounds in alternating order, spread: the largest max/min - 1 of one"
+             " tree over its rounds)" if spread_col else ")"))
     return 0
 
 
