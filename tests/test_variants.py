@@ -283,9 +283,8 @@ def test_causal_head_groups_and_dkdv_orientation(rng, shape, dtype, group, rows_
         (shape.b, shape.nkv, shape.hkv, shape.dv))]
     flags = core.plan_attention(*specs, causal=True).flags
     assert (flags["HEAD_GROUP"], flags["ROWS_DOWN"]) == (group, rows_down)
-    aligned = 16 if shape.nq % 16 == 0 else 1
-    assert (flags["Q_ALIGN"], flags["KV_ALIGN"]) == (aligned, 16 if shape.nkv % 16 == 0 else 1)
-    assert flags["LSE_ALIGN"] == (aligned if aligned == 16 else [a for a in (8, 4, 2, 1) if shape.nq % a == 0][0])
+    assert (flags["Q_ALIGN"], flags["KV_ALIGN"]) == tuple(16 if n % 16 == 0 else 1 for n in (shape.nq, shape.nkv))
+    assert flags["LSE_ALIGN"] == next(a for a in (16, 8, 4, 2, 1) if shape.nq % a == 0)
     run_and_compare(rng, shape, Variant(causal=True), dtype)
 
 

@@ -12,7 +12,7 @@ import triton.language as tl
 
 from .forward import program_tile, sequence_bounds
 from .scores import (
-    LOG2_E, aligned_lengths, aligned_lse_strides, aligned_strides, dot, grad_through_transforms, key_spans, load_tile, map_row, query_range, score_inputs,
+    LOG2_E, aligned, aligned_strides, dot, grad_through_transforms, key_spans, load_tile, map_row, query_range, score_inputs,
     span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
 )
 
@@ -34,8 +34,8 @@ def attention_backward_preprocess_kernel(
     """
     stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, STRIDE_ALIGN)
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
-    stride_lb, stride_lh = aligned_lse_strides(stride_lb, stride_lh, LSE_ALIGN)
-    seqlen_q, _ = aligned_lengths(seqlen_q, seqlen_q, Q_ALIGN, 1)
+    stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
+    seqlen_q = aligned(seqlen_q, Q_ALIGN)
     pid_m = tl.program_id(0)
     head = tl.program_id(1)
     batch = tl.program_id(2)
@@ -148,8 +148,8 @@ def attention_backward_dkdv_kernel(
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
     stride_dkb, stride_dkn, stride_dkh = aligned_strides(stride_dkb, stride_dkn, stride_dkh, STRIDE_ALIGN)
     stride_dvb, stride_dvn, stride_dvh = aligned_strides(stride_dvb, stride_dvn, stride_dvh, STRIDE_ALIGN)
-    stride_lb, stride_lh = aligned_lse_strides(stride_lb, stride_lh, LSE_ALIGN)
-    seqlen_q, seqlen_kv = aligned_lengths(seqlen_q, seqlen_kv, Q_ALIGN, KV_ALIGN)
+    stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
+    seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
     pid_n, head_kv, batch = program_tile(HEAD_GROUP, False)
     start_n = pid_n * BLOCK_N
 
@@ -290,8 +290,8 @@ def attention_backward_dq_kernel(
     stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, STRIDE_ALIGN)
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
     stride_dqb, stride_dqn, stride_dqh = aligned_strides(stride_dqb, stride_dqn, stride_dqh, STRIDE_ALIGN)
-    stride_lb, stride_lh = aligned_lse_strides(stride_lb, stride_lh, LSE_ALIGN)
-    seqlen_q, seqlen_kv = aligned_lengths(seqlen_q, seqlen_kv, Q_ALIGN, KV_ALIGN)
+    stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
+    seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
     pid_m, head, batch = program_tile(HEAD_GROUP, True)
     head_kv = head // gqa_group
     start_m = pid_m * BLOCK_M

@@ -33,44 +33,23 @@ def load_tile(ptrs, m_rows, m_cols, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.con
 
 
 @triton.jit
+def aligned(x, ALIGN: tl.constexpr):
+    """x, marked as a multiple of ALIGN, which the plan checked it is.
+
+    (x // ALIGN) * ALIGN is x itself, but the compiler can see its divisibility. Triton's
+    launcher specializes integer arguments by divisibility (1, a multiple of 16); jax-triton's
+    does not, and without the mark no load whose address or row mask depends on x vectorizes.
+    """
+    if ALIGN > 1:
+        x = (x // ALIGN) * ALIGN
+    return x
+
+
+@triton.jit
 def aligned_strides(stride_b, stride_n, stride_h, ALIGN: tl.constexpr):
-    """The (batch, row, head) strides of one array, marked as multiples of ALIGN.
-
-    The plan checked that they are (STRIDE_ALIGN); (s // ALIGN) * ALIGN is s itself, but the
-    compiler can see its divisibility, so rows start aligned and loads along D vectorize. Triton's
-    launcher specializes integer arguments by divisibility; jax-triton's does not.
-    """
-    if ALIGN > 1:
-        stride_b = (stride_b // ALIGN) * ALIGN
-        stride_n = (stride_n // ALIGN) * ALIGN
-        stride_h = (stride_h // ALIGN) * ALIGN
-    return stride_b, stride_n, stride_h
-
-
-@triton.jit
-def aligned_lse_strides(stride_lb, stride_lh, ALIGN: tl.constexpr):
-    """lse's and delta's (batch, head) strides, marked as multiples of ALIGN floats (LSE_ALIGN).
-
-    As aligned_strides: for jax-triton, which marks no integer as a multiple of 16, this is what
-    lets the backward's lse and delta loads vectorize.
-    """
-    if ALIGN > 1:
-        stride_lb = (stride_lb // ALIGN) * ALIGN
-        stride_lh = (stride_lh // ALIGN) * ALIGN
-    return stride_lb, stride_lh
-
-
-@triton.jit
-def aligned_lengths(seqlen_q, seqlen_kv, Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr):
-    """The sequence lengths, marked as multiples of Q_ALIGN and KV_ALIGN (16 or 1: the classes
-    Triton's launcher specializes integers on). A row mask `idx < length` is then constant over
-    aligned runs of rows, which lets the loads under it vectorize; jax-triton marks no integer.
-    """
-    if Q_ALIGN > 1:
-        seqlen_q = (seqlen_q // Q_ALIGN) * Q_ALIGN
-    if KV_ALIGN > 1:
-        seqlen_kv = (seqlen_kv // KV_ALIGN) * KV_ALIGN
-    return seqlen_q, seqlen_kv
+    """The (batch, row, head) strides of one array, marked as multiples of ALIGN (STRIDE_ALIGN),
+    so rows start aligned and loads along D vectorize."""
+    return aligned(stride_b, ALIGN), aligned(stride_n, ALIGN), aligned(stride_h, ALIGN)
 
 
 @triton.jit
