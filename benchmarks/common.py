@@ -329,6 +329,12 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> floa
     return _time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms)
 
 
+def time_wall(call: Callable, wait: Callable, warmup_ms: float, rep_ms: float) -> float:
+    """Median ms per call of `call()` by time_jax's method (wall clock, samples of back-to-back
+    calls ended by one `wait(last result)`), for timing another framework the same way."""
+    return _time_wall(call, wait, warmup_ms, rep_ms)
+
+
 # Set by start() for --device cpu: one warm-up call and one timed call (the interpreter is slow
 # and the numbers mean nothing there).
 _DEBUG_TIMING = False

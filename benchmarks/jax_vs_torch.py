@@ -4,8 +4,17 @@
 One process, the same random bf16 inputs (B = 4, N = 4k, H * D = 2048, layout "bhnd") in both
 frameworks: forward at D = 64 (causal and not) and D = 128 causal, and the D = 128 causal
 backward (JAX: the jitted vjp function applied to dO; torch: autograd.grad of one saved
-forward). Timing as in the other scripts: triton.testing.do_bench medians for torch, a
-jitted call timed around block_until_ready for JAX. Prints TFLOP/s and jax/torch per case.
+forward). Two timings per case:
+- "single", as in the other scripts: triton.testing.do_bench medians for torch (CUDA events
+  around each call, L2 flushed before it), one jitted call after another, timed by the wall
+  clock around block_until_ready, for JAX: each JAX call pays its dispatch;
+- "grouped": GROUP calls on GROUP distinct inputs per timed unit, in both frameworks (one jitted
+  function returning GROUP results; torch: GROUP calls in one do_bench call), per call. The
+  kernels then run back to back in both, so the ratio is the kernels' plus what each frontend
+  adds between them;
+- "wall": torch timed exactly as JAX is (common.time_jax's wall clock over back-to-back single
+  calls, torch.cuda.synchronize in place of block_until_ready), against JAX's single figure.
+Prints TFLOP/s and jax/torch per case and timing.
 
     python benchmarks/jax_vs_torch.py          # on the GPU, with jax-triton installed
 """
@@ -18,6 +27,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch shares 
 
 CASES = ((64, True, "fwd"), (64, False, "fwd"), (128, True, "fwd"), (128, True, "bwd"))
 B, N, HIDDEN = 4, 4096, 2048
+GROUP = 8
 
 
 def main() -> int:
@@ -36,26 +46,42 @@ def main() -> int:
     for d, causal, kind in CASES:
         h = HIDDEN // d
         rng = np.random.default_rng(0)
-        arrays = [rng.standard_normal((B, h, N, d), dtype=np.float32) for _ in range(4)]
-        jq, jk, jv, jdo = (jnp.asarray(a, dtype=jnp.bfloat16) for a in arrays)
-        tq, tk, tv, tdo = (torch.tensor(a, device="cuda", dtype=torch.bfloat16) for a in arrays)
+        arrays = [rng.standard_normal((B, h, N, d), dtype=np.float32) for _ in range(3 + GROUP)]
+        jq, jk, jv, *jdos = (jnp.asarray(a, dtype=jnp.bfloat16) for a in arrays)
+        tq, tk, tv, *tdos = (torch.tensor(a, device="cuda", dtype=torch.bfloat16) for a in arrays)
         flops = 4.0 * B * h * N * N * d * (0.5 if causal else 1.0) * (2.5 if kind == "bwd" else 1.0)
 
         def attend(q, k, v):
             return fj.attention(q, k, v, causal=causal, layout="bhnd")
 
         if kind == "fwd":
+            # The grouped calls take GROUP distinct query arrays (dO's arrays, same shape).
             jax_ms = common.time_jax(jax.jit(attend), (jq, jk, jv), 200, 1000)
             torch_ms = do_bench(lambda: ft.attention(tq, tk, tv, causal=causal, layout="bhnd"), warmup=25, rep=200)
+            jax_group = common.time_jax(jax.jit(lambda qs, k, v: [attend(q, k, v) for q in qs]), (tuple(jdos), jk, jv), 200, 1000)
+            torch_group = do_bench(lambda: [ft.attention(q, tk, tv, causal=causal, layout="bhnd") for q in tdos],
+                                   warmup=25, rep=400)
         else:
             _, vjp_fn = jax.jit(lambda q, k, v: jax.vjp(attend, q, k, v))(jq, jk, jv)
-            jax_ms = common.time_jax(jax.jit(lambda fn, ct: fn(ct)), (vjp_fn, jdo), 200, 1000)
+            jax_ms = common.time_jax(jax.jit(lambda fn, ct: fn(ct)), (vjp_fn, jdos[0]), 200, 1000)
+            jax_group = common.time_jax(jax.jit(lambda fn, cts: [fn(ct) for ct in cts]), (vjp_fn, tuple(jdos)), 200, 1000)
             q, k, v = (t.clone().requires_grad_() for t in (tq, tk, tv))
             out = ft.attention(q, k, v, causal=causal, layout="bhnd")
-            torch_ms = do_bench(lambda: torch.autograd.grad(out, (q, k, v), tdo, retain_graph=True), warmup=25, rep=200)
+            torch_ms = do_bench(lambda: torch.autograd.grad(out, (q, k, v), tdos[0], retain_graph=True), warmup=25, rep=200)
+            torch_group = do_bench(lambda: [torch.autograd.grad(out, (q, k, v), g, retain_graph=True) for g in tdos],
+                                   warmup=25, rep=400)
+        if kind == "fwd":
+            torch_wall = common.time_wall(lambda: ft.attention(tq, tk, tv, causal=causal, layout="bhnd"),
+                                          lambda _: torch.cuda.synchronize(), 200, 1000)
+        else:
+            torch_wall = common.time_wall(lambda: torch.autograd.grad(out, (q, k, v), tdos[0], retain_graph=True),
+                                          lambda _: torch.cuda.synchronize(), 200, 1000)
+        jax_group, torch_group = jax_group / GROUP, torch_group / GROUP
         name = f"{kind} D{d} {'causal' if causal else 'non-causal'}"
-        print(f"{name}: jax {flops / jax_ms * 1e-9:.1f}  torch {flops / torch_ms * 1e-9:.1f}  "
-              f"jax/torch {torch_ms / jax_ms:.3f}", flush=True)
+        for timing, jms, tms in (("single", jax_ms, torch_ms), (f"grouped x{GROUP}", jax_group, torch_group),
+                                 ("wall", jax_ms, torch_wall)):
+            print(f"{name} {timing}: jax {flops / jms * 1e-9:.1f}  torch {flops / tms * 1e-9:.1f}  "
+                  f"jax/torch {tms / jms:.3f}", flush=True)
     return 0
 
 

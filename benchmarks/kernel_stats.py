@@ -47,8 +47,10 @@ _FLOAT32_ARRAYS = ("LSE", "DELTA", "DLSE", "DBIAS", "SLOPES")
 _INT32_ARRAYS = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MASK")
 
 
-def offline(d_list, jax_like: bool) -> None:
-    """Compile each config's forward, dK/dV and dQ for sm_90 without a GPU; print their resources."""
+def offline(d_list, jax_like: bool, window=None) -> None:
+    """Compile each config's forward, dK/dV and dQ for sm_90 without a GPU; print their resources.
+
+    window: a left window size; then only the causal sliding window (window=(window, 0)) is built."""
     import os
     import re
     import subprocess
@@ -107,15 +109,16 @@ def offline(d_list, jax_like: bool) -> None:
 
     print(f"Triton {triton.__version__}, sm_90, {'jax-triton' if jax_like else 'torch (Triton launcher)'} specialization")
     for d in d_list:
-        for causal in (False, True):
+        for causal in (False, True) if window is None else (True,):
             shape = (4, 4096, 2048 // d, d)
             spec = core.ArraySpec(shape, core.dense_strides(shape), "bfloat16", "cuda:0")
-            plan = core.plan_attention(spec, spec, spec, causal=causal)
+            plan = core.plan_attention(spec, spec, spec, causal=causal, window=None if window is None else (window, 0))
+            label = f"window {window:<4d}" if window is not None else "causal    " if causal else "non-causal"
             calls = [("forward", plan.forward_call({}, None))]
             _, dkdv, dq = plan.backward_calls({}, None, False, spec)
             calls += [("dK/dV", dkdv), ("dQ", dq)]
             for name, call in calls:
-                print(f"D={d:3d} {'causal    ' if causal else 'non-causal'} {name:7s} {resources(call, 'bf16')}", flush=True)
+                print(f"D={d:3d} {label} {name:7s} {resources(call, 'bf16')}", flush=True)
 
 
 def main(argv=None) -> int:
@@ -124,9 +127,10 @@ def main(argv=None) -> int:
     p.add_argument("--lengths", type=int, nargs="*", default=[2048, 3072, 2050, 4096])
     p.add_argument("--offline", action="store_true", help="compile for sm_90 without a GPU (see above)")
     p.add_argument("--jax", action="store_true", help="--offline: jax-triton's integer specialization")
+    p.add_argument("--window", type=int, default=None, help="--offline: the causal sliding window (LEFT, 0) instead")
     args = p.parse_args(argv)
     if args.offline:
-        offline(args.d, args.jax)
+        offline(args.d, args.jax, args.window)
         return 0
 
     import torch
