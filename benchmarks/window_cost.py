@@ -93,12 +93,18 @@ def main(argv=None) -> int:
             rows["flex"].append((w, steps, main_ms, 0.0))
             print(f"flex   W={w:5d} steps/program {steps:3d}  backward kernel {main_ms:.3f} ms  "
                   f"({', '.join(f'{n[:40]}={t:.3f}' for n, t in times.items())})", flush=True)
-    print(f"\nFits, time = a + b * steps ({programs} dK/dV programs, {waves:.1f} per SM):")
-    for system, data in rows.items():
+    print(f"\nFits, time = a + b * steps ({programs} programs per kernel, {waves:.1f} per SM):")
+    series = [
+        ("flashx dK/dV", rows["flashx"], lambda r: r[2]),
+        ("flashx dQ", rows["flashx"], lambda r: r[3]),
+        ("flashx dK/dV + dQ", rows["flashx"], lambda r: r[2] + r[3]),
+        ("flex dK/dV + dQ (one kernel)", rows["flex"], lambda r: r[2]),
+    ]
+    for label, data, value in series:
         if len(data) < 2:
             continue
-        a, b = fit([r[1] for r in data], [r[2] for r in data])
-        print(f"{system:6s} dK/dV{'+dQ' if system == 'flex' else ''}: a = {a:.3f} ms ({a * 1e3 / waves:.1f} us per program), "
+        a, b = fit([r[1] for r in data], [value(r) for r in data])
+        print(f"{label}: a = {a:.3f} ms ({a * 1e3 / waves:.1f} us per program), "
               f"b = {b * 1e3:.1f} us per step ({b * 1e3 / waves:.2f} us per program step)")
     return 0
 

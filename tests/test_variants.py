@@ -289,6 +289,21 @@ def test_causal_head_groups_and_dkdv_orientation(rng, shape, dtype, group, rows_
 
 
 @pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(Shape(1, 77, 77, 2, 2, 16, 16), id="square"),
+        pytest.param(Shape(2, 45, 93, 4, 2, 24, 16), id="cross-gqa"),
+        pytest.param(Shape(1, 93, 50, 2, 1, 16, 8), id="tall-mqa"),
+    ],
+)
+def test_causal_masked_blocks_around_full_ones(rng, shape):
+    """Causal backward with ragged lengths: the masked blocks (the diagonal and the ragged last
+    block) lie on both sides of the full ones and are walked in one loop that jumps over them
+    (EDGES_TOGETHER: no window's left side)."""
+    run_and_compare(rng, shape, Variant(causal=True), "float32")
+
+
+@pytest.mark.parametrize(
     "window",
     [(15, 0), (16, 0), (17, -1), (0, 15), (0, 16), (-1, 17), (16, 16), (31, 1), (1, 31), (32, 32)],
     ids=lambda w: f"window-{w[0]}-{w[1]}",

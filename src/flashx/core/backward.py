@@ -151,6 +151,11 @@ def attention_backward_dkdv_kernel(
     stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
     seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
     pid_n, head_kv, batch = program_tile(HEAD_GROUP, False)
+    # Without a window's left side the masked blocks are causal's diagonal and at most a ragged
+    # last block: one loop walks them (jumping over the full blocks), then one the full blocks;
+    # no third loop, usually empty, to fill and drain (GQA 32/8 causal backward +7.5% on the
+    # H200). A window's two wide edges keep a loop each: one loop over both cost it 3%.
+    EDGES_TOGETHER: tl.constexpr = not LIMIT_LEFT
     start_n = pid_n * BLOCK_N
 
     q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
@@ -199,10 +204,10 @@ def attention_backward_dkdv_kernel(
             MAP_COUNTS, MAP_INDICES, batch, head, pid_n, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq,
             MAP_SPLIT,
         )
-        for span in tl.static_range(2 if BLOCK_MAP else 3):
-            first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_MAP, MAP_STEPS)
+        for span in tl.static_range(2 if BLOCK_MAP or EDGES_TOGETHER else 3):
+            first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_MAP, MAP_STEPS, False, EDGES_TOGETHER)
             for i in range(0, n_blocks):
-                start_m = span_block(span, i, p_indices, stride_ik, first, BLOCK_M, BLOCK_MAP, MAP_STEPS)
+                start_m = span_block(span, i, p_indices, stride_ik, first, BLOCK_M, BLOCK_MAP, MAP_STEPS, EDGES_TOGETHER, full_lo, full_hi)
                 q_idx = start_m + offs_m
                 m_m = q_idx < q_owned
                 m64 = tl.cast(start_m, tl.int64)
@@ -228,7 +233,7 @@ def attention_backward_dkdv_kernel(
                     qk, dp, lse2, delta2, batch, head, q2, kv2,
                     seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                    span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
+                    span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER), LIMIT_LEFT, LIMIT_RIGHT,
                     MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
                     HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
                 )
@@ -293,6 +298,7 @@ def attention_backward_dq_kernel(
     stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
     seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
     pid_m, head, batch = program_tile(HEAD_GROUP, True)
+    EDGES_TOGETHER: tl.constexpr = not LIMIT_LEFT  # as in the dK/dV kernel
     head_kv = head // gqa_group
     start_m = pid_m * BLOCK_M
 
@@ -336,10 +342,10 @@ def attention_backward_dq_kernel(
     p_counts, p_indices = map_row(
         MAP_COUNTS, MAP_INDICES, batch, head, pid_m, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, MAP_SPLIT,
     )
-    for span in tl.static_range(2 if BLOCK_MAP else 3):
-        first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP, MAP_STEPS)
+    for span in tl.static_range(2 if BLOCK_MAP or EDGES_TOGETHER else 3):
+        first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP, MAP_STEPS, False, EDGES_TOGETHER)
         for i in range(0, n_blocks):
-            start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP, MAP_STEPS)
+            start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP, MAP_STEPS, EDGES_TOGETHER, full_lo, full_hi)
             kv_idx = start_n + offs_n
             m_n = kv_idx < seqlen_kv_b
             n64 = tl.cast(start_n, tl.int64)
@@ -347,15 +353,15 @@ def attention_backward_dq_kernel(
             p_kt = k_base + n64 * stride_kn + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
             p_vt = v_base + n64 * stride_vn + offs_n[None, :] * stride_vn + offs_dv[:, None] * stride_vd
             # Keys past the sequence only occur in masked blocks (the span logic keeps full blocks in range).
-            b_kt = load_tile(p_kt, m_d, m_n, HEAD_DIM != BLOCK_D, span_is_masked(span, BLOCK_MAP))
-            b_vt = load_tile(p_vt, m_dv, m_n, HEAD_DIM_V != BLOCK_DV, span_is_masked(span, BLOCK_MAP))
+            b_kt = load_tile(p_kt, m_d, m_n, HEAD_DIM != BLOCK_D, span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER))
+            b_vt = load_tile(p_vt, m_dv, m_n, HEAD_DIM_V != BLOCK_DV, span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER))
             qk = dot(b_q, b_kt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BD] @ [BD, BN]
             dp = dot(b_do, b_vt, UPCAST_DOT, DOT_PRECISION)  # [BM, BN] = [BM, BDV] @ [BDV, BN]
             _probs, ds, dqk = _score_grads(
                 qk, dp, lse_log2[:, None], delta[:, None], batch, head, q_idx[:, None], kv_idx[None, :],
                 seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                span_is_masked(span, BLOCK_MAP), LIMIT_LEFT, LIMIT_RIGHT,
+                span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER), LIMIT_LEFT, LIMIT_RIGHT,
                 MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
                 HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
             )

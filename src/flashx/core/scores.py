@@ -243,14 +243,16 @@ def key_spans(
 @triton.jit
 def span_size(
     span: tl.constexpr, p_counts, lo, full_lo, full_hi, hi, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr,
-    MAP_STEPS: tl.constexpr, ONE_LOOP: tl.constexpr = False,
+    MAP_STEPS: tl.constexpr, ONE_LOOP: tl.constexpr = False, EDGES_TOGETHER: tl.constexpr = False,
 ):
     """(first block start, number of blocks) of one span of blocks to visit.
 
     With a block map, span 0 is its list of partial blocks and span 1 its list of full ones
     (empty blocks are in neither), each map block walked in MAP_STEPS blocks of BLOCK. Without,
     spans 0, 1, 2 are [lo, full_lo) masked, [full_lo, full_hi) unmasked and [full_hi, hi) masked;
-    ONE_LOOP: a single span [lo, hi), each block masked or not at run time (block_is_masked).
+    ONE_LOOP: a single span [lo, hi), each block masked or not at run time (block_is_masked);
+    EDGES_TOGETHER: two spans, both masked edges in one loop (span_block jumps over the full
+    blocks), then [full_lo, full_hi): one pipelined loop fewer to fill and drain.
     """
     if BLOCK_MAP:
         first = 0
@@ -258,6 +260,13 @@ def span_size(
     elif ONE_LOOP:
         first = lo
         count = tl.cdiv(hi - lo, BLOCK)
+    elif EDGES_TOGETHER:
+        if span == 0:
+            first = lo
+            count = tl.cdiv(full_lo - lo, BLOCK) + tl.cdiv(hi - full_hi, BLOCK)
+        else:
+            first = full_lo
+            count = tl.cdiv(full_hi - full_lo, BLOCK)
     else:
         if span == 0:
             first = lo
@@ -275,20 +284,23 @@ def span_size(
 @triton.jit
 def span_block(
     span: tl.constexpr, i, p_indices, stride_kind, first, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr,
-    MAP_STEPS: tl.constexpr,
+    MAP_STEPS: tl.constexpr, EDGES_TOGETHER: tl.constexpr = False, full_lo=0, full_hi=0,
 ):
     """Start position of the i-th block of a span (see span_size)."""
     if BLOCK_MAP:
         start = tl.load(p_indices + span * stride_kind + i // MAP_STEPS) * (BLOCK * MAP_STEPS) + (i % MAP_STEPS) * BLOCK
     else:
         start = first + i * BLOCK
+        if EDGES_TOGETHER and span == 0:  # past the leading edge, on to the trailing one
+            start += tl.where(start >= full_lo, full_hi - full_lo, 0)
     return start
 
 
 @triton.jit
-def span_is_masked(span: tl.constexpr, BLOCK_MAP: tl.constexpr, ONE_LOOP: tl.constexpr = False):
+def span_is_masked(span: tl.constexpr, BLOCK_MAP: tl.constexpr, ONE_LOOP: tl.constexpr = False,
+                   EDGES_TOGETHER: tl.constexpr = False):
     """Whether the blocks of a span may need the per-element mask (all but the full ones)."""
-    return (span == 0) if BLOCK_MAP else (ONE_LOOP or span != 1)
+    return (span == 0) if (BLOCK_MAP or EDGES_TOGETHER) else (ONE_LOOP or span != 1)
 
 
 @triton.jit
