@@ -130,7 +130,7 @@ def attention_backward_dkdv_kernel(
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, LSE_ALIGN: tl.constexpr,
-    Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr,
+    Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
 ):
     """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group.
 
@@ -151,11 +151,6 @@ def attention_backward_dkdv_kernel(
     stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
     seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
     pid_n, head_kv, batch = program_tile(HEAD_GROUP, False)
-    # Without a window's left side the masked blocks are causal's diagonal and at most a ragged
-    # last block: one loop walks them (jumping over the full blocks), then one the full blocks;
-    # no third loop, usually empty, to fill and drain (GQA 32/8 causal backward +7.5% on the
-    # H200). A window's two wide edges keep a loop each: one loop over both cost it 3%.
-    EDGES_TOGETHER: tl.constexpr = not LIMIT_LEFT
     start_n = pid_n * BLOCK_N
 
     q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
@@ -280,7 +275,7 @@ def attention_backward_dq_kernel(
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, LSE_ALIGN: tl.constexpr,
-    Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr,
+    Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD.
 
@@ -298,7 +293,6 @@ def attention_backward_dq_kernel(
     stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
     seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
     pid_m, head, batch = program_tile(HEAD_GROUP, True)
-    EDGES_TOGETHER: tl.constexpr = not LIMIT_LEFT  # as in the dK/dV kernel
     head_kv = head // gqa_group
     start_m = pid_m * BLOCK_M
 
