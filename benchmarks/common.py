@@ -311,7 +311,7 @@ def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cud
     """Median ms of `fn`: triton.testing.do_bench on the GPU (CUDA events, L2 flushed between
     calls); a wall-clock median on the CPU (debug runs only)."""
     if device != "cuda":
-        return _time_wall(fn, lambda out: None, warmup_ms, rep_ms)
+        return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
     from triton.testing import do_bench
 
     return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
@@ -326,13 +326,7 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> floa
     import jax
 
     jax.block_until_ready(fn(*args))  # compile
-    return _time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms)
-
-
-def time_wall(call: Callable, wait: Callable, warmup_ms: float, rep_ms: float) -> float:
-    """Median ms per call of `call()` by time_jax's method (wall clock, samples of back-to-back
-    calls ended by one `wait(last result)`), for timing another framework the same way."""
-    return _time_wall(call, wait, warmup_ms, rep_ms)
+    return time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms)
 
 
 # Set by start() for --device cpu: one warm-up call and one timed call (the interpreter is slow
@@ -340,7 +334,9 @@ def time_wall(call: Callable, wait: Callable, warmup_ms: float, rep_ms: float) -
 _DEBUG_TIMING = False
 
 
-def _time_wall(call: Callable, wait: Callable, warmup_ms: float, rep_ms: float) -> float:
+def time_wall(call: Callable, wait: Callable, warmup_ms: float, rep_ms: float) -> float:
+    """Median ms per call of `call()` by wall clock: samples of back-to-back calls, each ended by
+    one `wait(last result)` (time_jax's method; jax_vs_torch.py times torch this way too)."""
     if _DEBUG_TIMING:
         wait(call())
         begin = time.perf_counter()

@@ -56,8 +56,11 @@ def main() -> int:
 
         if kind == "fwd":
             # The grouped calls take GROUP distinct query arrays (dO's arrays, same shape).
+            def torch_call():
+                return ft.attention(tq, tk, tv, causal=causal, layout="bhnd")
+
             jax_ms = common.time_jax(jax.jit(attend), (jq, jk, jv), 200, 1000)
-            torch_ms = do_bench(lambda: ft.attention(tq, tk, tv, causal=causal, layout="bhnd"), warmup=25, rep=200)
+            torch_ms = do_bench(torch_call, warmup=25, rep=200)
             jax_group = common.time_jax(jax.jit(lambda qs, k, v: [attend(q, k, v) for q in qs]), (tuple(jdos), jk, jv), 200, 1000)
             torch_group = do_bench(lambda: [ft.attention(q, tk, tv, causal=causal, layout="bhnd") for q in tdos],
                                    warmup=25, rep=400)
@@ -67,15 +70,13 @@ def main() -> int:
             jax_group = common.time_jax(jax.jit(lambda fn, cts: [fn(ct) for ct in cts]), (vjp_fn, tuple(jdos)), 200, 1000)
             q, k, v = (t.clone().requires_grad_() for t in (tq, tk, tv))
             out = ft.attention(q, k, v, causal=causal, layout="bhnd")
-            torch_ms = do_bench(lambda: torch.autograd.grad(out, (q, k, v), tdos[0], retain_graph=True), warmup=25, rep=200)
+            def torch_call():
+                return torch.autograd.grad(out, (q, k, v), tdos[0], retain_graph=True)
+
+            torch_ms = do_bench(torch_call, warmup=25, rep=200)
             torch_group = do_bench(lambda: [torch.autograd.grad(out, (q, k, v), g, retain_graph=True) for g in tdos],
                                    warmup=25, rep=400)
-        if kind == "fwd":
-            torch_wall = common.time_wall(lambda: ft.attention(tq, tk, tv, causal=causal, layout="bhnd"),
-                                          lambda _: torch.cuda.synchronize(), 200, 1000)
-        else:
-            torch_wall = common.time_wall(lambda: torch.autograd.grad(out, (q, k, v), tdos[0], retain_graph=True),
-                                          lambda _: torch.cuda.synchronize(), 200, 1000)
+        torch_wall = common.time_wall(torch_call, lambda _: torch.cuda.synchronize(), 200, 1000)
         jax_group, torch_group = jax_group / GROUP, torch_group / GROUP
         name = f"{kind} D{d} {'causal' if causal else 'non-causal'}"
         for timing, jms, tms in (("single", jax_ms, torch_ms), (f"grouped x{GROUP}", jax_group, torch_group),

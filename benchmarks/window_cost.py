@@ -42,14 +42,6 @@ def kernel_ms(torch, run, calls: int) -> dict:
     return totals
 
 
-def fit(xs, ys) -> tuple:
-    """Least-squares (intercept, slope)."""
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    return my - slope * mx, slope
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--windows", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096])
@@ -57,6 +49,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-flex", action="store_true")
     args = p.parse_args(argv)
 
+    import numpy as np
     import torch
 
     import flashx.torch as ft
@@ -103,7 +96,7 @@ def main(argv=None) -> int:
     for label, data, value in series:
         if len(data) < 2:
             continue
-        a, b = fit([r[1] for r in data], [value(r) for r in data])
+        b, a = np.polyfit([r[1] for r in data], [value(r) for r in data], 1)  # least squares: slope, intercept
         print(f"{label}: a = {a:.3f} ms ({a * 1e3 / waves:.1f} us per program), "
               f"b = {b * 1e3:.1f} us per step ({b * 1e3 / waves:.2f} us per program step)")
     return 0
