@@ -10,6 +10,7 @@ into plan.py is a reviewed step, so a sweep never changes the library by itself.
 
     python benchmarks/tune.py [--d 64 128 256] [--n 4096] [--workers 12] [--budget-s 400]
     python benchmarks/tune.py --d 128 --n 256 1024 --kernels forward   # the short-sequence bucket
+    python benchmarks/tune.py --d 128 --n 16384 --window 1023 --kernels dkdv dq   # a causal sliding window
 
 At N <= SHORT_SEQLEN the forward candidates stand in for SHORT_FORWARD_TILES where the plan has
 an entry there (that bucket's table), else for TUNED_TILES.
@@ -68,21 +69,26 @@ def candidates(d: int, kernel: str) -> list:
 _CASES: dict = {}
 
 
-def case(torch, d: int, n: int, causal: bool, device: str, reference: bool = True) -> dict:
-    """Inputs (B, N, H, D) bf16 and the outputs of the current table, cached per (d, n, causal).
+def case(torch, d: int, n: int, causal: bool, device: str, reference: bool = True, window_left: int = -1) -> dict:
+    """Inputs (B, N, H, D) bf16 and the outputs of the current table, cached per (d, n, causal, window).
+
+    window_left >= 0: the causal sliding window (window_left, 0); FLOPs count visible entries.
 
     reference=False (compile workers): placeholders for the forward's outputs, whose values do not
     matter there, so that workers compile only their own candidates.
     """
-    key = (d, n, causal, reference)
+    key = (d, n, causal, reference, window_left)
     if key in _CASES:
         return _CASES[key]
     tokens, hidden = (common.TOKENS, common.HIDDEN) if device == "cuda" else (2 * n, 2 * d)
     b, h = max(1, tokens // n), max(1, hidden // d)
     gen = torch.Generator(device=device).manual_seed(0)
     q, k, v, do = (torch.randn(b, n, h, d, device=device, dtype=torch.bfloat16, generator=gen) for _ in range(4))
-    c = dict(q=q, k=k, v=v, do=do, shape=(b, n, h, d), causal=causal)
-    c["flops"] = 4.0 * b * h * n * n * d / (2 if causal else 1)
+    c = dict(q=q, k=k, v=v, do=do, shape=(b, n, h, d), causal=causal, window=(window_left, 0) if window_left >= 0 else None)
+    visible = n * (n + 1) / 2 if causal else n * n
+    if window_left >= 0:
+        visible = sum(min(i, window_left) + 1 for i in range(n))
+    c["flops"] = 4.0 * b * h * visible * d
     if reference:
         c["ref"] = reference_outputs(torch, c)
         c["sdpa_err"] = sdpa_errors(torch, c)
@@ -97,7 +103,13 @@ def sdpa_errors(torch, c: dict) -> dict:
     """Relative errors of the table's outputs and gradients against torch SDPA (same dtype):
     the candidates are checked against the table, and the table against SDPA."""
     q, k, v = (c[name].detach().transpose(1, 2).requires_grad_() for name in ("q", "k", "v"))
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=c["causal"])
+    if c["window"] is None:
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=c["causal"])
+    else:
+        i = torch.arange(q.shape[2], device=q.device)
+        offset = i[:, None] - i[None, :]
+        mask = (offset >= 0) & (offset <= c["window"][0])
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     out.backward(c["do"].transpose(1, 2))
     ref = c["ref"]
     pairs = dict(out=(ref["out"], out), dq=(ref["dq"][0], q.grad), dk=(ref["dkdv"][0], k.grad), dv=(ref["dkdv"][1], v.grad))
@@ -117,14 +129,19 @@ def launcher(torch, c: dict, kernel: str, tiles):
 
     d, n = c["shape"][3], c["shape"][1]
     key = (max(64, d), c["causal"])
+    # The table the plan takes this kernel's tiles from: one of KernelTiles, or of TileConfig.
     short = kernel == "forward" and n <= plan_mod.SHORT_SEQLEN and key in plan_mod.SHORT_FORWARD_TILES
-    table = plan_mod.SHORT_FORWARD_TILES if short else plan_mod.TUNED_TILES
+    window = kernel == "dkdv" and c["window"] is not None and key[0] in plan_mod.WINDOW_DKDV_TILES
+    if short or window:
+        table, key = (plan_mod.SHORT_FORWARD_TILES, key) if short else (plan_mod.WINDOW_DKDV_TILES, key[0])
+    else:
+        table = plan_mod.TUNED_TILES
     saved = table[key]
     if tiles is not None:
         candidate = core.plan.KernelTiles(*tiles)
-        table[key] = candidate if short else dataclasses.replace(saved, **{kernel: candidate})
+        table[key] = candidate if (short or window) else dataclasses.replace(saved, **{kernel: candidate})
     try:
-        plan = core.plan_attention(_spec(c["q"]), _spec(c["k"]), _spec(c["v"]), causal=c["causal"])
+        plan = core.plan_attention(_spec(c["q"]), _spec(c["k"]), _spec(c["v"]), causal=c["causal"], window=c["window"])
     finally:
         table[key] = saved
     q = c["q"]
@@ -151,7 +168,7 @@ def reference_outputs(torch, c: dict) -> dict:
     from flashx import core
 
     q = c["q"]
-    plan = core.plan_attention(_spec(q), _spec(c["k"]), _spec(c["v"]), causal=c["causal"])
+    plan = core.plan_attention(_spec(q), _spec(c["k"]), _spec(c["v"]), causal=c["causal"], window=c["window"])
     placeholder = torch.empty(1, dtype=torch.int32, device=q.device)
     out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
@@ -171,12 +188,12 @@ def reference_outputs(torch, c: dict) -> dict:
 
 
 def _compile_job(job: tuple) -> tuple:
-    d, n, causal, kernel, tiles, device = job
+    d, n, causal, kernel, tiles, device, window_left = job
     try:
         import flashx  # noqa: F401  (first: compiled vs interpreted)
         import torch
 
-        c = case(torch, d, n, causal, device, reference=False)
+        c = case(torch, d, n, causal, device, reference=False, window_left=window_left)
         launch, _ = launcher(torch, c, kernel, tiles)
         launch()
         if device == "cuda":
@@ -215,7 +232,7 @@ def compile_all(jobs: list, workers: int, timeout_s: float, log) -> dict:
 
 def measure(torch, c: dict, job: tuple, compiled: dict, args, best: dict, log) -> dict:
     """Time one compiled candidate and check its outputs; keep it in `best` if it is the fastest correct one."""
-    d, n, causal, kernel, tiles, device = job
+    d, n, causal, kernel, tiles, device, _ = job
     row = dict(d=d, n=n, causal=causal, kernel=kernel, tiles=tiles, ms=None, tflops=None, err=None,
                why=compiled.get(job, "not compiled in time"))
     if row["why"] is not None:
@@ -249,7 +266,11 @@ def main(argv=None) -> int:
     p.add_argument("--rep-ms", type=float, default=40.0)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    p.add_argument("--window", type=int, default=-1, metavar="LEFT",
+                   help="tune on the causal sliding window (LEFT, 0) instead of dense (implies --causal yes)")
     args = p.parse_args(argv)
+    if args.window >= 0:
+        args.causal = "yes"
     deadline = common.Deadline(args.budget_s)
 
     def log(msg: str) -> None:
@@ -265,7 +286,7 @@ def main(argv=None) -> int:
     cand = {(d, k): candidates(max(64, d), k) for d in head_dims for k in args.kernels}
     if args.device == "cpu":
         cand = {key: tiles[:2] for key, tiles in cand.items()}
-    jobs = [(d, n, causal, k, t, args.device) for d in head_dims for n in seqlens for causal in causal_flags
+    jobs = [(d, n, causal, k, t, args.device, args.window) for d in head_dims for n in seqlens for causal in causal_flags
             for k in args.kernels for t in cand[(d, k)]]
     log(f"{len(jobs)} candidates; compiling with {args.workers} workers")
     compiled = compile_all(jobs, args.workers if args.device == "cuda" else 1, args.compile_s, log)
@@ -277,16 +298,17 @@ def main(argv=None) -> int:
         if deadline.expired:
             log(deadline.why())
             break
-        c = case(torch, d, n, causal, args.device)
+        c = case(torch, d, n, causal, args.device, window_left=args.window)
         log(f"D={d} N={n} causal={causal}: table vs SDPA rel. errors " + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
         sdpa_checks.append((d, n, causal, c["sdpa_err"]))
         for kernel in args.kernels:
             for tiles in cand[(d, kernel)]:
-                rows.append(measure(torch, c, (d, n, causal, kernel, tiles, args.device), compiled, args, best, log))
+                rows.append(measure(torch, c, (d, n, causal, kernel, tiles, args.device, args.window), compiled, args, best, log))
 
     env = common.environment(torch, args.device)
     lines = common.header_lines("flashx kernel tiles sweep (benchmarks/tune.py)", env)
-    lines += ["", f"B*N = {common.TOKENS}, H*D = {common.HIDDEN}, bf16; BLOCK_M x BLOCK_N / warps / stages; "
+    shape = "dense" if args.window < 0 else f"causal sliding window ({args.window}, 0), FLOPs on visible entries"
+    lines += ["", f"{shape}; B*N = {common.TOKENS}, H*D = {common.HIDDEN}, bf16; BLOCK_M x BLOCK_N / warps / stages; "
               "TFLOP/s per kernel from its matmuls (forward 1x, dK/dV 2x, dQ 1.5x the forward's FLOPs)", ""]
     lines += ["Outputs and gradients of the table before the sweep, relative error vs torch SDPA in bf16:", ""]
     lines += [f"- D={d} N={n} causal={causal}: " + ", ".join(f"{k} {e:.1e}" for k, e in errs.items())

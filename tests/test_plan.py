@@ -82,10 +82,17 @@ def test_gpu_tile_table_lookups(monkeypatch):
     short = plan_mod._tile_config(128, 2, True, plan_mod.SHORT_SEQLEN, None)
     assert short == dataclasses.replace(table[(128, True)], forward=plan_mod.SHORT_FORWARD_TILES[(128, True)])
     assert plan_mod._tile_config(128, 2, True, plan_mod.SHORT_SEQLEN + 1, None) == table[(128, True)]
+    # A sliding window's left side: its own dK/dV tiles at D = 128, not with a block map, not at D = 64.
+    window = plan_mod._tile_config(128, 2, True, 16384, None, window=True)
+    assert window == dataclasses.replace(table[(128, True)], dkdv=plan_mod.WINDOW_DKDV_TILES[128])
+    assert window.dkdv != table[(128, True)].dkdv
+    assert plan_mod._tile_config(128, 2, True, 16384, (128, 128), window=True).dkdv == table[(128, True)].dkdv
+    assert plan_mod._tile_config(64, 2, True, 16384, None, window=True) == table[(64, True)]
     mapped = plan_mod._tile_config(128, 2, False, 4096, (64, 32))
     for tiles in (mapped.forward, mapped.dkdv, mapped.dq):
         assert 64 % tiles.block_m == 0 and 32 % tiles.block_n == 0
-    for entry in list(table.values()) + list(plan_mod.SHORT_FORWARD_TILES.values()):
+    tuned = list(table.values()) + list(plan_mod.SHORT_FORWARD_TILES.values()) + list(plan_mod.WINDOW_DKDV_TILES.values())
+    for entry in tuned:
         for tiles in (entry.forward, entry.dkdv, entry.dq) if isinstance(entry, plan_mod.TileConfig) else (entry,):
             # every tuned tile divides the default 128 x 128 block map
             assert 128 % tiles.block_m == 0 and 128 % tiles.block_n == 0

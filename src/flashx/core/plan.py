@@ -113,6 +113,16 @@ SHORT_FORWARD_TILES: dict = {
 }
 
 
+# Sliding windows (a left side, no block map), D = 128: dK/dV's loops are short (a window of
+# 1024 gives each 128-key program ~18 query blocks over three spans), so a shallower pipeline
+# fills and drains sooner. benchmarks/tune.py --window 1023 on the H200 (2026-11-30, N = 16k):
+# 0.815 ms at 2 stages vs 0.842 at 3; ab.py, same run: window backward +2.2% (spread 0.1%),
+# while the same change for every causal call cost documents 4.0% and dense causal 1.6%.
+WINDOW_DKDV_TILES: dict = {
+    128: KernelTiles(64, 128, 8, 2),
+}
+
+
 def default_blocks() -> tuple:
     """(BLOCK_M, BLOCK_N) of a block map: small tiles in the interpreter; on the GPU 128 x 128,
     a multiple of every kernel's tile in TUNED_TILES (each kernel then walks a map block in
@@ -124,8 +134,11 @@ def default_blocks() -> tuple:
 FLOAT32_WIDE_TILES = TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1))
 
 
-def _tile_config(block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple]) -> TileConfig:
-    """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers."""
+def _tile_config(
+    block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple], window: bool = False,
+) -> TileConfig:
+    """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers;
+    window: a sliding window's left side bounds the keys."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -136,6 +149,9 @@ def _tile_config(block_d: int, itemsize: int, causal: bool, longest: int, map_bl
         short = SHORT_FORWARD_TILES.get((width, causal)) if longest <= SHORT_SEQLEN else None
         if short is not None:
             tiles = dataclasses.replace(tiles, forward=short)
+        window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None else None
+        if window_dkdv is not None:
+            tiles = dataclasses.replace(tiles, dkdv=window_dkdv)
     if map_blocks is None:
         return tiles
     # A block map's blocks must be whole multiples of each kernel's tiles (all powers of two).
@@ -775,7 +791,7 @@ def plan_attention(
     block_dv = _next_power_of_2(max(dv, 16))
     map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
     tiles = _tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0,
-                         max(max_q, max_kv), map_blocks)
+                         max(max_q, max_kv), map_blocks, window=window_left >= 0)
     flags = dict(
         HEAD_DIM=d, HEAD_DIM_V=dv, BLOCK_D=block_d, BLOCK_DV=block_dv,
         BLOCK_M=tiles.forward.block_m, BLOCK_N=tiles.forward.block_n, **_map_ratios(block_mask, tiles.forward),
