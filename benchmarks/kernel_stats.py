@@ -43,7 +43,7 @@ def describe(compiled) -> str:
 
 
 # Pointer element types of the kernels' array arguments (the rest are the inputs' dtype).
-_FLOAT32_ARRAYS = ("LSE", "DELTA", "DLSE", "DBIAS", "SLOPES")
+_FLOAT32_ARRAYS = ("LSE", "LSE_LOG2", "DELTA", "DLSE", "DBIAS", "SLOPES")
 _INT32_ARRAYS = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MASK")
 
 

@@ -95,7 +95,9 @@ def case(torch, d: int, n: int, causal: bool, device: str, reference: bool = Tru
         c["sdpa_err"] = sdpa_errors(torch, c)
     else:
         lse = torch.zeros(b, h, n, device=device)
-        c["ref"] = dict(out=torch.randn_like(q), lse=lse, delta=torch.zeros_like(lse))
+        # Row statistics as long as any tile's plan pads them to (the padding is never compared).
+        stats = torch.zeros(b, h, -(-n // 1024) * 1024, device=device)
+        c["ref"] = dict(out=torch.randn_like(q), lse=lse, delta=stats, lse_log2=stats)
     _CASES[key] = c
     return c
 
@@ -154,7 +156,7 @@ def launcher(torch, c: dict, kernel: str, tiles):
         call = plan.forward_call(arrays, placeholder)
         return (lambda: call.launch((out, lse))), (out,)
     ref = c["ref"]
-    arrays.update(O=ref["out"], DO=c["do"], LSE=ref["lse"], DELTA=ref["delta"])
+    arrays.update(O=ref["out"], DO=c["do"], LSE=ref["lse"], DELTA=ref["delta"], LSE_LOG2=ref["lse_log2"])
     _, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]))
     if kernel == "dkdv":
         dk, dv = torch.empty_like(c["k"]), torch.empty_like(c["v"])
@@ -174,14 +176,14 @@ def reference_outputs(torch, c: dict) -> dict:
     out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
     plan.forward_call(dict(Q=q, K=c["k"], V=c["v"]), placeholder).launch((out, lse))
-    delta = torch.empty_like(lse)
-    arrays = dict(Q=q, K=c["k"], V=c["v"], O=out, DO=c["do"], LSE=lse, DELTA=delta)
+    delta, lse_log2 = (torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device) for _ in range(2))
+    arrays = dict(Q=q, K=c["k"], V=c["v"], O=out, DO=c["do"], LSE=lse, DELTA=delta, LSE_LOG2=lse_log2)
     pre, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]))
-    pre.launch((delta,))
+    pre.launch((delta, lse_log2))
     dk, dv, dq_out = torch.empty_like(c["k"]), torch.empty_like(c["v"]), torch.empty_like(q)
     dkdv.launch((dk, dv))
     dq.launch((dq_out, torch.empty(0, dtype=torch.float32, device=q.device)))
-    return dict(out=out, lse=lse, delta=delta, forward=(out,), dkdv=(dk, dv), dq=(dq_out,))
+    return dict(out=out, lse=lse, delta=delta, lse_log2=lse_log2, forward=(out,), dkdv=(dk, dv), dq=(dq_out,))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -359,6 +359,40 @@ def test_torch_compile_fullgraph_backward(rng, backend):
         assert got.abs().sum() > 0, f"d{name} is all zero"
 
 
+@pytest.mark.parametrize("window", [None, (5, -1)])
+def test_backward_row_statistics_fill_their_padding(rng, window):
+    """The backward's preprocess writes every row of its padded delta and lse_log2, which the
+    dK/dV and dQ loops read without a mask: real rows rowsum(dO * O) and lse in log2 units
+    (-inf, a row that sees no key, becomes +inf), padding rows 0 and +inf. The gradient tests
+    cannot see the padding: past the sequence q and dO load as zeros, so any finite value there
+    gives the same gradients, and only a NaN or -inf would show."""
+    from flashx import core
+    from flashx.torch.attention import _spec
+
+    case = Case(2, 37, 21, 3, 3, 24, 24, causal=True)  # Nq > Nkv: bottom-right, rows 0-15 see no key
+    q, k, v = make_inputs(rng, case, "float32")
+    out, lse = flashx.torch.attention(q, k, v, causal=True, window=window, return_lse=True)
+    dout = torch.randn_like(out)
+    plan = core.plan_attention(_spec("q", q), _spec("k", k), _spec("v", v), causal=True, window=window)
+    assert plan.flags["PADDED_ROW_STATS"] and plan.row_stats_shape[-1] % 128 == 0 and plan.row_stats_shape[-1] > 37
+    delta, lse_log2 = (torch.full(plan.row_stats_shape, float("nan"), device=q.device) for _ in range(2))
+    arrays = dict(Q=q, K=k, V=v, O=out, DO=dout, LSE=lse, DELTA=delta, LSE_LOG2=lse_log2)
+    preprocess, _, _ = plan.backward_calls(arrays, torch.empty(1, device=q.device), False, _spec("grad_out", dout))
+    preprocess.launch((delta, lse_log2))
+
+    want_delta = (out.double() * dout.double()).sum(-1).transpose(1, 2)  # (B, Nq, H) -> (B, H, Nq)
+    lse64 = lse.double()
+    assert bool((lse64[:, :, :16] == float("-inf")).all()), "the rows that see no key should have lse = -inf"
+    want_lse_log2 = torch.where(lse64 == float("-inf"), float("inf"), lse64 * math.log2(math.e))
+    got_delta, got_lse = delta.double(), lse_log2.double()
+    assert torch.allclose(got_delta[:, :, :37], want_delta, rtol=1e-5, atol=1e-5)
+    assert torch.equal(torch.isinf(got_lse[:, :, :37]), torch.isinf(want_lse_log2))
+    finite = torch.isfinite(want_lse_log2)
+    assert torch.allclose(got_lse[:, :, :37][finite], want_lse_log2[finite], rtol=1e-6, atol=1e-6)
+    assert bool((got_delta[:, :, 37:] == 0).all()), "padding rows of delta must be 0"
+    assert bool((got_lse[:, :, 37:] == float("inf")).all()), "padding rows of lse_log2 must be +inf"
+
+
 def test_opcheck_backward_op(rng):
     """torch.ops.flashx.attention_backward passes opcheck's schema and fake-tensor checks."""
     from flashx.core import CallOptions

@@ -19,22 +19,31 @@ from .scores import (
 
 @triton.jit
 def attention_backward_preprocess_kernel(
-    O, DO, DLSE, CU_SEQLENS_Q,
+    O, DO, LSE, DLSE, CU_SEQLENS_Q,
     seqlen_q,
     stride_ob, stride_on, stride_oh, stride_od,
     stride_dob, stride_don, stride_doh, stride_dod,
     stride_lb, stride_lh, stride_ln,
-    DELTA,
+    stride_rb, stride_rh, stride_rn,
+    DELTA, LSE_LOG2,
     HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, VARLEN: tl.constexpr,
     HAS_DLSE: tl.constexpr, STRIDE_ALIGN: tl.constexpr, LSE_ALIGN: tl.constexpr, Q_ALIGN: tl.constexpr,
+    PADDED_ROW_STATS: tl.constexpr, ROW_ALIGN: tl.constexpr,
 ):
-    """delta [B, Hq, Nq] (lse's layout) = rowsum(dO * O) - dlse, float32. Grid (cdiv(Nq, BLOCK_M), Hq, B).
+    """The backward's row statistics, float32: delta = rowsum(dO * O) - dlse, and lse_log2.
 
-    d lse / d score = P, so an lse gradient enters dS = P * (dP - delta) through delta.
+    Shapes: the plan's row_stats_shape, [B, Hq, Nq padded] (varlen: lse's [Hq, total_q]).
+    Grid (rows / BLOCK_M, Hq, B) over every row of it. d lse / d score = P, so an lse gradient
+    enters dS = P * (dP - delta) through delta. lse_log2 is lse in log2 units with +inf for rows
+    that saw no key (lse = -inf) and for padding rows (delta 0 there), so that
+    P = exp2(score - lse_log2) = 0 for them: with PADDED_ROW_STATS the dK/dV loop loads both
+    without a mask or a fix-up (which cost its D = 128 step 8-23% more SASS instructions,
+    mostly predicates packed into registers for the masked loads' fill values).
     """
     stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, STRIDE_ALIGN)
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
     stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
+    stride_rb, stride_rh = aligned(stride_rb, ROW_ALIGN), aligned(stride_rh, ROW_ALIGN)
     seqlen_q = aligned(seqlen_q, Q_ALIGN)
     pid_m = tl.program_id(0)
     head = tl.program_id(1)
@@ -55,7 +64,13 @@ def attention_backward_preprocess_kernel(
     delta = tl.sum(b_o * b_do, 1)
     if HAS_DLSE:
         delta -= tl.load(DLSE + lse_offsets, mask=m_rows, other=0.0)
-    tl.store(DELTA + lse_offsets, delta, mask=m_rows)
+    lse = tl.load(LSE + lse_offsets, mask=m_rows, other=float("-inf"))
+    lse_log2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2_E)
+    row_offsets = b64 * stride_rb + h64 * stride_rh + rows * stride_rn
+    # Padded: every row of the grid is a row of the buffer, padding included (+inf, 0).
+    m_store = None if PADDED_ROW_STATS else m_rows
+    tl.store(DELTA + row_offsets, tl.where(m_rows, delta, 0.0), mask=m_store)
+    tl.store(LSE_LOG2 + row_offsets, lse_log2, mask=m_store)
 
 
 @triton.jit
@@ -96,22 +111,24 @@ def _score_grads(
 
 
 @triton.jit
-def _load_lse_log2(p_lse, m_rows):
-    """lse in log2 units; rows that saw no key (lse = -inf) or lie outside get +inf, so P = 0."""
-    lse = tl.load(p_lse, mask=m_rows, other=float("inf"))
-    return tl.where(lse == float("-inf"), float("inf"), lse) * LOG2_E
+def _load_row_stats(p_lse_log2, p_delta, m_rows, PADDED_ROW_STATS: tl.constexpr):
+    """(lse_log2, delta) of some rows; those past the sequence read +inf and 0 (so P = 0), from
+    the padding when PADDED_ROW_STATS, else through the load's mask."""
+    if PADDED_ROW_STATS:
+        return tl.load(p_lse_log2), tl.load(p_delta)
+    return tl.load(p_lse_log2, mask=m_rows, other=float("inf")), tl.load(p_delta, mask=m_rows, other=0.0)
 
 
 @triton.jit
 def attention_backward_dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+    Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
     MAP_COUNTS, MAP_INDICES,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_qd,
     stride_kb, stride_kn, stride_kh, stride_kd,
     stride_vb, stride_vn, stride_vh, stride_vd,
     stride_dob, stride_don, stride_doh, stride_dod,
-    stride_lb, stride_lh, stride_ln,
+    stride_rb, stride_rh, stride_rn,
     stride_sb, stride_sh,
     stride_bb, stride_bh, stride_bq, stride_bk,
     stride_mb, stride_mh, stride_mq, stride_mk,
@@ -129,7 +146,7 @@ def attention_backward_dkdv_kernel(
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
-    HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, LSE_ALIGN: tl.constexpr,
+    HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
 ):
     """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group.
@@ -148,7 +165,7 @@ def attention_backward_dkdv_kernel(
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
     stride_dkb, stride_dkn, stride_dkh = aligned_strides(stride_dkb, stride_dkn, stride_dkh, STRIDE_ALIGN)
     stride_dvb, stride_dvn, stride_dvh = aligned_strides(stride_dvb, stride_dvn, stride_dvh, STRIDE_ALIGN)
-    stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
+    stride_rb, stride_rh = aligned(stride_rb, ROW_ALIGN), aligned(stride_rh, ROW_ALIGN)
     seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
     pid_n, head_kv, batch = program_tile(HEAD_GROUP, False)
     start_n = pid_n * BLOCK_N
@@ -190,8 +207,8 @@ def attention_backward_dkdv_kernel(
         h64 = head.to(tl.int64)
         q_base = Q + b64 * stride_qb + h64 * stride_qh + tl.cast(q_start, tl.int64) * stride_qn
         do_base = DO + b64 * stride_dob + h64 * stride_doh + tl.cast(q_start, tl.int64) * stride_don
-        lse_base = LSE + b64 * stride_lb + h64 * stride_lh + tl.cast(q_start, tl.int64) * stride_ln
-        delta_base = DELTA + b64 * stride_lb + h64 * stride_lh + tl.cast(q_start, tl.int64) * stride_ln
+        lse_base = LSE_LOG2 + b64 * stride_rb + h64 * stride_rh + tl.cast(q_start, tl.int64) * stride_rn
+        delta_base = DELTA + b64 * stride_rb + h64 * stride_rh + tl.cast(q_start, tl.int64) * stride_rn
         bias_base, mask_base, slope = score_inputs(
             BIAS, MASK, SLOPES, batch, head, stride_bb, stride_bh, stride_mb, stride_mh, stride_sb, stride_sh, HAS_ALIBI,
         )
@@ -210,8 +227,10 @@ def attention_backward_dkdv_kernel(
                 p_do = do_base + m64 * stride_don + offs_m[:, None] * stride_don + offs_dv[None, :] * stride_dod
                 b_q = load_tile(p_q, m_m, m_d, True, HEAD_DIM != BLOCK_D)  # [BM, BD]
                 b_do = load_tile(p_do, m_m, m_dv, True, HEAD_DIM_V != BLOCK_DV)  # [BM, BDV]
-                lse_log2 = _load_lse_log2(lse_base + q_idx.to(tl.int64) * stride_ln, m_m)
-                delta = tl.load(delta_base + q_idx.to(tl.int64) * stride_ln, mask=m_m, other=0.0)
+                lse_log2, delta = _load_row_stats(
+                    lse_base + q_idx.to(tl.int64) * stride_rn, delta_base + q_idx.to(tl.int64) * stride_rn, m_m,
+                    PADDED_ROW_STATS,
+                )
                 # Queries down and keys across (ROWS_DOWN) keeps lse and delta per row, a few
                 # registers per thread where across they take 32; P and dS then reach dV and dK
                 # transposed, through shared memory. Worth it at D = 64; at D = 128 Triton's
@@ -249,14 +268,14 @@ def attention_backward_dkdv_kernel(
 
 @triton.jit
 def attention_backward_dq_kernel(
-    Q, K, V, DO, LSE, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+    Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
     MAP_COUNTS, MAP_INDICES,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_qd,
     stride_kb, stride_kn, stride_kh, stride_kd,
     stride_vb, stride_vn, stride_vh, stride_vd,
     stride_dob, stride_don, stride_doh, stride_dod,
-    stride_lb, stride_lh, stride_ln,
+    stride_rb, stride_rh, stride_rn,
     stride_sb, stride_sh,
     stride_bb, stride_bh, stride_bq, stride_bk,
     stride_mb, stride_mh, stride_mq, stride_mk,
@@ -274,7 +293,7 @@ def attention_backward_dq_kernel(
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
-    HEAD_GROUP: tl.constexpr, LSE_ALIGN: tl.constexpr,
+    HEAD_GROUP: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD.
@@ -290,7 +309,7 @@ def attention_backward_dq_kernel(
     stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, STRIDE_ALIGN)
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
     stride_dqb, stride_dqn, stride_dqh = aligned_strides(stride_dqb, stride_dqn, stride_dqh, STRIDE_ALIGN)
-    stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
+    stride_rb, stride_rh = aligned(stride_rb, ROW_ALIGN), aligned(stride_rh, ROW_ALIGN)
     seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
     pid_m, head, batch = program_tile(HEAD_GROUP, True)
     head_kv = head // gqa_group
@@ -325,8 +344,8 @@ def attention_backward_dq_kernel(
     b_q = load_tile(p_q, m_m, m_d, True, HEAD_DIM != BLOCK_D)  # [BM, BD]
     b_do = load_tile(p_do, m_m, m_dv, True, HEAD_DIM_V != BLOCK_DV)  # [BM, BDV]
     rows = (q_start + q_idx).to(tl.int64)
-    lse_log2 = _load_lse_log2(LSE + b64 * stride_lb + h64 * stride_lh + rows * stride_ln, m_m)
-    delta = tl.load(DELTA + b64 * stride_lb + h64 * stride_lh + rows * stride_ln, mask=m_m, other=0.0)
+    row_offsets = b64 * stride_rb + h64 * stride_rh + rows * stride_rn
+    lse_log2, delta = _load_row_stats(LSE_LOG2 + row_offsets, DELTA + row_offsets, m_m, PADDED_ROW_STATS)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
     lo, full_lo, full_hi, hi = key_spans(

@@ -428,6 +428,10 @@ class AttentionPlan:
     varlen: bool
     out_shape: tuple
     lse_shape: tuple
+    # The backward's delta and lse_log2 (float32): lse's shape, each row padded to a multiple of
+    # every tile and map block of the call so that the dK/dV and dQ loops read them unmasked
+    # (PADDED_ROW_STATS); varlen keeps lse's (Hq, total_q), whose sequences follow each other.
+    row_stats_shape: tuple
     q_shape: tuple
     k_shape: tuple
     v_shape: tuple
@@ -463,6 +467,11 @@ class AttentionPlan:
         if self.varlen:  # (total, H, D): no batch stride, rows offset by cu_seqlens
             return _named_strides(prefix, "bnhd", (0,) + strides)
         return _named_strides(prefix, "bnhd", tuple(strides[a] for a in self.layout_axes))
+
+    def _row_stats_strides(self) -> dict:
+        if self.varlen:
+            return dict(stride_rb=0, stride_rh=self.row_stats_shape[1], stride_rn=1)
+        return _named_strides("stride_r", "bhn", dense_strides(self.row_stats_shape))
 
     def _lse_strides(self) -> dict:
         if self.varlen:
@@ -523,8 +532,9 @@ class AttentionPlan:
     def backward_calls(self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec) -> tuple:
         """(preprocess, dK/dV, dQ) launches.
 
-        arrays: the forward's plus O, DO (grad_out, any strides), LSE, DELTA and optionally
-        DLSE (the gradient of lse, folded into delta). bias_grad: also write dBias.
+        arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
+        gradient of lse, folded into delta); for dK/dV and dQ also DELTA and LSE_LOG2, the
+        preprocess's outputs (lse's shape, float32). bias_grad: also write dBias.
         """
         if tuple(grad_out.shape) != self.out_shape:
             raise ValueError(f"grad_out must have the output's shape {self.out_shape}, got {tuple(grad_out.shape)}")
@@ -543,7 +553,7 @@ class AttentionPlan:
         grads = (
             _named_strides("stride_do", "bnhd", do_strides) | self._dense("stride_dk", self.k_shape)
             | self._dense("stride_dv", self.v_shape) | self._dense("stride_dq", self.q_shape)
-            | self._lse_strides() | self._dense("stride_o", self.out_shape)
+            | self._lse_strides() | self._row_stats_strides() | self._dense("stride_o", self.out_shape)
         )
         grads |= _named_strides("stride_g", "bhqk", dense_strides(self.bias_grad_shape) if bias_grad else (0, 0, 0, 0))
         t_strides = self.scalars_for_map("t_") if self.block_mask else {}
@@ -552,7 +562,7 @@ class AttentionPlan:
         tiles = self.tiles
         preprocess = self._static(
             attention_backward_preprocess_kernel, self.preprocess_grid,
-            self._template(attention_backward_preprocess_kernel, grads), ("DELTA",),
+            self._template(attention_backward_preprocess_kernel, grads), ("DELTA", "LSE_LOG2"),
             self._constexprs(attention_backward_preprocess_kernel, dict(align, HAS_DLSE=has_dlse)),
             dict(num_warps=4, num_stages=1, **LAUNCH_OPTIONS),
         )
@@ -597,8 +607,9 @@ class AttentionPlan:
 
     @property
     def preprocess_grid(self) -> tuple:
-        """(query blocks, q heads, batch) for the backward's delta."""
-        return (_cdiv(self.max_seqlen_q, self.tiles.forward.block_m), self.heads_q, self.batch)
+        """(row blocks, q heads, batch) for the backward's row statistics, padding rows included."""
+        rows = self.max_seqlen_q if self.varlen else self.row_stats_shape[-1]
+        return (_cdiv(rows, self.tiles.forward.block_m), self.heads_q, self.batch)
 
     @property
     def dq_grid(self) -> tuple:
@@ -792,6 +803,10 @@ def plan_attention(
     map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
     tiles = _tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0,
                          max(max_q, max_kv), map_blocks, window=window_left >= 0)
+    # Each row of the backward's row statistics covers whole blocks of every kernel that reads it
+    # (a block map's blocks too, which dK/dV and dQ walk in their own tiles).
+    row_block = math.lcm(128, tiles.dkdv.block_m, tiles.dq.block_m, tiles.forward.block_m, map_blocks[0] if map_blocks else 1)
+    row_stats_shape = lse_shape if varlen else (batch, hq, _cdiv(nq, row_block) * row_block)
     flags = dict(
         HEAD_DIM=d, HEAD_DIM_V=dv, BLOCK_D=block_d, BLOCK_DV=block_dv,
         BLOCK_M=tiles.forward.block_m, BLOCK_N=tiles.forward.block_n, **_map_ratios(block_mask, tiles.forward),
@@ -802,6 +817,8 @@ def plan_attention(
         # lse and delta ([B, Hq, Nq], or [Hq, total_q] for varlen): a head's row starts at a
         # multiple of the row length, so its alignment is the row length's.
         LSE_ALIGN=stride_alignment(lse_shape[-1]),
+        ROW_ALIGN=stride_alignment(row_stats_shape[-1]),
+        PADDED_ROW_STATS=not varlen,
         # Lengths that are multiples of 16, marked so in the kernels (Triton's launcher does the
         # same for its integer arguments; jax-triton does not).
         Q_ALIGN=16 if nq % 16 == 0 else 1, KV_ALIGN=16 if nkv % 16 == 0 else 1,
@@ -862,7 +879,7 @@ def plan_attention(
     plan = AttentionPlan(
         batch=batch, seqlen_q=nq, seqlen_kv=nkv, max_seqlen_q=max_q, max_seqlen_kv=max_kv,
         heads_q=hq, heads_kv=hkv, head_dim=d, head_dim_v=dv, dtype=q.dtype, varlen=varlen,
-        out_shape=out_shape, lse_shape=lse_shape,
+        out_shape=out_shape, lse_shape=lse_shape, row_stats_shape=row_stats_shape,
         q_shape=tuple(q.shape), k_shape=tuple(k.shape), v_shape=tuple(v.shape),
         bias_shape=tuple(bias.shape) if bias is not None else None, bias_reduce_axes=bias_reduce,
         block_mask=block_mask, auto_block_mask=auto_block_mask, scalars=scalars, flags=flags, tiles=tiles, layout_axes=axes,

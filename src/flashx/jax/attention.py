@@ -121,8 +121,8 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     def call(index):
         return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out)[index], ())
 
-    (delta,) = _launch(call(0), arrays, (jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32),))
-    arrays["DELTA"] = delta
+    row_stats = jax.ShapeDtypeStruct(plan.row_stats_shape, jnp.float32)
+    arrays["DELTA"], arrays["LSE_LOG2"] = _launch(call(0), arrays, (row_stats, row_stats))
     padding = (0, 1) if plan.varlen else ()  # varlen padding rows belong to no sequence
     dk, dv = _launch(call(1), arrays, (jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)),
                      zeroed=padding)

@@ -152,12 +152,14 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
     dv = fill(plan.v_shape, dtype=v.dtype, device=v.device)
     dbias = torch.zeros(plan.bias_grad_shape if bias_grad else (0,), dtype=torch.float32, device=q.device)
     if plan.needs_backward_launch:
-        delta = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
+        delta = torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device)
+        lse_log2 = torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device)
         arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DELTA=delta,
+                      LSE_LOG2=lse_log2,
                       DLSE=None if dlse is None else dlse.contiguous())
         preprocess, dkdv, dq_call = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout))
         with _on_device(q):
-            preprocess.launch((delta,))
+            preprocess.launch((delta, lse_log2))
             dkdv.launch((dk, dv))
             dq_call.launch((dq, dbias))
     return dq, dk, dv, dbias
