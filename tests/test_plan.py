@@ -44,6 +44,17 @@ def test_plan_stride_alignment_covers_inputs_and_outputs(shape, strides, expecte
     assert plan.flags["STRIDE_ALIGN"] == expected
 
 
+def test_padded_row_statistics_only_for_the_transposed_dkdv_tile():
+    """The backward's row statistics are padded (and read unmasked) for dense calls whose dK/dV
+    tile is transposed (D > 64, or float32); D <= 64 (queries down) and varlen keep lse's shape."""
+    wide = core.plan_attention(spec((2, 45, 3, 128)), spec((2, 45, 3, 128)), spec((2, 45, 3, 128)))
+    assert wide.flags["PADDED_ROW_STATS"] and not wide.flags["ROWS_DOWN"]
+    assert wide.row_stats_shape[:2] == (2, 3) and wide.row_stats_shape[2] % 128 == 0 and wide.row_stats_shape[2] >= 45
+    narrow = core.plan_attention(spec((2, 45, 3, 64)), spec((2, 45, 3, 64)), spec((2, 45, 3, 64)))
+    assert not narrow.flags["PADDED_ROW_STATS"] and narrow.flags["ROWS_DOWN"]
+    assert narrow.row_stats_shape == narrow.lse_shape
+
+
 def test_backward_alignment_includes_grad_out():
     """A gradient with odd strides lowers the backward's STRIDE_ALIGN, not the forward's."""
     q = spec((1, 16, 2, 64))

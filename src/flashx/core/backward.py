@@ -32,8 +32,8 @@ def attention_backward_preprocess_kernel(
 ):
     """The backward's row statistics, float32: delta = rowsum(dO * O) - dlse, and lse_log2.
 
-    Shapes: the plan's row_stats_shape, [B, Hq, Nq padded] (varlen: lse's [Hq, total_q]).
-    Grid (rows / BLOCK_M, Hq, B) over every row of it. d lse / d score = P, so an lse gradient
+    Shapes: the plan's row_stats_shape, lse's [B, Hq, Nq] (varlen [Hq, total_q]) with each row
+    padded when PADDED_ROW_STATS. Grid (cdiv(rows, BLOCK_M), Hq, B) over every row of it. d lse / d score = P, so an lse gradient
     enters dS = P * (dP - delta) through delta. lse_log2 is lse in log2 units with +inf for rows
     that saw no key (lse = -inf) and for padding rows (delta 0 there), so that
     P = exp2(score - lse_log2) = 0 for them: with PADDED_ROW_STATS the dK/dV loop loads both

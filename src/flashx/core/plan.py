@@ -428,9 +428,8 @@ class AttentionPlan:
     varlen: bool
     out_shape: tuple
     lse_shape: tuple
-    # The backward's delta and lse_log2 (float32): lse's shape, each row padded to a multiple of
-    # every tile and map block of the call so that the dK/dV and dQ loops read them unmasked
-    # (PADDED_ROW_STATS); varlen keeps lse's (Hq, total_q), whose sequences follow each other.
+    # The backward's delta and lse_log2 (float32): lse's shape, with PADDED_ROW_STATS each row
+    # padded to a multiple of every tile and map block of the call (see plan_attention).
     row_stats_shape: tuple
     q_shape: tuple
     k_shape: tuple
@@ -803,10 +802,19 @@ def plan_attention(
     map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
     tiles = _tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0,
                          max(max_q, max_kv), map_blocks, window=window_left >= 0)
-    # Each row of the backward's row statistics covers whole blocks of every kernel that reads it
-    # (a block map's blocks too, which dK/dV and dQ walk in their own tiles).
+    # dK/dV's tile orientation: queries down keeps lse and delta in a few registers per thread
+    # (32 fewer at D = 64, where the transposed tile spilled); at wider tiles Triton lays the
+    # transposed P out with more registers than it saves.
+    rows_down = max(block_d, block_dv) <= 64 and q.dtype != "float32"
+    # The backward's row statistics padded, each row to whole blocks of every kernel that reads
+    # it (a block map's blocks too), so that the loops read them unmasked. That is for the
+    # transposed dK/dV tile, where lse and delta spread across the tile's columns and the masked
+    # loads' fill values kept ~70 predicates a step packed into registers: H200, ab.py, D = 128
+    # backward +3.2-3.3% dense, +5.3% GQA 32/8, +5.7% window, +6.5% documents; queries down
+    # (D = 64) lost 7.7% non-causal that way. Varlen's sequences follow each other: no padding.
+    padded_row_stats = not varlen and not rows_down
     row_block = math.lcm(128, tiles.dkdv.block_m, tiles.dq.block_m, tiles.forward.block_m, map_blocks[0] if map_blocks else 1)
-    row_stats_shape = lse_shape if varlen else (batch, hq, _cdiv(nq, row_block) * row_block)
+    row_stats_shape = (batch, hq, _cdiv(nq, row_block) * row_block) if padded_row_stats else lse_shape
     flags = dict(
         HEAD_DIM=d, HEAD_DIM_V=dv, BLOCK_D=block_d, BLOCK_DV=block_dv,
         BLOCK_M=tiles.forward.block_m, BLOCK_N=tiles.forward.block_n, **_map_ratios(block_mask, tiles.forward),
@@ -818,7 +826,7 @@ def plan_attention(
         # multiple of the row length, so its alignment is the row length's.
         LSE_ALIGN=stride_alignment(lse_shape[-1]),
         ROW_ALIGN=stride_alignment(row_stats_shape[-1]),
-        PADDED_ROW_STATS=not varlen,
+        PADDED_ROW_STATS=padded_row_stats,
         # Lengths that are multiples of 16, marked so in the kernels (Triton's launcher does the
         # same for its integer arguments; jax-triton does not).
         Q_ALIGN=16 if nq % 16 == 0 else 1, KV_ALIGN=16 if nkv % 16 == 0 else 1,
@@ -855,10 +863,7 @@ def plan_attention(
         # Causal programs differ in length: heads in groups of up to 4 walk their blocks together,
         # longest first, so that no head's longest program starts last (see program_tile).
         HEAD_GROUP=next(g for g in (4, 2, 1) if hkv % g == 0) if window_right >= 0 and window_left < 0 else 1,
-        # dK/dV's tile orientation: queries down keeps lse and delta in a few registers per
-        # thread (32 fewer at D = 64, where the transposed tile spilled); at wider tiles Triton
-        # lays the transposed P out with more registers than it saves.
-        ROWS_DOWN=max(block_d, block_dv) <= 64 and q.dtype != "float32",
+        ROWS_DOWN=rows_down,
     )
     scalars = dict(
         sm_scale=float(scale), softcap=float(softcap or 1.0),
