@@ -33,8 +33,9 @@ table (the peers' errors are the yardstick for flashx's).
 Memory (torch systems): peak of torch.cuda.max_memory_allocated() during one forward, less the
 memory allocated before it and less the output; and during one backward, less the memory before
 it and less the gradients. So it counts what the system keeps for the backward (flashx: the
-float32 lse) and its scratch; printed beside the O(B*H*N) bound of one float32 per query row
-and head, 4*B*H*N bytes (the lse; the backward's delta).
+float32 lse) and its scratch; printed beside the O(B*H*N) unit of one float32 per query row
+and head, 4*B*H*N bytes (the lse; flashx's backward keeps two such arrays, delta and lse_log2,
+each row padded to whole 128-row blocks at D > 64).
 
 A system that fails on a shape is shown as "-" with its reason, listed under the tables; the
 run goes on. Writes DIR/backward.md (tables, with the date, GPU, driver and versions),
@@ -106,7 +107,7 @@ class Row:
 
     @property
     def bound_bytes(self) -> int:
-        """One float32 per (batch, head, query row): the lse, or the backward's delta."""
+        """One float32 per (batch, head, query row): the lse, or one of the backward's delta and lse_log2."""
         s = self.shape
         return 4 * s.batch * s.heads * s.seqlen
 
