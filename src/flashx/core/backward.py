@@ -1,9 +1,11 @@
-"""The FlashAttention-2 backward: delta = rowsum(dO * O), then dK/dV over key blocks, then dQ.
+"""The FlashAttention-2 backward: per-row statistics (delta = rowsum(dO * O), and lse in log2
+units), then dK/dV over key blocks, then dQ.
 
 No atomics: each dK/dV program owns one key block of one kv head and loops over the q heads
 of its GQA group; each dQ program owns one query block. Gradients are therefore bitwise
-deterministic. P is recomputed from q, k and the saved lse; nothing of size Nq x Nkv is
-allocated (except the bias gradient, when an additive bias needs one).
+deterministic (dQ by float32 atomics from dK/dV measured 0.68-0.92x on the H200: NOTES v0.7).
+P is recomputed from q, k and the saved lse; nothing of size Nq x Nkv is allocated (except the
+bias gradient, when an additive bias needs one).
 """
 from . import runtime  # noqa: F401, I001  (first: decides compiled vs interpreted before triton loads)
 
