@@ -35,12 +35,14 @@ def attention_backward_preprocess_kernel(
     """The backward's row statistics, float32: delta = rowsum(dO * O) - dlse, and lse_log2.
 
     Shapes: the plan's row_stats_shape, lse's [B, Hq, Nq] (varlen [Hq, total_q]) with each row
-    padded when PADDED_ROW_STATS. Grid (cdiv(rows, BLOCK_M), Hq, B) over every row of it. d lse / d score = P, so an lse gradient
-    enters dS = P * (dP - delta) through delta. lse_log2 is lse in log2 units with +inf for rows
-    that saw no key (lse = -inf) and for padding rows (delta 0 there), so that
-    P = exp2(score - lse_log2) = 0 for them: with PADDED_ROW_STATS the dK/dV loop loads both
-    without a mask or a fix-up (which cost its D = 128 step 8-23% more SASS instructions,
-    mostly predicates packed into registers for the masked loads' fill values).
+    padded when PADDED_ROW_STATS. Grid (cdiv(rows, BLOCK_M), Hq, B) over every row of it.
+
+    d lse / d score = P, so an lse gradient enters dS = P * (dP - delta) through delta.
+    lse_log2 is lse in log2 units with +inf for rows that saw no key (lse = -inf) and for
+    padding rows (delta 0 there), so that P = exp2(score - lse_log2) = 0 for them: with
+    PADDED_ROW_STATS the dK/dV loop loads both without a mask or a fix-up (which cost its
+    D = 128 step 8-23% more SASS instructions, mostly predicates packed into registers for the
+    masked loads' fill values).
     """
     stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, STRIDE_ALIGN)
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
