@@ -95,9 +95,8 @@ def case(torch, d: int, n: int, causal: bool, device: str, reference: bool = Tru
         c["sdpa_err"] = sdpa_errors(torch, c)
     else:
         lse = torch.zeros(b, h, n, device=device)
-        # Row statistics as long as any tile's plan pads them to (the padding is never compared).
-        stats = torch.zeros(b, h, -(-n // 1024) * 1024, device=device)
-        c["ref"] = dict(out=torch.randn_like(q), lse=lse, delta=stats, lse_log2=stats)
+        # No row statistics: launcher() allocates them in each candidate plan's shape.
+        c["ref"] = dict(out=torch.randn_like(q), lse=lse, delta=None, lse_log2=None)
     _CASES[key] = c
     return c
 
@@ -132,17 +131,17 @@ def launcher(torch, c: dict, kernel: str, tiles):
 
     d, n = c["shape"][3], c["shape"][1]
     key = (max(64, d), c["causal"])
-    # The table the plan takes this kernel's tiles from: one of KernelTiles, or of TileConfig.
-    short = kernel == "forward" and n <= plan_mod.SHORT_SEQLEN and key in plan_mod.SHORT_FORWARD_TILES
-    window = kernel == "dkdv" and c["window"] is not None and key[0] in plan_mod.WINDOW_DKDV_TILES
-    if short or window:
-        table, key = (plan_mod.SHORT_FORWARD_TILES, key) if short else (plan_mod.WINDOW_DKDV_TILES, key[0])
+    # The table the plan takes this kernel's tiles from; `single`: its entries are one KernelTiles.
+    if kernel == "forward" and n <= plan_mod.SHORT_SEQLEN and key in plan_mod.SHORT_FORWARD_TILES:
+        table, single = plan_mod.SHORT_FORWARD_TILES, True
+    elif kernel == "dkdv" and c["window"] is not None and key[0] in plan_mod.WINDOW_DKDV_TILES:
+        table, key, single = plan_mod.WINDOW_DKDV_TILES, key[0], True
     else:
-        table = plan_mod.TUNED_TILES
+        table, single = plan_mod.TUNED_TILES, False
     saved = table[key]
     if tiles is not None:
         candidate = core.plan.KernelTiles(*tiles)
-        table[key] = candidate if (short or window) else dataclasses.replace(saved, **{kernel: candidate})
+        table[key] = candidate if single else dataclasses.replace(saved, **{kernel: candidate})
     try:
         plan = core.plan_attention(_spec(c["q"]), _spec(c["k"]), _spec(c["v"]), causal=c["causal"], window=c["window"])
     finally:
@@ -156,7 +155,12 @@ def launcher(torch, c: dict, kernel: str, tiles):
         call = plan.forward_call(arrays, placeholder)
         return (lambda: call.launch((out, lse))), (out,)
     ref = c["ref"]
-    arrays.update(O=ref["out"], DO=c["do"], LSE=ref["lse"], DELTA=ref["delta"], LSE_LOG2=ref["lse_log2"])
+    delta, lse_log2 = ref["delta"], ref["lse_log2"]
+    if delta is None:  # a compile worker: placeholders in this plan's shape
+        delta = lse_log2 = torch.zeros(plan.row_stats_shape, dtype=torch.float32, device=q.device)
+    if tuple(delta.shape) != plan.row_stats_shape:
+        raise ValueError(f"the table's row statistics {tuple(delta.shape)} do not fit this candidate's plan {plan.row_stats_shape}")
+    arrays.update(O=ref["out"], DO=c["do"], LSE=ref["lse"], DELTA=delta, LSE_LOG2=lse_log2)
     _, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]))
     if kernel == "dkdv":
         dk, dv = torch.empty_like(c["k"]), torch.empty_like(c["v"])

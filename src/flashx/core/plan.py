@@ -467,15 +467,18 @@ class AttentionPlan:
             return _named_strides(prefix, "bnhd", (0,) + strides)
         return _named_strides(prefix, "bnhd", tuple(strides[a] for a in self.layout_axes))
 
-    def _row_stats_strides(self) -> dict:
+    def _per_row_strides(self, prefix: str, shape: tuple) -> dict:
+        """(batch, head, row) strides of a dense float32 per-row array: (B, Hq, rows), or varlen's
+        (Hq, total_q), which has no batch axis (rows offset by cu_seqlens)."""
         if self.varlen:
-            return dict(stride_rb=0, stride_rh=self.row_stats_shape[1], stride_rn=1)
-        return _named_strides("stride_r", "bhn", dense_strides(self.row_stats_shape))
+            return _named_strides(prefix, "bhn", (0, shape[1], 1))
+        return _named_strides(prefix, "bhn", dense_strides(shape))
 
     def _lse_strides(self) -> dict:
-        if self.varlen:
-            return dict(stride_lb=0, stride_lh=self.lse_shape[1], stride_ln=1)
-        return _named_strides("stride_l", "bhn", dense_strides(self.lse_shape))
+        return self._per_row_strides("stride_l", self.lse_shape)
+
+    def _row_stats_strides(self) -> dict:
+        return self._per_row_strides("stride_r", self.row_stats_shape)
 
     def _constexprs(self, kernel: Any, extra: Mapping[str, Any] = {}) -> dict:
         wanted = kernel_params(kernel)[1]
@@ -533,7 +536,7 @@ class AttentionPlan:
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
         gradient of lse, folded into delta); for dK/dV and dQ also DELTA and LSE_LOG2, the
-        preprocess's outputs (lse's shape, float32). bias_grad: also write dBias.
+        preprocess's outputs (row_stats_shape, float32). bias_grad: also write dBias.
         """
         if tuple(grad_out.shape) != self.out_shape:
             raise ValueError(f"grad_out must have the output's shape {self.out_shape}, got {tuple(grad_out.shape)}")
