@@ -48,7 +48,8 @@ _INT32_ARRAYS = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_
 
 
 def offline(d_list, jax_like: bool, window=None) -> None:
-    """Compile each config's forward, dK/dV and dQ for sm_90 without a GPU; print their resources.
+    """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
+    for sm_90 without a GPU; print their resources.
 
     window: a left window size; then only the causal sliding window (window=(window, 0)) is built."""
     import os
@@ -115,8 +116,9 @@ def offline(d_list, jax_like: bool, window=None) -> None:
             plan = core.plan_attention(spec, spec, spec, causal=causal, window=None if window is None else (window, 0))
             label = f"window {window:<4d}" if window is not None else "causal    " if causal else "non-causal"
             calls = [("forward", plan.forward_call({}, None))]
-            _, dkdv, dq = plan.backward_calls({}, None, False, spec)
-            calls += [("dK/dV", dkdv), ("dQ", dq)]
+            _, dkdv, dq = plan.backward_calls({}, None, False, spec, split=True)
+            _, both = plan.backward_calls({}, None, False, spec, split=False)
+            calls += [("dK/dV", dkdv), ("dQ", dq), ("both", both)]
             for name, call in calls:
                 print(f"D={d:3d} {label} {name:7s} {resources(call, 'bf16')}", flush=True)
 
@@ -138,8 +140,7 @@ def main(argv=None) -> int:
     import flashx.torch as ft
     from flashx.core import backward, forward
 
-    kernels = {"forward": forward.attention_forward_kernel, "dK/dV": backward.attention_backward_dkdv_kernel,
-               "dQ": backward.attention_backward_dq_kernel}
+    kernels = {"forward": forward.attention_forward_kernel, "backward": backward.attention_backward_kernel}
     seen = {name: 0 for name in kernels}
     torch.manual_seed(0)
     for d in args.d:

@@ -21,7 +21,8 @@
 #   PYTHONPATH=/tmp/site bash benchmarks/run_all.sh --quick
 # src/ is put on PYTHONPATH (flashx need not be installed). One script failing does not stop the
 # others; each one's status is reported. Full logs: LOG_DIR (default benchmarks/results/h200/logs).
-# If $OUT is set (the GPU tool's folder of files to bring back), results and logs are copied there.
+# If $OUT is set (the GPU tool's folder of files to bring back), the results and logs this run
+# wrote go there as one archive, results.tar.gz (relative to the results folder).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -101,8 +102,9 @@ for idx in "${!scripts[@]}"; do
 done
 
 if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then
-  mkdir -p "$OUT/results"
-  cp -r "$results"/. "$OUT/results/" 2>/dev/null && echo "copied $results to \$OUT/results"
+  # One archive of what this run wrote (the GPU tool brings back only a few files per call).
+  (cd "$results" && find . -type f -newermt "@$((start_all - 1))" -print0 | tar -czf "$OUT/results.tar.gz" --null -T -) \
+    && echo "this run's results and logs: \$OUT/results.tar.gz"
 fi
 
 # The tables last (the GPU tool returns the end of the output): the environment once, then each

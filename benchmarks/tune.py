@@ -161,13 +161,13 @@ def launcher(torch, c: dict, kernel: str, tiles):
     if tuple(delta.shape) != plan.row_stats_shape:
         raise ValueError(f"the table's row statistics {tuple(delta.shape)} do not fit this candidate's plan {plan.row_stats_shape}")
     arrays.update(O=ref["out"], DO=c["do"], LSE=ref["lse"], DELTA=delta, LSE_LOG2=lse_log2)
-    _, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]))
+    # The two kinds of the backward's programs as two launches (split), each timed alone.
+    _, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
+    grads = (torch.empty_like(c["k"]), torch.empty_like(c["v"]), torch.empty_like(q),
+             torch.empty(0, dtype=torch.float32, device=q.device))  # DK, DV, DQ, DBIAS (unused)
     if kernel == "dkdv":
-        dk, dv = torch.empty_like(c["k"]), torch.empty_like(c["v"])
-        return (lambda: dkdv.launch((dk, dv))), (dk, dv)
-    dq_out = torch.empty_like(q)
-    no_bias = torch.empty(0, dtype=torch.float32, device=q.device)
-    return (lambda: dq.launch((dq_out, no_bias))), (dq_out,)
+        return (lambda: dkdv.launch(grads)), grads[:2]
+    return (lambda: dq.launch(grads)), grads[2:3]
 
 
 def reference_outputs(torch, c: dict) -> dict:
@@ -182,11 +182,12 @@ def reference_outputs(torch, c: dict) -> dict:
     plan.forward_call(dict(Q=q, K=c["k"], V=c["v"]), placeholder).launch((out, lse))
     delta, lse_log2 = (torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device) for _ in range(2))
     arrays = dict(Q=q, K=c["k"], V=c["v"], O=out, DO=c["do"], LSE=lse, DELTA=delta, LSE_LOG2=lse_log2)
-    pre, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]))
+    pre, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
     pre.launch((delta, lse_log2))
     dk, dv, dq_out = torch.empty_like(c["k"]), torch.empty_like(c["v"]), torch.empty_like(q)
-    dkdv.launch((dk, dv))
-    dq.launch((dq_out, torch.empty(0, dtype=torch.float32, device=q.device)))
+    grads = (dk, dv, dq_out, torch.empty(0, dtype=torch.float32, device=q.device))
+    dkdv.launch(grads)
+    dq.launch(grads)
     return dict(out=out, lse=lse, delta=delta, lse_log2=lse_log2, forward=(out,), dkdv=(dk, dv), dq=(dq_out,))
 
 

@@ -67,6 +67,26 @@ def rng(request) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
+@pytest.fixture
+def one_backward_launch(monkeypatch) -> list:
+    """Plans launch dK/dV's and dQ's programs together wherever the grids allow (no GQA), as the
+    GPU tables do at D >= 128; the interpreter's tiles would launch them apart. Yields the number
+    of gradient launches of each backward_calls, for the test to check."""
+    from flashx import core
+
+    counts = []
+    backward_calls = core.AttentionPlan.backward_calls
+
+    def counted(self, *args, **kwargs):
+        calls = backward_calls(self, *args, **kwargs)
+        counts.append(len(calls) - 1)  # less the preprocess
+        return calls
+
+    monkeypatch.setattr(core.AttentionPlan, "fused_backward", property(lambda plan: plan.heads_q == plan.heads_kv))
+    monkeypatch.setattr(core.AttentionPlan, "backward_calls", counted)
+    return counts
+
+
 def randn(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:
     """Standard-normal float32 data (never zeros or ones), times `scale`."""
     return (rng.standard_normal(shape) * scale).astype(np.float32)

@@ -7,6 +7,7 @@ import pytest
 
 from flashx import core
 from flashx.core import plan as plan_mod
+from flashx.core.launch import kernel_params
 
 
 # Plans check that arrays live where the kernels run: the CPU under the interpreter, else the GPU.
@@ -53,6 +54,30 @@ def test_padded_row_statistics_only_for_the_transposed_dkdv_tile():
     narrow = core.plan_attention(spec((2, 45, 3, 64)), spec((2, 45, 3, 64)), spec((2, 45, 3, 64)))
     assert not narrow.flags["PADDED_ROW_STATS"] and narrow.flags["ROWS_DOWN"]
     assert narrow.row_stats_shape == narrow.lse_shape
+
+
+@pytest.mark.parametrize(
+    "d, hkv, fused",
+    [(128, 3, True), (256, 3, True), (128, 1, False), (64, 3, False)],
+    ids=["d128", "d256", "gqa", "d64-four-warps"],
+)
+def test_one_backward_launch_where_measured_faster(d, hkv, fused):
+    """With the GPU tables, dK/dV's and dQ's programs share one launch at D >= 128 without GQA
+    (the grids' second axes must agree); D = 64's 4-warp tiles and GQA take two launches."""
+    q, kv = spec((2, 300, 3, d)), spec((2, 300, hkv, d))
+    plan = core.plan_attention(q, kv, kv, causal=True)
+    gpu_tiles = plan_mod.TUNED_TILES[(d, True)]
+    plan = dataclasses.replace(plan, tiles=gpu_tiles, _memo={})
+    assert plan.fused_backward is fused
+    _, *launches = plan.backward_calls({}, None, False, q)
+    assert len(launches) == (1 if fused else 2)
+    assert [set(c.writes) for c in launches] == ([{"DK", "DV", "DQ", "DBIAS"}] if fused else [{"DK", "DV"}, {"DQ", "DBIAS"}])
+    dkdv_programs = plan.dkdv_grid[0]
+    if fused:
+        assert launches[0].grid == (dkdv_programs + plan.dq_grid[0],) + plan.dq_grid[1:]
+        assert launches[0].args[list(kernel_params(launches[0].kernel)[0]).index("dkdv_programs")] == dkdv_programs
+    else:
+        assert [c.grid for c in launches] == [plan.dkdv_grid, plan.dq_grid]
 
 
 def test_backward_alignment_includes_grad_out():

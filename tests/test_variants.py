@@ -486,6 +486,24 @@ def run_varlen(rng, cu_q, cu_k, total_q, total_k, hq, hkv, d, dv, dtype, *, max_
     return out, lse, grads
 
 
+ONE_LAUNCH = [
+    pytest.param(ODD_B2, Variant(causal=True), "float32", id="causal-b2"),
+    pytest.param(ODD, Variant(window=(10, 5), causal=True), "float32", id="window-10-5-causal"),
+    pytest.param(TALL, Variant(window=(3, 2)), "float32", id="window-rows-without-keys"),
+    pytest.param(ODD_B2, Variant(alibi="bh", softcap=30.0, layout="bhnd"), "float32", id="alibi-softcap-bhnd"),
+    pytest.param(SQUARE, Variant(mask="document", causal=True), "float32", id="document-block-map"),
+    pytest.param(ODD, Variant(score_mod=True), "float16", id="score-mod-fp16"),
+]
+
+
+@pytest.mark.parametrize("shape, var, dtype", ONE_LAUNCH)
+def test_one_backward_launch(rng, one_backward_launch, shape, var, dtype):
+    """dK/dV's and dQ's programs sharing one launch (the GPU's choice at D >= 128 without GQA)
+    give the reference's gradients, lse's included."""
+    run_and_compare(rng, shape, var, dtype, lse_grad=True)
+    assert one_backward_launch and set(one_backward_launch) == {1}
+
+
 # Sequences (q lengths / k lengths): 13/20, 0/5 (empty query), 27/22 (causal: 5 rows without keys);
 # 5 padding q rows and 3 padding k rows past cu_seqlens[-1].
 CU_Q, CU_K, TQ, TK = [0, 13, 13, 40], [0, 20, 25, 47], 45, 50
@@ -508,6 +526,12 @@ VARLEN_CASES = [
 def test_varlen(rng, cu_q, cu_k, hq, hkv, d, dv, dtype, opts):
     """Packed sequences: each attends within itself (causal/window bottom-right per sequence)."""
     run_varlen(rng, cu_q, cu_k, TQ, TK, hq, hkv, d, dv, dtype, **opts)
+
+
+def test_varlen_one_backward_launch(rng, one_backward_launch):
+    """Packed sequences (empty ones, padding rows) through the one-launch backward."""
+    run_varlen(rng, CU_Q, CU_K, TQ, TK, 2, 2, 24, 40, "float32", causal=True, window=(6, -1), lse_grad=True)
+    assert one_backward_launch and set(one_backward_launch) == {1}
 
 
 def test_varlen_lse_gradient(rng):

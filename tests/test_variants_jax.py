@@ -379,6 +379,19 @@ def test_varlen(rng, cu_q, cu_k, hq, hkv, d, dv, dtype, opts):
     run_varlen(rng, cu_q, cu_k, hq, hkv, d, dv, dtype, **opts)
 
 
+@pytest.mark.parametrize(
+    "shape, var",
+    [
+        pytest.param(ODD_B2, Variant(causal=True, window=(10, 5)), id="window-10-5-causal"),
+        pytest.param(ODD, Variant(alibi="bh", softcap=30.0), id="alibi-softcap"),
+    ],
+)
+def test_one_backward_launch(rng, one_backward_launch, shape, var):
+    """dK/dV's and dQ's programs in one launch (the GPU's choice at D >= 128 without GQA), from JAX."""
+    run_and_compare(rng, shape, var, "float32", lse_grad=True)
+    assert one_backward_launch and set(one_backward_launch) == {1}
+
+
 # ----------------------------------------------------------------------------------------------
 # Determinism
 # ----------------------------------------------------------------------------------------------

@@ -124,7 +124,8 @@ def _load_row_stats(p_lse_log2, p_delta, m_rows, PADDED_ROW_STATS: tl.constexpr)
 
 
 @triton.jit
-def attention_backward_dkdv_kernel(
+def _dkdv_program(
+    x, programs,
     Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
     MAP_COUNTS, MAP_INDICES,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
@@ -142,7 +143,7 @@ def attention_backward_dkdv_kernel(
     stride_dvb, stride_dvn, stride_dvh, stride_dvd,
     DK, DV,
     HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, VARLEN: tl.constexpr,
     HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
@@ -153,9 +154,9 @@ def attention_backward_dkdv_kernel(
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
 ):
-    """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group.
-
-    Grid (cdiv(Nkv, BLOCK_N) * HEAD_GROUP, Hkv / HEAD_GROUP, B), decoded by program_tile.
+    """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group: program x of `programs`
+    (cdiv(Nkv, BLOCK_N) * HEAD_GROUP) along the grid's first axis, its second axis Hkv / HEAD_GROUP,
+    decoded by program_tile.
 
     Tiles are transposed ([BN, BM]: keys down, queries across) so dK and dV accumulate
     without a transpose of P. MAP_* is the transposed block map (query blocks per key block).
@@ -171,7 +172,7 @@ def attention_backward_dkdv_kernel(
     stride_dvb, stride_dvn, stride_dvh = aligned_strides(stride_dvb, stride_dvn, stride_dvh, STRIDE_ALIGN)
     stride_rb, stride_rh = aligned(stride_rb, ROW_ALIGN), aligned(stride_rh, ROW_ALIGN)
     seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
-    pid_n, head_kv, batch = program_tile(HEAD_GROUP, False)
+    pid_n, head_kv, batch = program_tile(HEAD_GROUP, False, x, programs)
     start_n = pid_n * BLOCK_N
 
     q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
@@ -222,7 +223,7 @@ def attention_backward_dkdv_kernel(
         )
         for span in tl.static_range(2 if BLOCK_MAP or EDGES_TOGETHER else 3):
             first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_M, BLOCK_MAP, MAP_STEPS, False, EDGES_TOGETHER)
-            for i in range(0, n_blocks):
+            for i in tl.range(0, n_blocks, num_stages=STAGES):
                 start_m = span_block(span, i, p_indices, stride_ik, first, BLOCK_M, BLOCK_MAP, MAP_STEPS, EDGES_TOGETHER, full_lo, full_hi)
                 q_idx = start_m + offs_m
                 m_m = q_idx < q_owned
@@ -271,7 +272,8 @@ def attention_backward_dkdv_kernel(
 
 
 @triton.jit
-def attention_backward_dq_kernel(
+def _dq_program(
+    x, programs,
     Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
     MAP_COUNTS, MAP_INDICES,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
@@ -289,7 +291,7 @@ def attention_backward_dq_kernel(
     stride_gb, stride_gh, stride_gq, stride_gk,
     DQ, DBIAS,
     HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, VARLEN: tl.constexpr,
     HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
@@ -300,10 +302,9 @@ def attention_backward_dq_kernel(
     HEAD_GROUP: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
 ):
-    """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD.
-
-    Grid (cdiv(Nq, BLOCK_M) * HEAD_GROUP, Hq / HEAD_GROUP, B), decoded by program_tile; walks the
-    same key blocks as the forward.
+    """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD:
+    program x of `programs` along the grid's first axis (cdiv(Nq, BLOCK_M) * HEAD_GROUP), decoded
+    by program_tile; walks the same key blocks as the forward.
     """
     sm_scale = tl.cast(sm_scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
@@ -315,7 +316,7 @@ def attention_backward_dq_kernel(
     stride_dqb, stride_dqn, stride_dqh = aligned_strides(stride_dqb, stride_dqn, stride_dqh, STRIDE_ALIGN)
     stride_rb, stride_rh = aligned(stride_rb, ROW_ALIGN), aligned(stride_rh, ROW_ALIGN)
     seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
-    pid_m, head, batch = program_tile(HEAD_GROUP, True)
+    pid_m, head, batch = program_tile(HEAD_GROUP, True, x, programs)
     head_kv = head // gqa_group
     start_m = pid_m * BLOCK_M
 
@@ -361,7 +362,7 @@ def attention_backward_dq_kernel(
     )
     for span in tl.static_range(2 if BLOCK_MAP or EDGES_TOGETHER else 3):
         first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP, MAP_STEPS, False, EDGES_TOGETHER)
-        for i in range(0, n_blocks):
+        for i in tl.range(0, n_blocks, num_stages=STAGES):
             start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP, MAP_STEPS, EDGES_TOGETHER, full_lo, full_hi)
             kv_idx = start_n + offs_n
             m_n = kv_idx < seqlen_kv_b
@@ -389,3 +390,108 @@ def attention_backward_dq_kernel(
 
     p_dq = DQ + b64 * stride_dqb + h64 * stride_dqh + row0 * stride_dqn + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd
     store_tile(p_dq, (dq * sm_scale).to(DQ.dtype.element_ty), m_m, m_d, HEAD_DIM != BLOCK_D)
+
+
+@triton.jit
+def attention_backward_kernel(
+    Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+    MAP_COUNTS, MAP_INDICES, MAP_T_COUNTS, MAP_T_INDICES,
+    sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group, dkdv_programs,
+    stride_qb, stride_qn, stride_qh, stride_qd,
+    stride_kb, stride_kn, stride_kh, stride_kd,
+    stride_vb, stride_vn, stride_vh, stride_vd,
+    stride_dob, stride_don, stride_doh, stride_dod,
+    stride_rb, stride_rh, stride_rn,
+    stride_sb, stride_sh,
+    stride_bb, stride_bh, stride_bq, stride_bk,
+    stride_mb, stride_mh, stride_mq, stride_mk,
+    stride_cb, stride_ch, stride_cq,
+    stride_ib, stride_ih, stride_iq, stride_ik,
+    stride_tcb, stride_tch, stride_tcq,
+    stride_tib, stride_tih, stride_tiq, stride_tik,
+    stride_dkb, stride_dkn, stride_dkh, stride_dkd,
+    stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+    stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+    stride_gb, stride_gh, stride_gq, stride_gk,
+    DK, DV, DQ, DBIAS,
+    HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    RUN_DKDV: tl.constexpr, RUN_DQ: tl.constexpr,
+    DKDV_BLOCK_M: tl.constexpr, DKDV_BLOCK_N: tl.constexpr, DKDV_STAGES: tl.constexpr,
+    DKDV_MAP_SPLIT: tl.constexpr, DKDV_MAP_STEPS: tl.constexpr,
+    DQ_BLOCK_M: tl.constexpr, DQ_BLOCK_N: tl.constexpr, DQ_STAGES: tl.constexpr,
+    DQ_MAP_SPLIT: tl.constexpr, DQ_MAP_STEPS: tl.constexpr,
+    LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, VARLEN: tl.constexpr,
+    HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
+    MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
+    HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
+    Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
+):
+    """The gradients after the preprocess: dK, dV (RUN_DKDV) and dQ, dBias (RUN_DQ).
+
+    With both, one launch holds both kinds of programs, as FlexAttention's backward does: grid
+    (dkdv_programs + cdiv(Nq, DQ_BLOCK_M) * HEAD_GROUP, H / HEAD_GROUP, B) without GQA, the first
+    dkdv_programs (cdiv(Nkv, DKDV_BLOCK_N) * HEAD_GROUP) along the first axis for dK/dV, the rest
+    for dQ (see _dkdv_program and _dq_program). Both kinds read only the inputs and the row
+    statistics, so dQ programs fill the SMs that dK/dV's last wave leaves idle, where a second
+    launch would start only after it. Alone (dkdv_programs = 0 for dQ), each takes its own grid:
+    the plan says when (AttentionPlan.fused_backward). MAP_T_* is the block map transposed
+    (query blocks per key block), for dK/dV.
+    """
+    x = tl.program_id(0)
+    if RUN_DKDV:
+        if x < dkdv_programs:
+            _dkdv_program(
+                x, dkdv_programs,
+                Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+                MAP_T_COUNTS, MAP_T_INDICES,
+                sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
+                stride_qb, stride_qn, stride_qh, stride_qd,
+                stride_kb, stride_kn, stride_kh, stride_kd,
+                stride_vb, stride_vn, stride_vh, stride_vd,
+                stride_dob, stride_don, stride_doh, stride_dod,
+                stride_rb, stride_rh, stride_rn,
+                stride_sb, stride_sh,
+                stride_bb, stride_bh, stride_bq, stride_bk,
+                stride_mb, stride_mh, stride_mq, stride_mk,
+                stride_tcb, stride_tch, stride_tcq,
+                stride_tib, stride_tih, stride_tiq, stride_tik,
+                stride_dkb, stride_dkn, stride_dkh, stride_dkd,
+                stride_dvb, stride_dvn, stride_dvh, stride_dvd,
+                DK, DV,
+                HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, DKDV_BLOCK_M, DKDV_BLOCK_N, DKDV_STAGES,
+                LIMIT_LEFT, LIMIT_RIGHT, VARLEN, HAS_SEQUSED_Q, HAS_SEQUSED_K,
+                MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, BLOCK_MAP, DKDV_MAP_SPLIT, DKDV_MAP_STEPS,
+                SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+                UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
+                HEAD_GROUP, ROWS_DOWN, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER,
+            )
+            return
+    if RUN_DQ:
+        _dq_program(
+            x - dkdv_programs, tl.num_programs(0) - dkdv_programs,
+            Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+            MAP_COUNTS, MAP_INDICES,
+            sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
+            stride_qb, stride_qn, stride_qh, stride_qd,
+            stride_kb, stride_kn, stride_kh, stride_kd,
+            stride_vb, stride_vn, stride_vh, stride_vd,
+            stride_dob, stride_don, stride_doh, stride_dod,
+            stride_rb, stride_rh, stride_rn,
+            stride_sb, stride_sh,
+            stride_bb, stride_bh, stride_bq, stride_bk,
+            stride_mb, stride_mh, stride_mq, stride_mk,
+            stride_cb, stride_ch, stride_cq,
+            stride_ib, stride_ih, stride_iq, stride_ik,
+            stride_dqb, stride_dqn, stride_dqh, stride_dqd,
+            stride_gb, stride_gh, stride_gq, stride_gk,
+            DQ, DBIAS,
+            HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, DQ_BLOCK_M, DQ_BLOCK_N, DQ_STAGES,
+            LIMIT_LEFT, LIMIT_RIGHT, VARLEN, HAS_SEQUSED_Q, HAS_SEQUSED_K,
+            MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, BLOCK_MAP, DQ_MAP_SPLIT, DQ_MAP_STEPS,
+            SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BIAS_GRAD,
+            UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
+            HEAD_GROUP, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER,
+        )

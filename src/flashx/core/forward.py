@@ -15,8 +15,10 @@ from .scores import (
 
 
 @triton.jit
-def program_tile(HEAD_GROUP: tl.constexpr, LONGEST_LAST: tl.constexpr):
-    """(block, head, batch) of this program; grid (blocks * HEAD_GROUP, H / HEAD_GROUP, B).
+def program_tile(HEAD_GROUP: tl.constexpr, LONGEST_LAST: tl.constexpr, x, programs):
+    """(block, head, batch) of program x of `programs` (blocks * HEAD_GROUP) along the grid's
+    first axis; grid (programs, H / HEAD_GROUP, B), or more along the first axis when another
+    kind of program shares it (the backward's).
 
     Within a group of HEAD_GROUP heads the order is block-major, longest blocks first (under
     causal masks the last query blocks, LONGEST_LAST, or the first key blocks see the most),
@@ -24,11 +26,10 @@ def program_tile(HEAD_GROUP: tl.constexpr, LONGEST_LAST: tl.constexpr):
     heads of a group share K and V in L2. No runtime division: the indices stay on the
     uniform datapath (a 1-D decode by runtime division cost 50 registers at D = 64).
     """
-    x = tl.program_id(0)
     block = x // HEAD_GROUP
     head = tl.program_id(1) * HEAD_GROUP + x % HEAD_GROUP
     if LONGEST_LAST:
-        block = tl.num_programs(0) // HEAD_GROUP - 1 - block
+        block = programs // HEAD_GROUP - 1 - block
     return block, head, tl.program_id(2)
 
 
@@ -170,7 +171,7 @@ def attention_forward_kernel(
     stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, STRIDE_ALIGN)
     # Last query blocks first: under causal masks they see the most keys, and starting the
     # longest programs first keeps the last wave short.
-    pid_m, head, batch = program_tile(HEAD_GROUP, True)
+    pid_m, head, batch = program_tile(HEAD_GROUP, True, tl.program_id(0), tl.num_programs(0))
     head_kv = head // gqa_group  # GQA/MQA: a group of q heads shares one kv head
     start_m = pid_m * BLOCK_M
 

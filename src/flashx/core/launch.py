@@ -68,7 +68,8 @@ class KernelCall:
     Frontends launch it as kernel(*inputs, *args, *outputs): `inputs` are only those arrays
     not already bound in `args` (the block map's STATE); outputs come last (jax-triton's order).
     `arrays` are the arrays bound in `args`; `runners`, when given, is shared by every call of
-    one plan launch (see CompiledRunners).
+    one plan launch (see CompiledRunners). `writes`: the outputs this launch writes (the others
+    it takes but leaves alone; empty: all of them).
     """
 
     kernel: Any
@@ -79,6 +80,7 @@ class KernelCall:
     options: Mapping[str, Any]
     arrays: tuple = ()
     runners: Optional[CompiledRunners] = None
+    writes: tuple = ()
 
     def launch(self, outputs: Sequence[Any], inputs: Sequence[Any] = ()) -> None:
         """Launch with Triton's own launcher on arrays it accepts (torch tensors)."""

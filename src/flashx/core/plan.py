@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from . import runtime
-from .backward import attention_backward_dkdv_kernel, attention_backward_dq_kernel, attention_backward_preprocess_kernel
+from .backward import attention_backward_kernel, attention_backward_preprocess_kernel
 from .blockmask import block_map_kernel, block_map_transpose_kernel
 from .forward import attention_forward_kernel
 from .launch import CompiledRunners, KernelCall, kernel_params
@@ -507,20 +507,22 @@ class AttentionPlan:
         return memo[key]
 
     @staticmethod
-    def _static(kernel: Any, grid: tuple, template: tuple, outputs: tuple, constexprs: dict, options: dict) -> tuple:
+    def _static(
+        kernel: Any, grid: tuple, template: tuple, outputs: tuple, constexprs: dict, options: dict, writes: tuple = (),
+    ) -> tuple:
         """What every call of one launch shares; memoized per plan (see _memoized)."""
-        return kernel, grid, template, outputs, constexprs, options, CompiledRunners()
+        return kernel, grid, template, outputs, constexprs, options, CompiledRunners(), writes or outputs
 
     @staticmethod
     def _call(static: tuple, arrays: Mapping[str, Any], placeholder: Any) -> "KernelCall":
         """A KernelCall from a memoized launch (see _static) and the arrays."""
-        kernel, grid, (args, slots), outputs, constexprs, options, runners = static
+        kernel, grid, (args, slots), outputs, constexprs, options, runners, writes = static
         args = list(args)
         for position, name in slots:
             array = arrays.get(name)
             args[position] = placeholder if array is None else array  # absent inputs: never read
         bound = tuple(args[position] for position, _ in slots)
-        return KernelCall(kernel, grid, tuple(args), outputs, constexprs, options, bound, runners)
+        return KernelCall(kernel, grid, tuple(args), outputs, constexprs, options, bound, runners, writes)
 
     def forward_call(self, arrays: Mapping[str, Any], placeholder: Any) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name."""
@@ -531,26 +533,31 @@ class AttentionPlan:
 
         return self._call(self._memoized("forward", build), arrays, placeholder)
 
-    def backward_calls(self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec) -> tuple:
-        """(preprocess, dK/dV, dQ) launches.
+    def backward_calls(
+        self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec,
+        split: Optional[bool] = None,
+    ) -> tuple:
+        """(preprocess, *gradient launches): the row statistics, then dK/dV's and dQ's programs in
+        one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says).
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
-        gradient of lse, folded into delta); for dK/dV and dQ also DELTA and LSE_LOG2, the
-        preprocess's outputs (row_stats_shape, float32). bias_grad: also write dBias.
+        gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
+        preprocess's outputs (row_stats_shape, float32). bias_grad: also write dBias. Every
+        gradient launch takes all four outputs (DK, DV, DQ, DBIAS) and names those it writes in
+        KernelCall.writes.
         """
+        if split is None:
+            split = not self.fused_backward
         if tuple(grad_out.shape) != self.out_shape:
             raise ValueError(f"grad_out must have the output's shape {self.out_shape}, got {tuple(grad_out.shape)}")
         has_dlse = arrays.get("DLSE") is not None
         statics = self._memoized(
-            ("backward", tuple(grad_out.strides), bias_grad, has_dlse),
-            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse),
+            ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split),
+            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split),
         )
-        transposed = dict(arrays, MAP_COUNTS=arrays.get("MAP_T_COUNTS"), MAP_INDICES=arrays.get("MAP_T_INDICES"))
-        preprocess, dkdv, dq = statics
-        return (self._call(preprocess, arrays, placeholder), self._call(dkdv, transposed, placeholder),
-                self._call(dq, arrays, placeholder))
+        return tuple(self._call(static, arrays, placeholder) for static in statics)
 
-    def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool) -> tuple:
+    def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool, split: bool) -> tuple:
         do_strides = (0,) + grad_out_strides if self.varlen else tuple(grad_out_strides[a] for a in self.layout_axes)
         grads = (
             _named_strides("stride_do", "bnhd", do_strides) | self._dense("stride_dk", self.k_shape)
@@ -558,35 +565,45 @@ class AttentionPlan:
             | self._lse_strides() | self._row_stats_strides() | self._dense("stride_o", self.out_shape)
         )
         grads |= _named_strides("stride_g", "bhqk", dense_strides(self.bias_grad_shape) if bias_grad else (0, 0, 0, 0))
-        t_strides = self.scalars_for_map("t_") if self.block_mask else {}
         # dO comes with the caller's strides: the alignment hint must hold for them too.
         align = dict(STRIDE_ALIGN=stride_alignment(self.flags["STRIDE_ALIGN"], *do_strides[:3]))
-        tiles = self.tiles
         preprocess = self._static(
             attention_backward_preprocess_kernel, self.preprocess_grid,
             self._template(attention_backward_preprocess_kernel, grads), ("DELTA", "LSE_LOG2"),
             self._constexprs(attention_backward_preprocess_kernel, dict(align, HAS_DLSE=has_dlse)),
             dict(num_warps=4, num_stages=1, **LAUNCH_OPTIONS),
         )
-        dkdv = self._static(
-            attention_backward_dkdv_kernel, self.dkdv_grid,
-            self._template(attention_backward_dkdv_kernel, grads | t_strides), ("DK", "DV"),
-            self._constexprs(attention_backward_dkdv_kernel, dict(
-                align, BLOCK_M=tiles.dkdv.block_m, BLOCK_N=tiles.dkdv.block_n, **_map_ratios(self.block_mask, tiles.dkdv, True))),
-            tiles.dkdv.options,
+        dkdv, dq = self.tiles.dkdv, self.tiles.dq
+        tiles = dict(
+            DKDV_BLOCK_M=dkdv.block_m, DKDV_BLOCK_N=dkdv.block_n, DKDV_STAGES=dkdv.num_stages,
+            DQ_BLOCK_M=dq.block_m, DQ_BLOCK_N=dq.block_n, DQ_STAGES=dq.num_stages,
+            **{"DKDV_" + k: v for k, v in _map_ratios(self.block_mask, dkdv, True).items()},
+            **{"DQ_" + k: v for k, v in _map_ratios(self.block_mask, dq).items()},
         )
-        dq = self._static(
-            attention_backward_dq_kernel, self.dq_grid,
-            self._template(attention_backward_dq_kernel, grads), ("DQ", "DBIAS"),
-            self._constexprs(attention_backward_dq_kernel, dict(
-                align, BIAS_GRAD=bias_grad, BLOCK_M=tiles.dq.block_m, BLOCK_N=tiles.dq.block_n,
-                **_map_ratios(self.block_mask, tiles.dq))),
-            tiles.dq.options,
-        )
-        return preprocess, dkdv, dq
+        if dkdv.num_warps != dq.num_warps:  # one launch has one warp count (each loop its own stages)
+            raise AssertionError(f"dK/dV and dQ tiles must share num_warps, got {dkdv} and {dq}")
+        options = dict(dkdv.options, num_stages=max(dkdv.num_stages, dq.num_stages))
+        kernel = attention_backward_kernel
+        outputs = ("DK", "DV", "DQ", "DBIAS")
+
+        def launch(run_dkdv: bool, run_dq: bool) -> tuple:
+            # Both kinds: one grid (fused_backward: no GQA, so the second axes agree).
+            dkdv_programs = self.dkdv_grid[0] if run_dkdv else 0
+            grid = (dkdv_programs + (self.dq_grid[0] if run_dq else 0),) + (self.dq_grid if run_dq else self.dkdv_grid)[1:]
+            constexprs = self._constexprs(kernel, dict(align, **tiles, BIAS_GRAD=bias_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq))
+            template = self._template(kernel, grads | dict(dkdv_programs=dkdv_programs))
+            writes = outputs[:2] * run_dkdv + outputs[2:] * run_dq
+            return self._static(kernel, grid, template, outputs, constexprs, options, writes)
+
+        if split:
+            return preprocess, launch(True, False), launch(False, True)
+        if self.dkdv_grid[1] != self.dq_grid[1]:
+            raise ValueError("one backward launch needs as many kv heads as q heads (see fused_backward)")
+        return preprocess, launch(True, True)
 
     def scalars_for_map(self, prefix: str) -> dict:
-        """Strides of the block map's count and index arrays (prefix "t_": the transposed ones)."""
+        """Strides of the block map's count and index arrays: stride_c*, stride_i*, or with prefix
+        "t_" the transposed ones', stride_tc*, stride_ti*."""
         spec = self.block_mask
         shapes = spec.shapes
         counts = dense_strides(shapes[prefix + "counts"])
@@ -595,7 +612,8 @@ class AttentionPlan:
         bcast = (spec.batch == 1, spec.heads == 1)
         counts = tuple(0 if (i < 2 and bcast[i]) else s for i, s in enumerate(counts))
         indices = tuple(0 if (i < 2 and bcast[i]) else s for i, s in enumerate(indices))
-        return _named_strides("stride_c", "bhq", counts[:3]) | _named_strides("stride_i", "bhqk", indices[:4])
+        kind = "t" if prefix else ""
+        return _named_strides(f"stride_{kind}c", "bhq", counts[:3]) | _named_strides(f"stride_{kind}i", "bhqk", indices[:4])
 
     @property
     def bias_grad_shape(self) -> tuple:
@@ -612,6 +630,17 @@ class AttentionPlan:
         """(row blocks, q heads, batch) for the backward's row statistics, padding rows included."""
         rows = self.max_seqlen_q if self.varlen else self.row_stats_shape[-1]
         return (_cdiv(rows, self.tiles.forward.block_m), self.heads_q, self.batch)
+
+    @property
+    def fused_backward(self) -> bool:
+        """Whether dK/dV's and dQ's programs share one launch (attention_backward_kernel).
+
+        Measured on the H200 (NOTES v0.8): +2.0-2.4% at D = 128 and on a window, but 0.85x under
+        GQA (its dK/dV grid has fewer heads than dQ's) and 0.96-0.97x with D = 64's 4-warp tiles,
+        where dQ alone fits more programs per SM than the shared kernel's registers allow.
+        """
+        warps = {self.tiles.dkdv.num_warps, self.tiles.dq.num_warps}
+        return self.heads_q == self.heads_kv and warps == {8}
 
     @property
     def dq_grid(self) -> tuple:
@@ -876,6 +905,7 @@ def plan_attention(
         **_named_strides("stride_v", "bnhd", v_strides), **_named_strides("stride_s", "bh", slope_strides),
         **_named_strides("stride_b", "bhqk", bias_strides), **_named_strides("stride_m", "bhqk", mask_strides),
         **_named_strides("stride_c", "bhq", (0, 0, 0)), **_named_strides("stride_i", "bhqk", (0, 0, 0, 0)),
+        **_named_strides("stride_tc", "bhq", (0, 0, 0)), **_named_strides("stride_ti", "bhqk", (0, 0, 0, 0)),
     )
     auto_block_mask = None
     if mask_mod is not None and block_mask is None and not varlen:
@@ -893,7 +923,7 @@ def plan_attention(
         block_mask=block_mask, auto_block_mask=auto_block_mask, scalars=scalars, flags=flags, tiles=tiles, layout_axes=axes,
     )
     if block_mask is not None:
-        object.__setattr__(plan, "scalars", {**scalars, **plan.scalars_for_map("")})
+        object.__setattr__(plan, "scalars", {**scalars, **plan.scalars_for_map(""), **plan.scalars_for_map("t_")})
     return plan
 
 

@@ -123,12 +123,22 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
 
     row_stats = jax.ShapeDtypeStruct(plan.row_stats_shape, jnp.float32)
     arrays["DELTA"], arrays["LSE_LOG2"] = _launch(call(0), arrays, (row_stats, row_stats))
-    padding = (0, 1) if plan.varlen else ()  # varlen padding rows belong to no sequence
-    dk, dv = _launch(call(1), arrays, (jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)),
-                     zeroed=padding)
     dbias_type = jax.ShapeDtypeStruct(plan.bias_grad_shape if bias_grad else (1,), jnp.float32)
-    # dBias: key blocks no query block visits are never written, so it starts at zero.
-    dq, dbias = _launch(call(2), arrays, (jax.ShapeDtypeStruct(q.shape, q.dtype), dbias_type), zeroed=padding[:1] + (1,))
+    types = dict(DK=jax.ShapeDtypeStruct(k.shape, k.dtype), DV=jax.ShapeDtypeStruct(v.shape, v.dtype),
+                 DQ=jax.ShapeDtypeStruct(q.shape, q.dtype), DBIAS=dbias_type)
+    # Zeroed: varlen padding rows (dK, dV, dQ) belong to no sequence, and dBias's key blocks
+    # that no query block visits are never written.
+    zeroed = ("DK", "DV", "DQ", "DBIAS") if plan.varlen else ("DBIAS",)
+    grads = {}
+    _, *launches = plan.backward_calls({}, None, bias_grad, grad_out)
+    for index, launch in enumerate(launches, start=1):
+        # The outputs a launch takes but does not write get a one-element stand-in.
+        out_types = tuple(types[n] if n in launch.writes else jax.ShapeDtypeStruct((1,), types[n].dtype)
+                          for n in launch.outputs)
+        results = _launch(call(index), arrays, out_types,
+                          zeroed=tuple(i for i, n in enumerate(launch.outputs) if n in zeroed and n in launch.writes))
+        grads.update((n, r) for n, r in zip(launch.outputs, results) if n in launch.writes)
+    dk, dv, dq, dbias = grads["DK"], grads["DV"], grads["DQ"], grads["DBIAS"]
     if bias_grad:
         axes = plan.bias_reduce_axes
         dbias = (dbias.sum(axis=axes, keepdims=True) if axes else dbias).reshape(bias.shape).astype(bias.dtype)

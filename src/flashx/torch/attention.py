@@ -157,11 +157,12 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
         arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DELTA=delta,
                       LSE_LOG2=lse_log2,
                       DLSE=None if dlse is None else dlse.contiguous())
-        preprocess, dkdv, dq_call = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout))
+        preprocess, *gradients = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout))
+        outputs = dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias)
         with _on_device(q):
             preprocess.launch((delta, lse_log2))
-            dkdv.launch((dk, dv))
-            dq_call.launch((dq, dbias))
+            for call in gradients:
+                call.launch(tuple(outputs[name] for name in call.outputs))
     return dq, dk, dv, dbias
 
 
