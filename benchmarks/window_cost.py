@@ -3,10 +3,11 @@
 
 A causal window of W keys (query i sees keys i-W+1 .. i) at B = 1, N = 16k, H = 16, D = 128, bf16,
 for several W in one process. Each dK/dV program of flashx owns 128 keys and walks cdiv(W + 127, 64)
-query blocks of 64, so its kernel time, fitted as a + b * steps over W, splits into what every
-program pays once (a, spread over the programs each SM runs) and what each step costs (b). The
-per-kernel CUDA times come from torch.profiler (mean over the profiled calls); FlexAttention's
-backward is one kernel for dK/dV and dQ, fitted the same way against the same step count.
+query blocks of 64 (its dQ programs as many key blocks), so the backward kernel's time, fitted as
+a + b * steps over W, splits into what every program pays once (a, spread over the programs each
+SM runs) and what each step costs (b). The kernel CUDA times come from torch.profiler (mean over
+the profiled calls). Both backwards run dK/dV's and dQ's programs in one kernel (flashx's since
+v0.8), each fitted against the same step count.
 
     python benchmarks/window_cost.py [--windows 256 512 1024 2048 4096] [--calls 10] [--no-flex]
 
