@@ -604,6 +604,31 @@ def test_gpu_repeated_calls_through_the_compiled_runner():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("window", [None, (255, 0)], ids=["causal", "window"])
+def test_gpu_new_sequence_length_compiles_nothing(window):
+    """A new sequence length of the same divisibility by 16 (2048, then 2560: 16, then 20 key
+    blocks of 128) reuses every compiled kernel, forward and backward; integer arguments that
+    grow with the length must not be specialized on (the backward's dkdv_programs)."""
+    from flashx.core import backward, forward
+
+    kernels = (forward.attention_forward_kernel, backward.attention_backward_preprocess_kernel,
+               backward.attention_backward_kernel)
+
+    def compiled() -> int:  # Triton's per-device kernel caches (internal API, as benchmarks/kernel_stats.py reads it)
+        return sum(len(entry[0] if isinstance(entry, tuple) else entry) for k in kernels for entry in k.device_caches.values())
+
+    def forward_backward(n: int) -> None:
+        q, k, v = (torch.randn(1, 1, n, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        out = flashx.torch.attention(q, k, v, causal=True, window=window, layout="bhnd")
+        torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+
+    forward_backward(2048)
+    before = compiled()
+    forward_backward(2560)
+    assert compiled() == before, "a new sequence length compiled a kernel again"
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     "b, nkv",
     [

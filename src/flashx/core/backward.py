@@ -392,7 +392,9 @@ def _dq_program(
     store_tile(p_dq, (dq * sm_scale).to(DQ.dtype.element_ty), m_m, m_d, HEAD_DIM != BLOCK_D)
 
 
-@triton.jit
+# dkdv_programs grows with the sequence: specialized on divisibility by 16 like other integers, a
+# new length would compile the kernel again (seqlen_q and seqlen_kv carry Q_ALIGN and KV_ALIGN).
+@triton.jit(do_not_specialize=["dkdv_programs"])
 def attention_backward_kernel(
     Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
     MAP_COUNTS, MAP_INDICES, MAP_T_COUNTS, MAP_T_INDICES,
