@@ -1,5 +1,6 @@
 """The FlashAttention-2 backward: per-row statistics (delta = rowsum(dO * O), and lse in log2
-units), then dK/dV over key blocks, then dQ.
+units), then dK/dV over key blocks and dQ over query blocks, two kinds of programs of one kernel
+(attention_backward_kernel), launched together or one after the other (see its docstring).
 
 No atomics: each dK/dV program owns one key block of one kv head and loops over the q heads
 of its GQA group; each dQ program owns one query block. Gradients are therefore bitwise
