@@ -592,7 +592,7 @@ class AttentionPlan:
             grid = (dkdv_programs + (self.dq_grid[0] if run_dq else 0),) + (self.dq_grid if run_dq else self.dkdv_grid)[1:]
             constexprs = self._constexprs(kernel, dict(align, **tiles, BIAS_GRAD=bias_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq))
             template = self._template(kernel, grads | dict(dkdv_programs=dkdv_programs))
-            writes = outputs[:2] * run_dkdv + outputs[2:] * run_dq
+            writes = (("DK", "DV") if run_dkdv else ()) + (("DQ", "DBIAS") if run_dq else ())
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
 
         if split:
@@ -602,8 +602,8 @@ class AttentionPlan:
         return preprocess, launch(True, True)
 
     def scalars_for_map(self, prefix: str) -> dict:
-        """Strides of the block map's count and index arrays: stride_c*, stride_i*, or with prefix
-        "t_" the transposed ones', stride_tc*, stride_ti*."""
+        """Strides of the block map's count and index arrays, stride_c* and stride_i*; with prefix
+        "t_", those of the transposed map, stride_tc* and stride_ti*."""
         spec = self.block_mask
         shapes = spec.shapes
         counts = dense_strides(shapes[prefix + "counts"])
