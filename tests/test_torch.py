@@ -377,7 +377,7 @@ def test_backward_row_statistics_fill_their_padding(rng, window):
     assert plan.flags["PADDED_ROW_STATS"] and plan.row_stats_shape[-1] % 128 == 0 and plan.row_stats_shape[-1] > 37
     delta, lse_log2 = (torch.full(plan.row_stats_shape, float("nan"), device=q.device) for _ in range(2))
     arrays = dict(Q=q, K=k, V=v, O=out, DO=dout, LSE=lse, DELTA=delta, LSE_LOG2=lse_log2)
-    preprocess, _ = plan.backward_calls(arrays, torch.empty(1, device=q.device), False, _spec("grad_out", dout))
+    preprocess, *_ = plan.backward_calls(arrays, torch.empty(1, device=q.device), False, _spec("grad_out", dout))
     preprocess.launch((delta, lse_log2))
 
     want_delta = (out.double() * dout.double()).sum(-1).transpose(1, 2)  # (B, Nq, H) -> (B, H, Nq)
