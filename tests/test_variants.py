@@ -220,6 +220,9 @@ VARIANTS = [
     pytest.param(ODD, Variant(window=(-1, 3)), "float32", id="window-inf-3"),
     pytest.param(ODD, Variant(window=(6, -1)), "float32", id="window-6-inf"),
     pytest.param(ODD, Variant(window=(0, 0)), "float32", id="window-0-0-diagonal"),
+    # sides past any sequence: cut to its length, never wrapped in the kernels' 32-bit positions
+    pytest.param(ODD, Variant(window=(3, 2**31 - 1)), "float32", id="window-3-int32-max"),
+    pytest.param(ODD, Variant(window=(2**40, 2), causal=True), "float32", id="window-2pow40-causal"),
     pytest.param(ODD, Variant(window=(-1, -1)), "float32", id="window-unbounded"),
     pytest.param(ODD, Variant(window=(10, 5), causal=True), "float32", id="window-10-5-causal"),
     pytest.param(ODD, Variant(window=(-1, 3), causal=True), "float32", id="window-inf-3-causal"),

@@ -214,6 +214,7 @@ VARIANTS = [
     pytest.param(ODD, Variant(window=(-1, 3), causal=True), "float32", id="window-inf-3-causal"),
     pytest.param(ODD, Variant(window=(6, -1), layout="bhnd"), "float16", id="window-6-inf-bhnd-fp16"),
     pytest.param(TALL, Variant(window=(3, 2)), "float32", id="window-3-2-q45-kv29-rows-without-keys"),
+    pytest.param(ODD, Variant(window=(2**31 - 1, 3)), "float32", id="window-int32-max-3"),
     pytest.param(ODD, Variant(alibi="h"), "float32", id="alibi-h"),
     pytest.param(ODD_B2, Variant(alibi="bh", causal=True), "float32", id="alibi-bh-causal"),
     pytest.param(ODD, Variant(softcap=1.5, input_scale=2.0), "float32", id="softcap-1.5"),

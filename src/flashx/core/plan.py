@@ -299,8 +299,11 @@ class BlockMask:
                     MAP_T_COUNTS=self.t_counts, MAP_T_INDICES=self.t_indices)
 
 
-def _normalize_window(window: Any, causal: bool) -> tuple:
-    """(left, right) with -1 for unbounded; causal closes the right side at the diagonal."""
+def _normalize_window(window: Any, causal: bool, longest: int) -> tuple:
+    """(left, right) with -1 for unbounded; causal closes the right side at the diagonal.
+
+    A side wider than the longest sequence bounds nothing, so it is cut to that length: the
+    kernels add it to positions in 32-bit arithmetic, where 2**31 - 1 would wrap around."""
     if window is None:
         left, right = -1, -1
     else:
@@ -311,7 +314,7 @@ def _normalize_window(window: Any, causal: bool) -> tuple:
         left, right = int(window[0]), int(window[1])
     if causal:
         right = 0 if right == -1 else min(right, 0)
-    return left, right
+    return min(left, longest), min(right, longest)
 
 
 @dataclass(frozen=True)
@@ -352,7 +355,7 @@ def plan_block_mask(
         if isinstance(size, bool) or not isinstance(size, int) or size < (0 if name.startswith("seqlen") else 1):
             raise ValueError(f"{name} must be a positive int (None for batch/heads: broadcast), got {size!r}")
     causal = check_flag("causal", causal)
-    left, right = _normalize_window(window, causal)
+    left, right = _normalize_window(window, causal, max(seqlen_q, seqlen_kv))
     block_m, block_n = blocks or default_blocks()
     for name, b in (("block_m", block_m), ("block_n", block_n)):
         if not isinstance(b, int) or b < 16 or b & (b - 1):
@@ -777,7 +780,7 @@ def plan_attention(
     if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))
                                 or not math.isfinite(softcap) or softcap <= 0):
         raise ValueError(f"softcap must be a float > 0 or None, got {softcap!r}")
-    window_left, window_right = _normalize_window(window, causal)
+    window_left, window_right = _normalize_window(window, causal, max(nq, nkv))
     bottom_right = check_flag("bottom_right", bottom_right)
 
     slope_strides = (0, 0)
