@@ -80,6 +80,21 @@ def test_one_backward_launch_where_measured_faster(d, hkv, fused):
         assert [c.grid for c in launches] == [plan.dkdv_grid, plan.dq_grid]
 
 
+def test_split_backward_launches_keep_each_tiles_options():
+    """Two backward launches take each kind's own warps and stages, so tiles whose warp counts
+    differ (as tune.py sweeps them) still launch; one launch of both needs one warp count."""
+    q = spec((2, 300, 3, 128))
+    plan = core.plan_attention(q, q, q, causal=True)
+    tiles = plan_mod.TileConfig(plan_mod.KernelTiles(128, 128, 8, 3), plan_mod.KernelTiles(64, 128, 8, 2),
+                                plan_mod.KernelTiles(128, 32, 4, 3))
+    plan = dataclasses.replace(plan, tiles=tiles, _memo={})
+    _, dkdv, dq = plan.backward_calls({}, None, False, q, split=True)
+    assert (dkdv.options["num_warps"], dkdv.options["num_stages"]) == (8, 2)
+    assert (dq.options["num_warps"], dq.options["num_stages"]) == (4, 3)
+    with pytest.raises(ValueError, match="one warp count"):
+        plan.backward_calls({}, None, False, q, split=False)
+
+
 def test_backward_alignment_includes_grad_out():
     """A gradient with odd strides lowers the backward's STRIDE_ALIGN, not the forward's."""
     q = spec((1, 16, 2, 64))

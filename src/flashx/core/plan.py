@@ -583,13 +583,16 @@ class AttentionPlan:
             **{"DKDV_" + k: v for k, v in _map_ratios(self.block_mask, dkdv, True).items()},
             **{"DQ_" + k: v for k, v in _map_ratios(self.block_mask, dq).items()},
         )
-        if dkdv.num_warps != dq.num_warps:  # one launch has one warp count (each loop its own stages)
-            raise AssertionError(f"dK/dV and dQ tiles must share num_warps, got {dkdv} and {dq}")
-        options = dict(dkdv.options, num_stages=max(dkdv.num_stages, dq.num_stages))
         kernel = attention_backward_kernel
         outputs = ("DK", "DV", "DQ", "DBIAS")
 
         def launch(run_dkdv: bool, run_dq: bool) -> tuple:
+            # Alone, a kind launches with its own tile's options; together, with their one warp
+            # count, and each loop pipelines its own stages (DKDV_STAGES, DQ_STAGES).
+            kinds = [t for t, run in ((dkdv, run_dkdv), (dq, run_dq)) if run]
+            if len({t.num_warps for t in kinds}) > 1:
+                raise ValueError(f"one backward launch needs one warp count, got dK/dV's {dkdv} and dQ's {dq}")
+            options = dict(kinds[0].options, num_stages=max(t.num_stages for t in kinds))
             # Both kinds: one grid (fused_backward: no GQA, so the second axes agree).
             dkdv_programs = self.dkdv_grid[0] if run_dkdv else 0
             grid = (dkdv_programs + (self.dq_grid[0] if run_dq else 0),) + (self.dq_grid if run_dq else self.dkdv_grid)[1:]
