@@ -12,13 +12,16 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
 - fwd: forward at N = 4k, D = 64 and 128, causal and not; dense causal N = 16k, D = 128.
 - bwd: backward (autograd.grad of one saved forward) at N = 4k, D = 64 and 128, causal and not.
 - variants: causal window 1024 and 8 causal documents (a block mask built once), N = 16k,
-  D = 128, forward and backward; FLOPs counted on visible entries as in bench_variants.py.
+  D = 128, forward and backward; FLOPs counted on visible entries as in bench_variants.py;
+  and a causal block mask whose mask_mod keeps every pair (a block map's long programs, to
+  set beside dense causal).
 - gqa: 32 q heads sharing 8 kv heads, B = 4, N = 4k, D = 128, causal, forward and backward.
-- short: B = 64, N = 256 and 512, H = 16, D = 128, causal forward.
+- short: B = 64, N = 256 and 512, H * D = 2048, D = 128 and 64, causal forward.
 - host: host time per call (wall clock, tiny shape, the GPU never the limit): forward without
   and with inputs that require grad, and forward + backward.
-Timing: triton.testing.do_bench medians (L2 flushed between calls), so a host-bound call shows
-its host time. TFLOP/s: 4*B*H*visible*D forward, 2.5x that backward.
+Timing: triton.testing.do_bench medians (L2 flushed between timings), so a host-bound call shows
+its host time; --calls N times N calls back to back and reports per call, so that a call
+shorter than the host's launch path (the short cases, ~0.1 ms) shows the GPU's time. TFLOP/s: 4*B*H*visible*D forward, 2.5x that backward.
 
 Order matters: identical kernels have differed by up to 4.5% between two trees of one run, the
 first slower (NOTES v0.5). --rounds 2 runs the trees in order, then in reverse (A B B A), and
@@ -52,12 +55,15 @@ def _dense_cases(groups):
         for mask in ("window", "documents"):
             for kind in ("fwd", "bwd"):
                 cases.append(dict(kind=kind, b=1, n=16384, h=16, d=128, causal=True, mask=mask))
+        for kind in ("fwd", "bwd"):
+            cases.append(dict(kind=kind, b=1, n=16384, h=16, d=128, causal=True, mask="causal-map"))
     if "gqa" in groups:
         for kind in ("fwd", "bwd"):
             cases.append(dict(kind=kind, b=4, n=4096, h=32, hkv=8, d=128, causal=True))
     if "short" in groups:
-        for n in (256, 512):
-            cases.append(dict(kind="fwd", b=64, n=n, h=16, d=128, causal=True))
+        for d in (128, 64):
+            for n in (256, 512):
+                cases.append(dict(kind="fwd", b=64, n=n, h=2048 // d, d=d, causal=True))
     return cases
 
 
@@ -89,8 +95,19 @@ def _document_mask(doc_len):
     return document_mask
 
 
-def worker(groups) -> dict:
-    """Runs in the tree's process: every case of `groups`, results by case name."""
+def _every_pair_mask():
+    import triton
+
+    @triton.jit
+    def every_pair(b, h, q_idx, kv_idx):
+        return q_idx >= 0
+
+    return every_pair
+
+
+def worker(groups, calls: int = 1) -> dict:
+    """Runs in the tree's process: every case of `groups`, results by case name; each timing
+    runs `calls` calls back to back (per-call figures)."""
     import flashx.torch as ft
     import torch
     from triton.testing import do_bench
@@ -107,16 +124,21 @@ def worker(groups) -> dict:
             kwargs["window"] = (1023, 0)
         elif case.get("mask") == "documents":
             kwargs["block_mask"] = ft.create_block_mask(_document_mask(n // 8), None, None, n, n, causal=True)
+        elif case.get("mask") == "causal-map":
+            kwargs["block_mask"] = ft.create_block_mask(_every_pair_mask(), None, None, n, n, causal=True)
         heads = f"H{h}/{hkv}" if hkv != h else f"H{h}"
         name = f'{case["kind"]} {case.get("mask", "dense")} B{b} N{n} {heads} D{d}{" causal" if case["causal"] else ""}'
         flops = 4.0 * b * h * _visible(case) * d * (2.5 if case["kind"] == "bwd" else 1.0)
         if case["kind"] == "fwd":
-            ms = do_bench(lambda: ft.attention(q, k, v, **kwargs), warmup=25, rep=100, return_mode="median")
+            def call():
+                return ft.attention(q, k, v, **kwargs)
         else:
             out = ft.attention(q, k, v, **kwargs)
             grad = torch.randn_like(out)
-            ms = do_bench(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True),
-                          warmup=25, rep=100, return_mode="median")
+
+            def call():
+                return torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+        ms = do_bench(lambda: [call() for _ in range(calls)], warmup=25, rep=100, return_mode="median") / calls
         results[name] = dict(ms=ms, tflops=flops / ms * 1e-9)
         del q, k, v
     if "host" in groups:
@@ -143,13 +165,13 @@ def worker(groups) -> dict:
     return results
 
 
-def _run_tree(path: str, cases: list, label: str) -> dict:
+def _run_tree(path: str, cases: list, label: str, calls: int = 1) -> dict:
     """One worker process on the tree at `path`: its results by case name ({} if it failed)."""
     # The tree's flashx first, and no other flashx on the path (the caller's tree, say).
     others = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep)
               if x and not os.path.isdir(os.path.join(x, "flashx"))]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(path)] + others))
-    proc = subprocess.run([sys.executable, __file__, "--worker", "--cases", *cases],
+    proc = subprocess.run([sys.executable, __file__, "--worker", "--calls", str(calls), "--cases", *cases],
                           env=env, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
     if proc.returncode or not lines:
@@ -185,22 +207,24 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--rounds", type=int, default=1,
                    help="run the trees this many times, alternating forward and reverse order (default 1)")
+    p.add_argument("--calls", type=int, default=1,
+                   help="calls back to back per timing, for calls shorter than the host's time per launch (default 1)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        print("RESULTS " + json.dumps(worker(args.cases)))
+        print("RESULTS " + json.dumps(worker(args.cases, args.calls)))
         return 0
     runs = {t.partition("=")[0]: [] for t in args.trees}
     for round_ in range(args.rounds):
         for tree in args.trees if round_ % 2 == 0 else args.trees[::-1]:
             label, _, path = tree.partition("=")
-            runs[label].append(_run_tree(path, args.cases, label))
+            runs[label].append(_run_tree(path, args.cases, label, args.calls))
     table = {label: _mean_over_rounds(results) for label, results in runs.items()}
     labels = [t.partition("=")[0] for t in args.trees]
     names = list(dict.fromkeys(name for label in labels for name in table[label]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(table, f, indent=1)
+            json.dump(dict(means=table, rounds=runs), f, indent=1)
     spread_col = args.rounds > 1
     print("| case | " + " | ".join(labels) + " | " + " | ".join(f"{x}/{labels[0]}" for x in labels[1:])
           + (" | spread |" if spread_col else " |"))

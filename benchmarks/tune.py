@@ -140,7 +140,9 @@ def launcher(torch, c: dict, kernel: str, tiles):
         table, single = plan_mod.TUNED_TILES, False
     saved = table[key]
     if tiles is not None:
-        candidate = core.plan.KernelTiles(*tiles)
+        # A candidate keeps the entry's other choices (the short forward's one_loop).
+        fields = dict(zip(("block_m", "block_n", "num_warps", "num_stages"), tiles))
+        candidate = dataclasses.replace(saved if single else getattr(saved, kernel), **fields)
         table[key] = candidate if single else dataclasses.replace(saved, **{kernel: candidate})
     try:
         plan = core.plan_attention(_spec(c["q"]), _spec(c["k"]), _spec(c["v"]), causal=c["causal"], window=c["window"])

@@ -15,6 +15,7 @@ import os
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import collections  # noqa: E402
+import dataclasses  # noqa: E402
 import math  # noqa: E402
 import zlib  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -85,6 +86,25 @@ def one_backward_launch(monkeypatch) -> list:
     monkeypatch.setattr(core.AttentionPlan, "fused_backward", property(lambda plan: plan.heads_q == plan.heads_kv))
     monkeypatch.setattr(core.AttentionPlan, "backward_calls", counted)
     return counts
+
+
+@pytest.fixture
+def forward_one_loop(monkeypatch):
+    """Plans whose forward tile walks its key blocks in one loop (KernelTiles.one_loop), as the
+    GPU's short causal tiles do; the interpreter's tiles would take spans. Plans made before or
+    during the test are dropped from the plan cache, so that none outlives the patch."""
+    from flashx.core import plan as plan_mod
+
+    tile_config = plan_mod._tile_config
+
+    def one_loop(*args, **kwargs):
+        tiles = tile_config(*args, **kwargs)
+        return dataclasses.replace(tiles, forward=dataclasses.replace(tiles.forward, one_loop=True))
+
+    plan_mod._cached_plan.cache_clear()
+    monkeypatch.setattr(plan_mod, "_tile_config", one_loop)
+    yield
+    plan_mod._cached_plan.cache_clear()
 
 
 def randn(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:

@@ -80,6 +80,24 @@ def test_one_backward_launch_where_measured_faster(d, hkv, fused):
         assert [c.grid for c in launches] == [plan.dkdv_grid, plan.dq_grid]
 
 
+@pytest.mark.parametrize(
+    "n, causal, window, one_loop",
+    [(512, True, None, True), (1024, True, None, True), (1025, True, None, False), (512, False, None, False),
+     (4096, True, None, False), (4096, False, (255, 0), True)],
+    ids=["short-causal", "short-causal-edge", "past-short", "short-non-causal", "long-causal", "window"],
+)
+def test_forward_one_loop_where_measured_faster(monkeypatch, n, causal, window, one_loop):
+    """With the GPU tables the forward walks its key blocks in one loop for windows and the short
+    causal tiles, and in spans for dense calls (block maps: always one loop, see ONE_LOOP)."""
+    monkeypatch.setattr(plan_mod.runtime, "INTERPRETER", False)
+    plan_mod._cached_plan.cache_clear()
+    q = core.ArraySpec((2, n, 4, 128), core.dense_strides((2, n, 4, 128)), "bfloat16", "cuda:0")
+    try:
+        assert core.plan_attention(q, q, q, causal=causal, window=window).flags["ONE_LOOP"] is one_loop
+    finally:
+        plan_mod._cached_plan.cache_clear()
+
+
 def test_split_backward_launches_keep_each_tiles_options():
     """Two backward launches take each kind's own warps and stages, so tiles whose warp counts
     differ (as tune.py sweeps them) still launch; one launch of both needs one warp count."""

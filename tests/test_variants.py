@@ -23,6 +23,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import flashx.torch  # noqa: E402, I001  (flashx before triton: this module defines @triton.jit functions)
+from flashx import core  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402, F401  (Triton's interpreter wants it visible to @triton.jit functions)
 from conftest import INTERPRETED, TOLERANCES, Shape, Tolerance, rel_error  # noqa: E402
@@ -36,6 +37,7 @@ from variants_common import (  # noqa: E402
     check_block_map,
     clamped_bounds,
     document_mask,
+    everything_mask,
     expected_block_map,
     holes_mask,
     index_grids,
@@ -307,6 +309,24 @@ def test_causal_masked_blocks_around_full_ones(rng, shape):
 
 
 @pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(Shape(2, 45, 45, 2, 2, 16, 16), id="square"),
+        pytest.param(Shape(1, 29, 70, 4, 2, 24, 16), id="wide-gqa"),
+        pytest.param(Shape(1, 70, 29, 2, 1, 16, 8), id="tall-mqa"),
+    ],
+)
+def test_causal_forward_in_one_loop(rng, forward_one_loop, shape):
+    """Causal without a window's left side, its key blocks walked in one loop and masked per
+    block at run time (ONE_LOOP), as the GPU's short-sequence tiles do: the diagonal blocks,
+    the full ones before them, ragged ends, and rows that see no key (Nq > Nkv)."""
+    q, k, v = (core.ArraySpec(dims, core.dense_strides(dims), "float32", DEVICE) for dims in (
+        (shape.b, shape.nq, shape.hq, shape.d), (shape.b, shape.nkv, shape.hkv, shape.d), (shape.b, shape.nkv, shape.hkv, shape.dv)))
+    assert core.plan_attention(q, k, v, causal=True).flags["ONE_LOOP"]
+    run_and_compare(rng, shape, Variant(causal=True), "float32")
+
+
+@pytest.mark.parametrize(
     "window",
     [(15, 0), (16, 0), (17, -1), (0, 15), (0, 16), (-1, 17), (16, 16), (31, 1), (1, 31), (32, 32)],
     ids=lambda w: f"window-{w[0]}-{w[1]}",
@@ -409,6 +429,17 @@ def test_block_mask_per_batch_and_head(rng, blocks):
     the kernels' tiles along either axis (each kernel then walks a map block in several tiles)."""
     bm = flashx.torch.create_block_mask(holes_mask, 2, 2, 37, 45, window=(9, 9), device=DEVICE, blocks=blocks)
     run_and_compare(rng, ODD_B2, Variant(mask="holes", window=(9, 9)), "float32", block_mask=bm)
+
+
+@pytest.mark.parametrize("blocks", [(16, 16), (16, 32)], ids=lambda b: f"blocks-{b[0]}x{b[1]}")
+def test_block_mask_partial_and_full_blocks_in_one_row(rng, blocks):
+    """Rows of the map with both partial and full blocks (a causal map at N = 70: the diagonal
+    block, then the full ones before it), which the forward walks in one loop (ONE_LOOP): the
+    partial list's steps, then the full list's, each map block in one or two tiles."""
+    bm = flashx.torch.create_block_mask(everything_mask, None, None, 70, 70, causal=True, device=DEVICE, blocks=blocks)
+    counts = bm.counts.cpu().numpy()
+    assert ((counts[..., 0] > 0) & (counts[..., 1] > 1)).any()
+    run_and_compare(rng, Shape(2, 70, 70, 2, 1, 16, 24), Variant(mask="everything", causal=True), "float32", block_mask=bm)
 
 
 def test_block_mask_nothing_visible(rng):

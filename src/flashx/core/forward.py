@@ -213,16 +213,16 @@ def attention_forward_kernel(
     p_counts, p_indices = map_row(
         MAP_COUNTS, MAP_INDICES, batch, head, pid_m, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, MAP_SPLIT,
     )
-    for span in tl.static_range(2 if BLOCK_MAP else (1 if ONE_LOOP else 3)):
+    for span in tl.static_range(1 if ONE_LOOP else (2 if BLOCK_MAP else 3)):
         first, n_blocks = span_size(span, p_counts, lo, full_lo, full_hi, hi, BLOCK_N, BLOCK_MAP, MAP_STEPS, ONE_LOOP)
         for i in range(0, n_blocks):
-            start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP, MAP_STEPS)
+            start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP, MAP_STEPS, ONE_LOOP=ONE_LOOP)
             acc, l_i, m_i = _attend_block(
                 acc, l_i, m_i, b_q, k_base, v_base, start_n,
                 stride_kn, stride_kd, stride_vn, stride_vd,
                 batch, head, q_idx, seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                block_is_masked(span, start_n, full_lo, full_hi, BLOCK_MAP, ONE_LOOP),
+                block_is_masked(span, i, first, start_n, full_lo, full_hi, BLOCK_MAP, ONE_LOOP),
                 HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, span_is_masked(span, BLOCK_MAP, ONE_LOOP),
                 LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
                 SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, FOLD_SCALE, UPCAST_DOT, DOT_PRECISION,

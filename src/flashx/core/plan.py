@@ -57,12 +57,15 @@ def _cdiv(a: int, b: int) -> int:
 
 @dataclass(frozen=True)
 class KernelTiles:
-    """One kernel's tile (BLOCK_M query rows x BLOCK_N keys) and launch options."""
+    """One kernel's tile (BLOCK_M query rows x BLOCK_N keys) and launch options; one_loop (the
+    forward's): walk every key block in one loop, masking per block at run time, rather than in
+    spans of masked and full blocks, each its own pipeline to fill (see ONE_LOOP)."""
 
     block_m: int
     block_n: int
     num_warps: int
     num_stages: int
+    one_loop: bool = False
 
     @property
     def options(self) -> dict:
@@ -104,12 +107,15 @@ TUNED_TILES: dict = {
 # D = 128 causal 0.109 vs 0.150 (N = 256), 0.147 vs 0.202 (512), 0.223 vs 0.264 (1k); non-causal
 # 0.131 vs 0.165, 0.204 vs 0.226, 0.348 vs 0.345. D = 64 causal 0.118 vs 0.137, 0.162 vs 0.172,
 # 0.252 vs 0.247; D = 64 non-causal: no gain. One more compiled variant per (D, flags), chosen by
-# this bucket, never by the exact length.
+# this bucket, never by the exact length. Causal programs here see a few key blocks: one loop
+# (one_loop), not a span of full blocks and one of masked ones. ab.py, 10 calls back to back, 4
+# rounds (2026-11-30): N = 512 +5.1% (D = 128) and +6.0% (D = 64), every round above main's
+# best; N = 256 level within its rounds' noise (83-175 TFLOP/s in every tree).
 SHORT_SEQLEN = 1024
 SHORT_FORWARD_TILES: dict = {
-    (64, True): KernelTiles(64, 32, 4, 3),
+    (64, True): KernelTiles(64, 32, 4, 3, one_loop=True),
     (128, False): KernelTiles(64, 32, 4, 3),
-    (128, True): KernelTiles(64, 32, 4, 3),
+    (128, True): KernelTiles(64, 32, 4, 3, one_loop=True),
 }
 
 
@@ -872,10 +878,13 @@ def plan_attention(
         HAS_SEQUSED_Q=seqused_q is not None, HAS_SEQUSED_K=seqused_k is not None,
         MASK_MOD=mask_mod, HAS_MASK_MOD=mask_mod is not None, HAS_DENSE_MASK=mask is not None,
         BLOCK_MAP=block_mask is not None,
-        # Sliding windows: the forward walks its few key blocks in one loop, masking the blocks at
-        # either edge at run time, rather than in three short pipelined loops (H200, window 1024,
-        # N = 16k: 347 vs 329 TFLOP/s). The backward's kernels lost 11% that way: they keep three.
-        ONE_LOOP=window_left >= 0 and block_mask is None,
+        # The forward walks its key blocks in one loop, masking a block or not at run time, where
+        # that measured faster than spans of masked and full blocks, each a pipeline to fill:
+        # sliding windows (window 1024, N = 16k: 347 vs 329 TFLOP/s), block maps (the partial
+        # blocks, then the full ones: 8 documents +3.5-4.1% in three ab.py runs, 2026-11-30; a
+        # causal map's long programs level) and the short tiles that say so. Dense calls lost
+        # that way (non-causal 0.93-0.96x, causal 16k 0.96x), and the backward's kernels 11%.
+        ONE_LOOP=block_mask is not None or window_left >= 0 or tiles.forward.one_loop,
         # The backward without a window's left side: its masked blocks are causal's diagonal and
         # at most a ragged last block, walked in one loop that jumps over the full blocks, then
         # the full blocks; no third loop, usually empty, to fill and drain (GQA 32/8 causal

@@ -254,7 +254,10 @@ def span_size(
     EDGES_TOGETHER: two spans, both masked edges in one loop (span_block jumps over the full
     blocks), then [full_lo, full_hi): one pipelined loop fewer to fill and drain.
     """
-    if BLOCK_MAP:
+    if BLOCK_MAP and ONE_LOOP:  # the partial blocks, then the full ones; first: how many partial steps
+        first = tl.load(p_counts) * MAP_STEPS
+        count = first + tl.load(p_counts + 1) * MAP_STEPS
+    elif BLOCK_MAP:
         first = 0
         count = tl.load(p_counts + span) * MAP_STEPS
     elif ONE_LOOP:
@@ -284,10 +287,13 @@ def span_size(
 @triton.jit
 def span_block(
     span: tl.constexpr, i, p_indices, stride_kind, first, BLOCK: tl.constexpr, BLOCK_MAP: tl.constexpr,
-    MAP_STEPS: tl.constexpr, EDGES_TOGETHER: tl.constexpr = False, full_lo=0, full_hi=0,
+    MAP_STEPS: tl.constexpr, EDGES_TOGETHER: tl.constexpr = False, full_lo=0, full_hi=0, ONE_LOOP: tl.constexpr = False,
 ):
     """Start position of the i-th block of a span (see span_size)."""
-    if BLOCK_MAP:
+    if BLOCK_MAP and ONE_LOOP:  # past the partial list's `first` steps, on to the full list
+        step = tl.where(i < first, i, i - first)
+        start = tl.load(p_indices + tl.where(i < first, 0, stride_kind) + step // MAP_STEPS) * (BLOCK * MAP_STEPS) + (step % MAP_STEPS) * BLOCK
+    elif BLOCK_MAP:
         start = tl.load(p_indices + span * stride_kind + i // MAP_STEPS) * (BLOCK * MAP_STEPS) + (i % MAP_STEPS) * BLOCK
     else:
         start = first + i * BLOCK
@@ -300,13 +306,16 @@ def span_block(
 def span_is_masked(span: tl.constexpr, BLOCK_MAP: tl.constexpr, ONE_LOOP: tl.constexpr = False,
                    EDGES_TOGETHER: tl.constexpr = False):
     """Whether the blocks of a span may need the per-element mask (all but the full ones)."""
-    return (span == 0) if (BLOCK_MAP or EDGES_TOGETHER) else (ONE_LOOP or span != 1)
+    return True if ONE_LOOP else ((span == 0) if (BLOCK_MAP or EDGES_TOGETHER) else (span != 1))
 
 
 @triton.jit
-def block_is_masked(span: tl.constexpr, start, full_lo, full_hi, BLOCK_MAP: tl.constexpr, ONE_LOOP: tl.constexpr):
-    """Whether the block at `start` needs the mask: known per span, or at run time with ONE_LOOP."""
-    if ONE_LOOP:
+def block_is_masked(span: tl.constexpr, i, first, start, full_lo, full_hi, BLOCK_MAP: tl.constexpr, ONE_LOOP: tl.constexpr):
+    """Whether the block at `start` (the i-th of its span) needs the mask: known per span, or at
+    run time with ONE_LOOP."""
+    if ONE_LOOP and BLOCK_MAP:
+        masked = i < first
+    elif ONE_LOOP:
         masked = (start < full_lo) | (start >= full_hi)
     else:
         masked = span_is_masked(span, BLOCK_MAP)
