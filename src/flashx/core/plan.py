@@ -881,7 +881,7 @@ def plan_attention(
         # The forward walks its key blocks in one loop, masking a block or not at run time, where
         # that measured faster than spans of masked and full blocks, each a pipeline to fill:
         # sliding windows (window 1024, N = 16k: 347 vs 329 TFLOP/s), block maps (the partial
-        # blocks, then the full ones: 8 documents +3.5-4.1% in three ab.py runs, 2026-11-30; a
+        # blocks, then the full ones: 8 documents +3.3-4.1% in three ab.py runs, 2026-11-30; a
         # causal map's long programs level) and the short tiles that say so. Dense calls lost
         # that way (non-causal 0.93-0.96x, causal 16k 0.96x), and the backward's kernels 11%.
         ONE_LOOP=block_mask is not None or window_left >= 0 or tiles.forward.one_loop,
