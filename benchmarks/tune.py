@@ -331,7 +331,8 @@ def main(argv=None) -> int:
                       common.fmt(r["ms"], ".3f"), common.fmt(r["tflops"], ".0f"), r["why"] or tag])
     lines += common.md_table(["D", "N", "causal", "kernel", "tiles", "ms", "TFLOP/s", "note"], table)
     winners = ["", "Winners per (D, causal), one block per N (TUNED_TILES entries; at N <= SHORT_SEQLEN the "
-               "forward's is a SHORT_FORWARD_TILES candidate):", "", "```python"]
+               "forward's is a SHORT_FORWARD_TILES candidate, timed with that entry's one_loop, which it keeps):",
+               "", "```python"]
     for n in seqlens:
         winners.append(f"# N = {n}")
         for d in head_dims:
