@@ -290,11 +290,14 @@ def span_block(
     MAP_STEPS: tl.constexpr, EDGES_TOGETHER: tl.constexpr = False, full_lo=0, full_hi=0, ONE_LOOP: tl.constexpr = False,
 ):
     """Start position of the i-th block of a span (see span_size)."""
-    if BLOCK_MAP and ONE_LOOP:  # past the partial list's `first` steps, on to the full list
-        step = tl.where(i < first, i, i - first)
-        start = tl.load(p_indices + tl.where(i < first, 0, stride_kind) + step // MAP_STEPS) * (BLOCK * MAP_STEPS) + (step % MAP_STEPS) * BLOCK
-    elif BLOCK_MAP:
-        start = tl.load(p_indices + span * stride_kind + i // MAP_STEPS) * (BLOCK * MAP_STEPS) + (i % MAP_STEPS) * BLOCK
+    if BLOCK_MAP:
+        if ONE_LOOP:  # past the partial list's `first` steps, on to the full list
+            kind = tl.where(i < first, 0, stride_kind)
+            step = tl.where(i < first, i, i - first)
+        else:
+            kind = span * stride_kind
+            step = i
+        start = tl.load(p_indices + kind + step // MAP_STEPS) * (BLOCK * MAP_STEPS) + (step % MAP_STEPS) * BLOCK
     else:
         start = first + i * BLOCK
         if EDGES_TOGETHER and span == 0:  # past the leading edge, on to the trailing one
