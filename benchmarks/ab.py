@@ -21,7 +21,8 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
   and with inputs that require grad, and forward + backward.
 Timing: triton.testing.do_bench medians (L2 flushed between timings), so a host-bound call shows
 its host time; --calls N times N calls back to back and reports per call, so that a call
-shorter than the host's launch path (the short cases, ~0.1 ms) shows the GPU's time. TFLOP/s: 4*B*H*visible*D forward, 2.5x that backward.
+shorter than the host's launch path (the short cases, ~0.1 ms) shows the GPU's time.
+TFLOP/s: 4*B*H*visible*D forward, 2.5x that backward.
 
 Order matters: identical kernels have differed by up to 4.5% between two trees of one run, the
 first slower (NOTES v0.5). --rounds 2 runs the trees in order, then in reverse (A B B A), and

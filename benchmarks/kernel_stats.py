@@ -44,7 +44,8 @@ def describe(compiled) -> str:
 
 # Pointer element types of the kernels' array arguments (the rest are the inputs' dtype).
 _FLOAT32_ARRAYS = ("LSE", "LSE_LOG2", "DELTA", "DLSE", "DBIAS", "SLOPES")
-_INT32_ARRAYS = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MASK")
+_INT32_ARRAYS = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS",
+                 "MAP_T_INDICES", "MASK")
 
 
 def offline(d_list, jax_like: bool, window=None) -> None:
