@@ -17,6 +17,7 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
   set beside dense causal).
 - gqa: 32 q heads sharing 8 kv heads, B = 4, N = 4k, D = 128, causal, forward and backward.
 - short: B = 64, N = 256 and 512, H * D = 2048, D = 128 and 64, causal forward.
+- d256: D = 256 (H = 8, B*N = 16k), forward at N = 1k, 4k, 16k and backward at 4k, causal and not.
 - host: host time per call (wall clock, tiny shape, the GPU never the limit): forward without
   and with inputs that require grad, and forward + backward.
 Timing: triton.testing.do_bench medians (L2 flushed between timings), so a host-bound call shows
@@ -38,7 +39,7 @@ import subprocess
 import sys
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "gqa", "short", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "gqa", "short", "d256", "host")
 
 
 def _dense_cases(groups):
@@ -61,6 +62,12 @@ def _dense_cases(groups):
     if "gqa" in groups:
         for kind in ("fwd", "bwd"):
             cases.append(dict(kind=kind, b=4, n=4096, h=32, hkv=8, d=128, causal=True))
+    if "d256" in groups:
+        for n in (1024, 4096, 16384):
+            for causal in (False, True):
+                cases.append(dict(kind="fwd", b=16384 // n, n=n, h=8, d=256, causal=causal))
+        for causal in (False, True):
+            cases.append(dict(kind="bwd", b=4, n=4096, h=8, d=256, causal=causal))
     if "short" in groups:
         for d in (128, 64):
             for n in (256, 512):

@@ -532,7 +532,7 @@ ONE_LAUNCH = [
 
 @pytest.mark.parametrize("shape, var, dtype", ONE_LAUNCH)
 def test_one_backward_launch(rng, one_backward_launch, shape, var, dtype):
-    """dK/dV's and dQ's programs sharing one launch (the GPU's choice at D >= 128 without GQA)
+    """dK/dV's and dQ's programs sharing one launch (the GPU's choice at 64 < D <= 128 without GQA)
     give the reference's gradients, lse's included."""
     run_and_compare(rng, shape, var, dtype, lse_grad=True)
     assert one_backward_launch and set(one_backward_launch) == {1}
@@ -849,6 +849,9 @@ def test_gpu_document_mask():
         pytest.param(Shape(2, 1024, 1024, 8, 2, 128, 128), True, id="gqa-8:2-n1024-d128-causal"),
         pytest.param(Shape(1, 2048, 2048, 16, 4, 64, 64), True, id="gqa-16:4-n2048-d64-causal"),
         pytest.param(Shape(2, 1000, 1200, 8, 8, 64, 64), False, id="q1000-kv1200-d64"),
+        # D = 256, as many kv heads as q heads: dK/dV and dQ in two launches, with D = 256's tiles
+        pytest.param(Shape(1, 1000, 1300, 4, 4, 256, 256), False, id="q1000-kv1300-d256"),
+        pytest.param(Shape(2, 777, 777, 4, 4, 256, 256), True, id="n777-d256-causal"),
     ],
 )
 def test_gpu_backward(shape, causal):

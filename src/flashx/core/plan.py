@@ -91,13 +91,18 @@ class TileConfig:
 # the H200 at N = 4k (2026-11-29; the sweep is in benchmarks/results/h200/tune.md). Since the
 # forward takes the row max before scaling (FOLD_SCALE), 128 x 128 beats the sweep's 128 x 64 for
 # causal D = 128: 429 vs 418 TFLOP/s at N = 4k, 503 vs 481 at 16k (benchmarks/ab.py, same run).
+# D = 256's forward, swept again on today's kernel (2026-11-30, results/h200/tune-d256.md): 128 x 32
+# at 3 stages beats 128 x 64 at 2 at every N, causal or not: 468 vs 431 TFLOP/s at N = 4k, 479 vs
+# 442 at 16k, 402 vs 363 at 1k (non-causal); causal 439 vs 405, 470 vs 454, 290 vs 263. Its dQ
+# (results/h200/tune-d256-backward.md, N = 4k): 128 x 32 at 3 stages, 1.38 vs 2.88 ms non-causal
+# (128 x 64 at 1 stage spilled 352 bytes; this one none), 0.74 vs 0.98 ms causal.
 TUNED_TILES: dict = {
     (64, False): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (64, True): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (128, False): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
     (128, True): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
-    (256, False): TileConfig(KernelTiles(128, 64, 8, 2), KernelTiles(64, 64, 8, 2), KernelTiles(128, 64, 8, 1)),
-    (256, True): TileConfig(KernelTiles(128, 64, 8, 2), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 2)),
+    (256, False): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 3)),
+    (256, True): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 3)),
 }
 
 
@@ -649,10 +654,13 @@ class AttentionPlan:
 
         Measured on the H200 (NOTES v0.8): +2.0-2.4% at D = 128 and on a window, but 0.85x under
         GQA (its dK/dV grid has fewer heads than dQ's) and 0.96-0.97x with D = 64's 4-warp tiles,
-        where dQ alone fits more programs per SM than the shared kernel's registers allow.
+        where dQ alone fits more programs per SM than the shared kernel's registers allow. Not at
+        D = 256 either: there the shared kernel spills as much as dK/dV's (~500 bytes) while dQ
+        alone spills none; two launches measured +1.3% / +2.6% (non-causal / causal, N = 4k,
+        spread 0.6%; 2026-11-30).
         """
         warps = {self.tiles.dkdv.num_warps, self.tiles.dq.num_warps}
-        return self.heads_q == self.heads_kv and warps == {8}
+        return self.heads_q == self.heads_kv and warps == {8} and self.flags["BLOCK_D"] <= 128
 
     @property
     def dq_grid(self) -> tuple:
