@@ -82,6 +82,25 @@ def test_one_backward_launch_where_measured_faster(d, hkv, fused):
 
 
 @pytest.mark.parametrize(
+    "d, dv, dtype, fused",
+    [(128, 128, "bfloat16", True), (128, 256, "bfloat16", False), (128, 128, "float32", False), (256, 256, "float16", False)],
+    ids=["d128", "d128-dv256", "d128-fp32", "d256-fp16"],
+)
+def test_one_backward_launch_follows_the_tile_entry(monkeypatch, d, dv, dtype, fused):
+    """The GPU plan takes one backward launch or two as the tile entry it uses says: D = 256's
+    entry, which a wider Dv and float32 D = 128 use too, takes two."""
+    monkeypatch.setattr(plan_mod.runtime, "INTERPRETER", False)
+    plan_mod._cached_plan.cache_clear()
+    q, v = ((2, 300, 3, d), (2, 300, 3, dv))
+    q, v = (core.ArraySpec(s, core.dense_strides(s), dtype, "cuda:0") for s in (q, v))
+    try:
+        plan = core.plan_attention(q, q, v, causal=True)
+        assert plan.tiles.one_backward_launch is fused and plan.fused_backward is fused
+    finally:
+        plan_mod._cached_plan.cache_clear()
+
+
+@pytest.mark.parametrize(
     "n, causal, window, one_loop",
     [(512, True, None, True), (1024, True, None, True), (1025, True, None, False), (512, False, None, False),
      (4096, True, None, False), (4096, False, (255, 0), True)],

@@ -80,11 +80,16 @@ LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 
 @dataclass(frozen=True)
 class TileConfig:
-    """Tiles of the forward, dK/dV and dQ kernels (the backward's preprocess uses the forward's)."""
+    """Tiles of the forward, dK/dV and dQ kernels (the backward's preprocess uses the forward's).
+
+    one_backward_launch: whether dK/dV's and dQ's programs may share one launch with these tiles
+    (where AttentionPlan.fused_backward's other conditions hold); measured per table entry.
+    """
 
     forward: KernelTiles
     dkdv: KernelTiles
     dq: KernelTiles
+    one_backward_launch: bool = True
 
 
 # Dense calls on the GPU, by (BLOCK_D, causal): the fastest of benchmarks/tune.py's candidates on
@@ -95,14 +100,19 @@ class TileConfig:
 # at 3 stages beats 128 x 64 at 2 at every N, causal or not: 468 vs 431 TFLOP/s at N = 4k, 479 vs
 # 442 at 16k, 402 vs 363 at 1k (non-causal); causal 439 vs 405, 470 vs 454, 290 vs 263. Its dQ
 # (results/h200/tune-d256-backward.md, N = 4k): 128 x 32 at 3 stages, 1.38 vs 2.88 ms non-causal
-# (128 x 64 at 1 stage spilled 352 bytes; this one none), 0.74 vs 0.98 ms causal.
+# (128 x 64 at 1 stage spilled 352 bytes; this one none), 0.74 vs 0.98 ms causal. Its dK/dV and dQ
+# take two launches: their shared kernel spills as much as dK/dV's (~500 bytes) while dQ alone
+# spills none; two launches measured +1.3% / +2.6% over one (non-causal / causal, N = 4k, spread
+# 0.6%; 2026-11-30).
 TUNED_TILES: dict = {
     (64, False): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (64, True): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (128, False): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
     (128, True): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
-    (256, False): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 3)),
-    (256, True): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 3)),
+    (256, False): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 3),
+                             one_backward_launch=False),
+    (256, True): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 3),
+                            one_backward_launch=False),
 }
 
 
@@ -167,10 +177,11 @@ def _tile_config(
         return tiles
     # A block map's blocks must be whole multiples of each kernel's tiles (all powers of two).
     block_m, block_n = map_blocks
-    return TileConfig(*(
+    forward, dkdv, dq = (
         dataclasses.replace(t, block_m=min(t.block_m, block_m), block_n=min(t.block_n, block_n))
         for t in (tiles.forward, tiles.dkdv, tiles.dq)
-    ))
+    )
+    return dataclasses.replace(tiles, forward=forward, dkdv=dkdv, dq=dq)
 
 
 def _map_ratios(block_mask: Optional["BlockMaskSpec"], tiles: KernelTiles, transposed: bool = False) -> dict:
@@ -654,13 +665,12 @@ class AttentionPlan:
 
         Measured on the H200 (NOTES v0.8): +2.0-2.4% at D = 128 and on a window, but 0.85x under
         GQA (its dK/dV grid has fewer heads than dQ's) and 0.96-0.97x with D = 64's 4-warp tiles,
-        where dQ alone fits more programs per SM than the shared kernel's registers allow. Not at
-        D = 256 either: there the shared kernel spills as much as dK/dV's (~500 bytes) while dQ
-        alone spills none; two launches measured +1.3% / +2.6% (non-causal / causal, N = 4k,
-        spread 0.6%; 2026-11-30).
+        where dQ alone fits more programs per SM than the shared kernel's registers allow; nor
+        with tiles whose table entry says so (TileConfig.one_backward_launch: D = 256's, which
+        wider heads and float32 D = 128 use too).
         """
         warps = {self.tiles.dkdv.num_warps, self.tiles.dq.num_warps}
-        return self.heads_q == self.heads_kv and warps == {8} and self.flags["BLOCK_D"] <= 128
+        return self.heads_q == self.heads_kv and warps == {8} and self.tiles.one_backward_launch
 
     @property
     def dq_grid(self) -> tuple:
