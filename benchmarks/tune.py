@@ -55,7 +55,8 @@ def candidates(d: int, kernel: str) -> list:
             128: [(128, 64, 8, 2), (64, 128, 8, 2), (32, 128, 4, 3), (64, 64, 4, 3), (128, 128, 8, 1),
                   (64, 128, 8, 3), (32, 128, 8, 2), (32, 128, 8, 3), (32, 128, 8, 4), (32, 128, 4, 4)],
             256: [(64, 64, 8, 1), (64, 64, 4, 2), (32, 64, 4, 2), (64, 128, 8, 1), (32, 128, 8, 1), (64, 64, 8, 2),
-                  (32, 64, 8, 2), (32, 64, 8, 3), (16, 64, 8, 2), (16, 64, 8, 3), (16, 64, 8, 4)],
+                  (32, 64, 8, 2), (32, 64, 8, 3), (16, 64, 8, 2), (16, 64, 8, 3), (16, 64, 8, 4),
+                  (32, 128, 8, 2), (32, 128, 8, 3), (16, 128, 8, 3), (32, 64, 4, 3)],
         }[d]
     return {
         64: [(128, 64, 4, 2), (128, 32, 4, 3), (64, 64, 4, 3), (128, 64, 8, 2), (128, 128, 8, 2), (64, 128, 4, 2)],
@@ -166,12 +167,13 @@ def launcher(torch, c: dict, kernel: str, tiles):
     if tuple(delta.shape) != plan.row_stats_shape:
         raise ValueError(f"the table's row statistics {tuple(delta.shape)} do not fit this candidate's plan {plan.row_stats_shape}")
     arrays.update(O=ref["out"], DO=c["do"], LSE=ref["lse"], DELTA=delta, LSE_LOG2=lse_log2)
-    # The two kinds of the backward's programs as two launches (split), each timed alone.
-    _, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
+    # The two kinds of the backward's programs as separate launches (split), each kind timed alone
+    # (dK/dV: one launch, or its dV and dK passes back to back where the entry has two).
+    _, *dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
     grads = (torch.empty_like(c["k"]), torch.empty_like(c["v"]), torch.empty_like(q),
              torch.empty(0, dtype=torch.float32, device=q.device))  # DK, DV, DQ, DBIAS (unused)
     if kernel == "dkdv":
-        return (lambda: dkdv.launch(grads)), grads[:2]
+        return (lambda: [call.launch(grads) for call in dkdv]), grads[:2]
     return (lambda: dq.launch(grads)), grads[2:3]
 
 
@@ -187,12 +189,12 @@ def reference_outputs(torch, c: dict) -> dict:
     plan.forward_call(dict(Q=q, K=c["k"], V=c["v"]), placeholder).launch((out, lse))
     delta, lse_log2 = (torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device) for _ in range(2))
     arrays = dict(Q=q, K=c["k"], V=c["v"], O=out, DO=c["do"], LSE=lse, DELTA=delta, LSE_LOG2=lse_log2)
-    pre, dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
+    pre, *gradients = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
     pre.launch((delta, lse_log2))
     dk, dv, dq_out = torch.empty_like(c["k"]), torch.empty_like(c["v"]), torch.empty_like(q)
     grads = (dk, dv, dq_out, torch.empty(0, dtype=torch.float32, device=q.device))
-    dkdv.launch(grads)
-    dq.launch(grads)
+    for call in gradients:
+        call.launch(grads)
     return dict(out=out, lse=lse, delta=delta, lse_log2=lse_log2, forward=(out,), dkdv=(dk, dv), dq=(dq_out,))
 
 

@@ -89,6 +89,34 @@ def one_backward_launch(monkeypatch) -> list:
 
 
 @pytest.fixture
+def dkdv_two_passes(monkeypatch) -> list:
+    """Plans whose dK/dV runs as a dV pass then a dK pass (TileConfig.dkdv_passes = 2), as the
+    GPU's D = 256 tiles do; the interpreter's tiles would take one. Yields the number of gradient
+    launches of each backward_calls (3: dV, dK, dQ), for the test to check. Plans made before or
+    during the test are dropped from the plan cache, so that none outlives the patch."""
+    from flashx import core
+    from flashx.core import plan as plan_mod
+
+    tile_config = plan_mod._tile_config
+    counts = []
+    backward_calls = core.AttentionPlan.backward_calls
+
+    def two_passes(*args, **kwargs):
+        return dataclasses.replace(tile_config(*args, **kwargs), dkdv_passes=2)
+
+    def counted(self, *args, **kwargs):
+        calls = backward_calls(self, *args, **kwargs)
+        counts.append(len(calls) - 1)  # less the preprocess
+        return calls
+
+    plan_mod._cached_plan.cache_clear()
+    monkeypatch.setattr(plan_mod, "_tile_config", two_passes)
+    monkeypatch.setattr(core.AttentionPlan, "backward_calls", counted)
+    yield counts
+    plan_mod._cached_plan.cache_clear()
+
+
+@pytest.fixture
 def forward_one_loop(monkeypatch):
     """Plans whose forward tile walks its key blocks in one loop (KernelTiles.one_loop), as the
     GPU's short causal tiles do; the interpreter's tiles would take spans. Plans made before or

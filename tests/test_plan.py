@@ -56,29 +56,32 @@ def test_padded_row_statistics_only_for_the_transposed_dkdv_tile():
     assert narrow.row_stats_shape == narrow.lse_shape
 
 
+BOTH, DKDV, DV, DK, DQ = {"DK", "DV", "DQ", "DBIAS"}, {"DK", "DV"}, {"DV"}, {"DK"}, {"DQ", "DBIAS"}
+
+
 @pytest.mark.parametrize(
-    "d, hkv, fused",
-    [(128, 3, True), (256, 3, False), (128, 1, False), (64, 3, False)],
+    "d, hkv, writes",
+    [(128, 3, [BOTH]), (256, 3, [DV, DK, DQ]), (128, 1, [DKDV, DQ]), (64, 3, [DKDV, DQ])],
     ids=["d128", "d256", "gqa", "d64-four-warps"],
 )
-def test_one_backward_launch_where_measured_faster(d, hkv, fused):
+def test_backward_launches_where_measured_faster(d, hkv, writes):
     """With the GPU tables, dK/dV's and dQ's programs share one launch at 64 < D <= 128 without
-    GQA (the grids' second axes must agree); D = 64's 4-warp tiles, D = 256 (the shared kernel
-    spills) and GQA take two launches."""
+    GQA (the grids' second axes must agree); D = 64's 4-warp tiles and GQA take two launches;
+    D = 256 three (dK/dV in a dV pass and a dK pass, TileConfig.dkdv_passes, then dQ)."""
     q, kv = spec((2, 300, 3, d)), spec((2, 300, hkv, d))
     plan = core.plan_attention(q, kv, kv, causal=True)
     gpu_tiles = plan_mod.TUNED_TILES[(d, True)]
     plan = dataclasses.replace(plan, tiles=gpu_tiles, _memo={})
+    fused = writes == [BOTH]
     assert plan.fused_backward is fused
     _, *launches = plan.backward_calls({}, None, False, q)
-    assert len(launches) == (1 if fused else 2)
-    assert [set(c.writes) for c in launches] == ([{"DK", "DV", "DQ", "DBIAS"}] if fused else [{"DK", "DV"}, {"DQ", "DBIAS"}])
+    assert [set(c.writes) for c in launches] == writes
     dkdv_programs = plan.dkdv_grid[0]
     if fused:
         assert launches[0].grid == (dkdv_programs + plan.dq_grid[0],) + plan.dq_grid[1:]
         assert launches[0].args[list(kernel_params(launches[0].kernel)[0]).index("dkdv_programs")] == dkdv_programs
     else:
-        assert [c.grid for c in launches] == [plan.dkdv_grid, plan.dq_grid]
+        assert [c.grid for c in launches] == [plan.dkdv_grid] * (len(writes) - 1) + [plan.dq_grid]
 
 
 @pytest.mark.parametrize(

@@ -538,6 +538,30 @@ def test_one_backward_launch(rng, one_backward_launch, shape, var, dtype):
     assert one_backward_launch and set(one_backward_launch) == {1}
 
 
+TWO_PASSES = [
+    pytest.param(ODD_B2, Variant(causal=True), "float32", id="causal-b2"),
+    pytest.param(GQA, Variant(window=(10, 5), causal=True), "float32", id="gqa-window-10-5-causal"),
+    pytest.param(TALL, Variant(window=(3, 2)), "float32", id="window-rows-without-keys"),
+    pytest.param(ODD, Variant(alibi="bh", softcap=30.0, layout="bhnd"), "float32", id="alibi-softcap-bhnd"),
+    pytest.param(SQUARE, Variant(mask="document", causal=True), "float32", id="document-block-map"),
+    pytest.param(ODD, Variant(score_mod=True), "float16", id="score-mod-fp16"),
+]
+
+
+@pytest.mark.parametrize("shape, var, dtype", TWO_PASSES)
+def test_dkdv_in_two_passes(rng, dkdv_two_passes, shape, var, dtype):
+    """dK/dV as a dV pass then a dK pass (the GPU's choice at D = 256) give the reference's
+    gradients, lse's included: each pass writes its own gradient and only that one."""
+    run_and_compare(rng, shape, var, dtype, lse_grad=True)
+    assert dkdv_two_passes and set(dkdv_two_passes) == {3}
+
+
+def test_varlen_dkdv_in_two_passes(rng, dkdv_two_passes):
+    """Packed sequences (empty ones, padding rows) through dK/dV's two passes."""
+    run_varlen(rng, CU_Q, CU_K, TQ, TK, 4, 2, 24, 40, "float32", causal=True, window=(6, -1), lse_grad=True)
+    assert dkdv_two_passes and set(dkdv_two_passes) == {3}
+
+
 # Sequences (q lengths / k lengths): 13/20, 0/5 (empty query), 27/22 (causal: 5 rows without keys);
 # 5 padding q rows and 3 padding k rows past cu_seqlens[-1].
 CU_Q, CU_K, TQ, TK = [0, 13, 13, 40], [0, 20, 25, 47], 45, 50
@@ -849,9 +873,10 @@ def test_gpu_document_mask():
         pytest.param(Shape(2, 1024, 1024, 8, 2, 128, 128), True, id="gqa-8:2-n1024-d128-causal"),
         pytest.param(Shape(1, 2048, 2048, 16, 4, 64, 64), True, id="gqa-16:4-n2048-d64-causal"),
         pytest.param(Shape(2, 1000, 1200, 8, 8, 64, 64), False, id="q1000-kv1200-d64"),
-        # D = 256, as many kv heads as q heads: dK/dV and dQ in two launches, with D = 256's tiles
+        # D = 256: dK/dV in two passes (dV, then dK) and dQ apart, with D = 256's tiles
         pytest.param(Shape(1, 1000, 1300, 4, 4, 256, 256), False, id="q1000-kv1300-d256"),
         pytest.param(Shape(2, 777, 777, 4, 4, 256, 256), True, id="n777-d256-causal"),
+        pytest.param(Shape(1, 700, 900, 8, 2, 256, 256), True, id="gqa-8:2-q700-kv900-d256-causal"),
     ],
 )
 def test_gpu_backward(shape, causal):

@@ -393,6 +393,13 @@ def test_one_backward_launch(rng, one_backward_launch, shape, var):
     assert one_backward_launch and set(one_backward_launch) == {1}
 
 
+def test_dkdv_in_two_passes(rng, dkdv_two_passes):
+    """dK/dV as a dV pass then a dK pass (the GPU's choice at D = 256), from JAX: each launch's
+    one written gradient comes back, the other's stand-in is dropped."""
+    run_and_compare(rng, GQA, Variant(causal=True, alibi="h"), "float32", lse_grad=True)
+    assert dkdv_two_passes and set(dkdv_two_passes) == {3}
+
+
 # ----------------------------------------------------------------------------------------------
 # Determinism
 # ----------------------------------------------------------------------------------------------

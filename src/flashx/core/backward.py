@@ -154,6 +154,7 @@ def _dkdv_program(
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
+    WRITE_DK: tl.constexpr, WRITE_DV: tl.constexpr,
 ):
     """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group: program x of `programs`
     (cdiv(Nkv, BLOCK_N) * HEAD_GROUP) along the grid's first axis, its second axis Hkv / HEAD_GROUP,
@@ -161,6 +162,9 @@ def _dkdv_program(
 
     Tiles are transposed ([BN, BM]: keys down, queries across) so dK and dV accumulate
     without a transpose of P. MAP_* is the transposed block map (query blocks per key block).
+    WRITE_DK / WRITE_DV: which of the two this program computes and stores; with one, the other's
+    products, loads and accumulator fall away at compile time (dV alone needs no V, dO V^T or dS),
+    so a wide head's pass holds one [BN, BD] float32 accumulator instead of two.
     """
     sm_scale = tl.cast(sm_scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
@@ -260,16 +264,22 @@ def _dkdv_program(
                 # (Each transpose right before its product: taken together first, they cost D = 64
                 # 8 KiB more shared memory.)
                 if ROWS_DOWN:
-                    dv += dot(tl.trans(p.to(b_do.dtype)), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV]
-                    dk += dot(tl.trans(dqk.to(b_q.dtype)), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD]
+                    if WRITE_DV:
+                        dv += dot(tl.trans(p.to(b_do.dtype)), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV]
+                    if WRITE_DK:
+                        dk += dot(tl.trans(dqk.to(b_q.dtype)), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD]
                 else:
-                    dv += dot(p.to(b_do.dtype), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV] = [BN, BM] @ [BM, BDV]
-                    dk += dot(dqk.to(b_q.dtype), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD] = [BN, BM] @ [BM, BD]
+                    if WRITE_DV:
+                        dv += dot(p.to(b_do.dtype), b_do, UPCAST_DOT, DOT_PRECISION)  # [BN, BDV] = [BN, BM] @ [BM, BDV]
+                    if WRITE_DK:
+                        dk += dot(dqk.to(b_q.dtype), b_q, UPCAST_DOT, DOT_PRECISION)  # [BN, BD] = [BN, BM] @ [BM, BD]
 
     p_dk = DK + b64 * stride_dkb + hk64 * stride_dkh + row0 * stride_dkn + offs_n[:, None] * stride_dkn + offs_d[None, :] * stride_dkd
     p_dv = DV + b64 * stride_dvb + hk64 * stride_dvh + row0 * stride_dvn + offs_n[:, None] * stride_dvn + offs_dv[None, :] * stride_dvd
-    store_tile(p_dk, (dk * sm_scale).to(DK.dtype.element_ty), m_n, m_d, HEAD_DIM != BLOCK_D)
-    store_tile(p_dv, dv.to(DV.dtype.element_ty), m_n, m_dv, HEAD_DIM_V != BLOCK_DV)
+    if WRITE_DK:
+        store_tile(p_dk, (dk * sm_scale).to(DK.dtype.element_ty), m_n, m_d, HEAD_DIM != BLOCK_D)
+    if WRITE_DV:
+        store_tile(p_dv, dv.to(DV.dtype.element_ty), m_n, m_dv, HEAD_DIM_V != BLOCK_DV)
 
 
 @triton.jit
@@ -418,7 +428,7 @@ def attention_backward_kernel(
     stride_gb, stride_gh, stride_gq, stride_gk,
     DK, DV, DQ, DBIAS,
     HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    RUN_DKDV: tl.constexpr, RUN_DQ: tl.constexpr,
+    RUN_DKDV: tl.constexpr, RUN_DQ: tl.constexpr, WRITE_DK: tl.constexpr, WRITE_DV: tl.constexpr,
     DKDV_BLOCK_M: tl.constexpr, DKDV_BLOCK_N: tl.constexpr, DKDV_STAGES: tl.constexpr,
     DKDV_MAP_SPLIT: tl.constexpr, DKDV_MAP_STEPS: tl.constexpr,
     DQ_BLOCK_M: tl.constexpr, DQ_BLOCK_N: tl.constexpr, DQ_STAGES: tl.constexpr,
@@ -432,7 +442,8 @@ def attention_backward_kernel(
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
 ):
-    """The gradients after the preprocess: dK, dV (RUN_DKDV) and dQ, dBias (RUN_DQ).
+    """The gradients after the preprocess: dK and/or dV (RUN_DKDV; WRITE_DK, WRITE_DV say which)
+    and dQ, dBias (RUN_DQ).
 
     With both, one launch holds both kinds of programs, as FlexAttention's backward does: grid
     (dkdv_programs + cdiv(Nq, DQ_BLOCK_M) * HEAD_GROUP, H / HEAD_GROUP, B) without GQA, the first
@@ -470,6 +481,7 @@ def attention_backward_kernel(
                 SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
                 UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
                 HEAD_GROUP, ROWS_DOWN, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER,
+                WRITE_DK, WRITE_DV,
             )
             return
     if RUN_DQ:

@@ -84,12 +84,20 @@ class TileConfig:
 
     one_backward_launch: whether dK/dV's and dQ's programs may share one launch with these tiles
     (where AttentionPlan.fused_backward's other conditions hold); measured per table entry.
+
+    dkdv_passes: 1, dK and dV in one pass over the queries; 2, a dV pass then a dK pass, each
+    holding one [BLOCK_N, D] float32 accumulator (launched apart: needs one_backward_launch False).
+    At D = 256 two accumulators of 64 keys fill the registers and leave the tile too short for 8
+    warps: Triton then gives the score tiles warpsPerCTA [8, 1] on 64 rows, and both warpgroups
+    compute every score (1.5x the tensor work). One accumulator fits 128 keys, where 8 warps split
+    the scores; the dV pass skips dO V^T and dS.
     """
 
     forward: KernelTiles
     dkdv: KernelTiles
     dq: KernelTiles
     one_backward_launch: bool = True
+    dkdv_passes: int = 1
 
 
 # Dense calls on the GPU, by (BLOCK_D, causal): the fastest of benchmarks/tune.py's candidates on
@@ -103,16 +111,18 @@ class TileConfig:
 # (128 x 64 at 1 stage spilled 352 bytes; this one none), 0.74 vs 0.98 ms causal. Its dK/dV and dQ
 # take two launches: their shared kernel spills as much as dK/dV's (~500 bytes) while dQ alone
 # spills none; two launches measured +1.3% / +2.6% over one (non-causal / causal, N = 4k, spread
-# 0.6%; 2026-11-30).
+# 0.6%; 2026-11-30). Its dK/dV in two passes of 128 keys (TileConfig.dkdv_passes): offline no
+# spills in either (64 x 64 in one pass: 448-480 bytes) and no score tile computed twice. NOT YET
+# TIMED on the GPU (branch exp/d256-dkdv-passes; see benchmarks/NOTES.md v0.10).
 TUNED_TILES: dict = {
     (64, False): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (64, True): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (128, False): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
     (128, True): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
-    (256, False): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 3),
-                             one_backward_launch=False),
-    (256, True): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(64, 64, 8, 2), KernelTiles(128, 32, 8, 3),
-                            one_backward_launch=False),
+    (256, False): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(32, 128, 8, 2), KernelTiles(128, 32, 8, 3),
+                             one_backward_launch=False, dkdv_passes=2),
+    (256, True): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(32, 128, 8, 2), KernelTiles(128, 32, 8, 3),
+                            one_backward_launch=False, dkdv_passes=2),
 }
 
 
@@ -563,7 +573,8 @@ class AttentionPlan:
         split: Optional[bool] = None,
     ) -> tuple:
         """(preprocess, *gradient launches): the row statistics, then dK/dV's and dQ's programs in
-        one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says).
+        one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says); with
+        tiles.dkdv_passes == 2, dK/dV's launch is two, dV's then dK's.
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
         gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
@@ -608,7 +619,7 @@ class AttentionPlan:
         kernel = attention_backward_kernel
         outputs = ("DK", "DV", "DQ", "DBIAS")
 
-        def launch(run_dkdv: bool, run_dq: bool) -> tuple:
+        def launch(run_dkdv: bool, run_dq: bool, write_dk: bool = True, write_dv: bool = True) -> tuple:
             # Alone, a kind launches with its own tile's options; together, with their one warp
             # count, and each loop pipelines its own stages (DKDV_STAGES, DQ_STAGES).
             kinds = [t for t, run in ((dkdv, run_dkdv), (dq, run_dq)) if run]
@@ -618,11 +629,16 @@ class AttentionPlan:
             # Both kinds: one grid (fused_backward: no GQA, so the second axes agree).
             dkdv_programs = self.dkdv_grid[0] if run_dkdv else 0
             grid = (dkdv_programs + (self.dq_grid[0] if run_dq else 0),) + (self.dq_grid if run_dq else self.dkdv_grid)[1:]
-            constexprs = self._constexprs(kernel, dict(align, **tiles, BIAS_GRAD=bias_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq))
+            constexprs = self._constexprs(kernel, dict(
+                align, **tiles, BIAS_GRAD=bias_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq, WRITE_DK=write_dk, WRITE_DV=write_dv,
+            ))
             template = self._template(kernel, grads | dict(dkdv_programs=dkdv_programs))
-            writes = (("DK", "DV") if run_dkdv else ()) + (("DQ", "DBIAS") if run_dq else ())
+            writes = ((("DK",) if write_dk else ()) + (("DV",) if write_dv else ()) if run_dkdv else ()) \
+                + (("DQ", "DBIAS") if run_dq else ())
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
 
+        if split and self.tiles.dkdv_passes == 2:
+            return preprocess, launch(True, False, write_dk=False), launch(True, False, write_dv=False), launch(False, True)
         if split:
             return preprocess, launch(True, False), launch(False, True)
         if self.dkdv_grid[1] != self.dq_grid[1]:
