@@ -112,16 +112,18 @@ class TileConfig:
 # take two launches: their shared kernel spills as much as dK/dV's (~500 bytes) while dQ alone
 # spills none; two launches measured +1.3% / +2.6% over one (non-causal / causal, N = 4k, spread
 # 0.6%; 2026-11-30). Its dK/dV in two passes of 128 keys (TileConfig.dkdv_passes): offline no
-# spills in either (64 x 64 in one pass: 448-480 bytes) and no score tile computed twice. NOT YET
-# TIMED on the GPU (branch exp/d256-dkdv-passes; see benchmarks/NOTES.md v0.10).
+# spills in either (64 x 64 in one pass: 448-480 bytes) and no score tile computed twice; timed
+# (2026-11-30, ab.py, N = 4k) +42% / +34% on the whole backward (non-causal / causal) at 2 stages,
+# and tune.py (results/h200/tune-d256-passes.md) puts 3 stages ahead: dK/dV 2.61 vs 3.52 ms
+# non-causal, 1.44 vs 1.55 ms causal.
 TUNED_TILES: dict = {
     (64, False): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (64, True): TileConfig(KernelTiles(128, 64, 8, 3), KernelTiles(64, 64, 4, 3), KernelTiles(64, 64, 4, 3)),
     (128, False): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
     (128, True): TileConfig(KernelTiles(128, 128, 8, 3), KernelTiles(64, 128, 8, 3), KernelTiles(128, 64, 8, 3)),
-    (256, False): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(32, 128, 8, 2), KernelTiles(128, 32, 8, 3),
+    (256, False): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(32, 128, 8, 3), KernelTiles(128, 32, 8, 3),
                              one_backward_launch=False, dkdv_passes=2),
-    (256, True): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(32, 128, 8, 2), KernelTiles(128, 32, 8, 3),
+    (256, True): TileConfig(KernelTiles(128, 32, 8, 3), KernelTiles(32, 128, 8, 3), KernelTiles(128, 32, 8, 3),
                             one_backward_launch=False, dkdv_passes=2),
 }
 
