@@ -18,6 +18,7 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
 - gqa: 32 q heads sharing 8 kv heads, B = 4, N = 4k, D = 128, causal, forward and backward.
 - short: B = 64, N = 256 and 512, H * D = 2048, D = 128 and 64, causal forward.
 - d256: D = 256 (H = 8, B*N = 16k), forward at N = 1k, 4k, 16k and backward at 4k, causal and not.
+- n1k: B*N = 16k, forward at N = 1024 (D = 64 and 128, causal and not) and N = 512 (D = 128, non-causal).
 - host: host time per call (wall clock, tiny shape, the GPU never the limit): forward without
   and with inputs that require grad, and forward + backward.
 Timing: triton.testing.do_bench medians (L2 flushed between timings), so a host-bound call shows
@@ -39,7 +40,7 @@ import subprocess
 import sys
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "gqa", "short", "d256", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "gqa", "short", "n1k", "d256", "host")
 
 
 def _dense_cases(groups):
@@ -72,6 +73,11 @@ def _dense_cases(groups):
         for d in (128, 64):
             for n in (256, 512):
                 cases.append(dict(kind="fwd", b=64, n=n, h=2048 // d, d=d, causal=True))
+    if "n1k" in groups:
+        for d in (64, 128):
+            for causal in (False, True):
+                cases.append(dict(kind="fwd", b=16, n=1024, h=2048 // d, d=d, causal=causal))
+        cases.append(dict(kind="fwd", b=32, n=512, h=16, d=128, causal=False))
     return cases
 
 

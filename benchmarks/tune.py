@@ -12,8 +12,8 @@ into plan.py is a reviewed step, so a sweep never changes the library by itself.
     python benchmarks/tune.py --d 128 --n 256 1024 --kernels forward   # the short-sequence bucket
     python benchmarks/tune.py --d 128 --n 16384 --window 1023 --kernels dkdv dq   # a causal sliding window
 
-At N <= SHORT_SEQLEN the forward candidates stand in for SHORT_FORWARD_TILES where the plan has
-an entry there (that bucket's table), else for TUNED_TILES.
+At N <= SHORT_SEQLEN the forward candidates stand in for the SHORT_FORWARD_TILES entry of N's
+bucket (plan.short_bucket) where the plan has one, else for TUNED_TILES.
 
 TFLOP/s per kernel count its matmuls: forward 2 (4*B*H*N^2*D FLOPs, halved when causal), dK/dV
 4 (2x), dQ 3 (1.5x). --device cpu runs the code paths through the interpreter (tiles ignored).
@@ -136,8 +136,9 @@ def launcher(torch, c: dict, kernel: str, tiles):
     d, n = c["shape"][3], c["shape"][1]
     key = (max(64, d), c["causal"])
     # The table the plan takes this kernel's tiles from; `single`: its entries are one KernelTiles.
-    if kernel == "forward" and n <= plan_mod.SHORT_SEQLEN and key in plan_mod.SHORT_FORWARD_TILES:
-        table, single = plan_mod.SHORT_FORWARD_TILES, True
+    short_key = key + (plan_mod.short_bucket(n),)
+    if kernel == "forward" and short_key in plan_mod.SHORT_FORWARD_TILES:
+        table, key, single = plan_mod.SHORT_FORWARD_TILES, short_key, True
     elif kernel == "dkdv" and c["window"] is not None and key[0] in plan_mod.WINDOW_DKDV_TILES:
         table, key, single = plan_mod.WINDOW_DKDV_TILES, key[0], True
     else:
@@ -336,7 +337,7 @@ def main(argv=None) -> int:
                       common.fmt(r["ms"], ".3f"), common.fmt(r["tflops"], ".0f"), r["why"] or tag])
     lines += common.md_table(["D", "N", "causal", "kernel", "tiles", "ms", "TFLOP/s", "note"], table)
     winners = ["", "Winners per (D, causal), one block per N (TUNED_TILES entries; at N <= SHORT_SEQLEN the "
-               "forward's is a SHORT_FORWARD_TILES candidate, timed with that entry's one_loop, which it keeps):",
+               "forward's is a candidate for N's SHORT_FORWARD_TILES bucket, timed with that entry's one_loop, which it keeps):",
                "", "```python"]
     for n in seqlens:
         winners.append(f"# N = {n}")

@@ -171,9 +171,12 @@ def test_gpu_tile_table_lookups(monkeypatch):
     assert plan_mod._tile_config(128, 2, False, 4096, None) == table[(128, False)]
     assert plan_mod._tile_config(64, 4, True, 4096, None) == table[(128, True)]
     assert plan_mod._tile_config(256, 4, True, 4096, None) == plan_mod.FLOAT32_WIDE_TILES
-    short = plan_mod._tile_config(128, 2, True, plan_mod.SHORT_SEQLEN, None)
-    assert short == dataclasses.replace(table[(128, True)], forward=plan_mod.SHORT_FORWARD_TILES[(128, True)])
+    # Short sequences: a forward tile per bucket of the longest sequence, at each bucket's edges.
+    for longest, bucket in ((1, 512), (512, 512), (513, 1024), (plan_mod.SHORT_SEQLEN, 1024)):
+        short = plan_mod._tile_config(128, 2, True, longest, None)
+        assert short == dataclasses.replace(table[(128, True)], forward=plan_mod.SHORT_FORWARD_TILES[(128, True, bucket)])
     assert plan_mod._tile_config(128, 2, True, plan_mod.SHORT_SEQLEN + 1, None) == table[(128, True)]
+    assert plan_mod._tile_config(64, 2, False, 512, None) == table[(64, False)]  # no short entry there
     # A sliding window's left side: its own dK/dV tiles at D = 128, not with a block map, not at D = 64.
     window = plan_mod._tile_config(128, 2, True, 16384, None, window=True)
     assert window == dataclasses.replace(table[(128, True)], dkdv=plan_mod.WINDOW_DKDV_TILES[128])

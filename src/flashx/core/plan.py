@@ -133,17 +133,31 @@ TUNED_TILES: dict = {
 # (results/h200/tune-short.md), B*N = 16k, ms of (64, 32, 4, 3) vs the long-sequence table's tile:
 # D = 128 causal 0.109 vs 0.150 (N = 256), 0.147 vs 0.202 (512), 0.223 vs 0.264 (1k); non-causal
 # 0.131 vs 0.165, 0.204 vs 0.226, 0.348 vs 0.345. D = 64 causal 0.118 vs 0.137, 0.162 vs 0.172,
-# 0.252 vs 0.247; D = 64 non-causal: no gain. One more compiled variant per (D, flags), chosen by
-# this bucket, never by the exact length. Causal programs here see a few key blocks: one loop
-# (one_loop), not a span of full blocks and one of masked ones. ab.py, 10 calls back to back, 4
-# rounds (2026-11-30): N = 512 +5.1% (D = 128) and +6.0% (D = 64), every round above main's
-# best; N = 256 level within its rounds' noise (83-175 TFLOP/s in every tree).
+# 0.252 vs 0.247; D = 64 non-causal: no gain. ab.py, 10 calls back to back, 4 rounds (2026-11-30):
+# N = 512 +5.1% (D = 128) and +6.0% (D = 64), every round above main's best; N = 256 level within
+# its rounds' noise (83-175 TFLOP/s in every tree). Swept again on today's kernel at N = 512 and
+# 1024 (2026-11-30, results/h200/tune-n512-n1024-forward.md): 64 x 32 stays best at 512, while
+# at 1024 64 x 64 / 4 / 3 leads: D = 128 0.340 vs 0.356 ms non-causal, 0.212 vs 0.215 causal;
+# D = 64 causal 0.235 vs 0.249. So two buckets, by the longest sequence: <= 512 and <= 1024. One
+# compiled variant per bucket and (D, flags), chosen by the bucket, never by the exact length.
+# Causal programs here see a few key blocks: one loop (one_loop), not a span of full blocks and
+# one of masked ones.
 SHORT_SEQLEN = 1024
+SHORT_BUCKETS = (512, SHORT_SEQLEN)
 SHORT_FORWARD_TILES: dict = {
-    (64, True): KernelTiles(64, 32, 4, 3, one_loop=True),
-    (128, False): KernelTiles(64, 32, 4, 3),
-    (128, True): KernelTiles(64, 32, 4, 3, one_loop=True),
+    (64, True, 512): KernelTiles(64, 32, 4, 3, one_loop=True),
+    (128, False, 512): KernelTiles(64, 32, 4, 3),
+    (128, True, 512): KernelTiles(64, 32, 4, 3, one_loop=True),
+    (64, True, 1024): KernelTiles(64, 64, 4, 3, one_loop=True),
+    (128, False, 1024): KernelTiles(64, 64, 4, 3),
+    (128, True, 1024): KernelTiles(64, 64, 4, 3, one_loop=True),
 }
+
+
+def short_bucket(longest: int) -> Optional[int]:
+    """The short-sequence bucket (a SHORT_BUCKETS limit) of a call whose longest sequence is
+    `longest`; None above SHORT_SEQLEN."""
+    return next((limit for limit in SHORT_BUCKETS if longest <= limit), None)
 
 
 # Sliding windows (a left side, no block map), D = 128: dK/dV's loops are short (a window of
@@ -179,7 +193,7 @@ def _tile_config(
         # The table is for 16-bit inputs; float32 tiles of width D take the shared memory of 16-bit ones of 2D.
         width = max(block_d, 64) * itemsize // 2
         tiles = TUNED_TILES[(width, causal)] if width <= 256 else FLOAT32_WIDE_TILES
-        short = SHORT_FORWARD_TILES.get((width, causal)) if longest <= SHORT_SEQLEN else None
+        short = SHORT_FORWARD_TILES.get((width, causal, short_bucket(longest)))
         if short is not None:
             tiles = dataclasses.replace(tiles, forward=short)
         window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None else None
