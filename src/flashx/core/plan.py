@@ -138,7 +138,9 @@ TUNED_TILES: dict = {
 # its rounds' noise (83-175 TFLOP/s in every tree). Swept again on today's kernel at N = 512 and
 # 1024 (2026-11-30, results/h200/tune-n512-n1024-forward.md): 64 x 32 stays best at 512, while
 # at 1024 64 x 64 / 4 / 3 leads: D = 128 0.340 vs 0.356 ms non-causal, 0.212 vs 0.215 causal;
-# D = 64 causal 0.235 vs 0.249. So two buckets, by the longest sequence: <= 512 and <= 1024. One
+# D = 64 causal 0.235 vs 0.249; ab.py (3 rounds, results/h200/ab/2026-11-30-s11-short-buckets.md):
+# N = 1024 D = 64 causal +5.4% (spread 0.6%), D = 128 +7.1% / +5.0% (wide spreads, two rounds of
+# three above main's best), N <= 512 level. So two buckets, by the longest sequence: <= 512 and <= 1024. One
 # compiled variant per bucket and (D, flags), chosen by the bucket, never by the exact length.
 # Causal programs here see a few key blocks: one loop (one_loop), not a span of full blocks and
 # one of masked ones.
