@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import hashlib
 import json
 import math
 import os
@@ -142,12 +143,28 @@ def version(module_name: str) -> str:
         return "not installed"
 
 
+def source_fingerprint(package_dir: Path) -> str:
+    """12 hex digits of a sha256 over the package's .py files (relative path and bytes, sorted):
+    names the code a run timed even where git cannot (a copied tree, stale git metadata).
+    The same for a commit: `git archive REV src | tar -x -C DIR`, then this on DIR/src/flashx."""
+    digest = hashlib.sha256()
+    for path in sorted(package_dir.rglob("*.py")):
+        digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
 def environment(torch, device: str = "cuda") -> dict:
     """Date, GPU, driver and versions, for the reports' headers."""
-    commit = run_quiet(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
-    if commit and run_quiet(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"]):
-        commit += " (modified)"
     import flashx
+
+    package_dir = Path(flashx.__file__).resolve().parent
+    if package_dir == REPO_ROOT / "src" / "flashx":
+        commit = run_quiet(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
+        if commit and run_quiet(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"]):
+            commit += " (modified)"
+    else:  # a tree outside this checkout (an A/B copy): its commit is not the checkout's
+        commit = f"imported from {package_dir.parent}"
+    source = f"source {source_fingerprint(package_dir)}"
 
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
@@ -173,7 +190,7 @@ def environment(torch, device: str = "cuda") -> dict:
         "jax": version("jax"),
         "jaxlib": version("jaxlib"),
         "jax-triton": version("jax-triton"),
-        "flashx": f"{flashx.__version__}" + (f" @ {commit}" if commit else ""),
+        "flashx": f"{flashx.__version__}" + (f" @ {commit}" if commit else "") + f", {source}",
     }
 
 
