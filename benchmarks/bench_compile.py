@@ -88,6 +88,8 @@ CASES = (
     Case("torch", 64, True),
     Case("jax", 64, False),
     Case("jax", 128, True, WINDOW),
+    Case("torch", 256, True),  # D = 256's backward compiles four kernels (row statistics, dV, dK, dQ)
+    Case("jax", 256, True),
 )
 QUICK_CASES = 4  # the first four
 # (B, H, N, new N): N and the new N keep Triton's integer specialization (multiples of 16), and
@@ -122,6 +124,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     common.add_common_args(p, "compile", f"the first {QUICK_CASES} cases", QUICK_BUDGET_S)
     p.add_argument("--frontends", nargs="+", choices=("torch", "jax"), default=["torch", "jax"],
                    help="frontends to run (default: both)")
+    p.add_argument("--d", type=int, nargs="+", default=None, help="only the cases of these head dims")
     p.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)  # internal: run one case, print its result
     return p.parse_args(argv)
 
@@ -316,7 +319,8 @@ def main(argv=None) -> int:
         return worker(args.worker)
     device = args.device
     deadline = common.Deadline(args.budget_s if args.budget_s is not None else (QUICK_BUDGET_S if args.quick else None))
-    cases = [c for c in (CASES[:QUICK_CASES] if args.quick else CASES) if c.frontend in args.frontends]
+    cases = [c for c in (CASES[:QUICK_CASES] if args.quick else CASES)
+             if c.frontend in args.frontends and (args.d is None or c.head_dim in args.d)]
     sizes = CPU_SIZES if device == "cpu" else SIZES
 
     def log(msg: str) -> None:
