@@ -651,8 +651,8 @@ class AttentionPlan:
                 align, **tiles, BIAS_GRAD=bias_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq, WRITE_DK=write_dk, WRITE_DV=write_dv,
             ))
             template = self._template(kernel, grads | dict(dkdv_programs=dkdv_programs))
-            writes = ((("DK",) if write_dk else ()) + (("DV",) if write_dv else ()) if run_dkdv else ()) \
-                + (("DQ", "DBIAS") if run_dq else ())
+            written = dict(DK=run_dkdv and write_dk, DV=run_dkdv and write_dv, DQ=run_dq, DBIAS=run_dq)
+            writes = tuple(name for name in outputs if written[name])
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
 
         if split and self.tiles.dkdv_passes == 2:
