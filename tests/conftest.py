@@ -68,11 +68,9 @@ def rng(request) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
-@pytest.fixture
-def one_backward_launch(monkeypatch) -> list:
-    """Plans launch dK/dV's and dQ's programs together wherever the grids allow (no GQA), as the
-    GPU tables do at D >= 128; the interpreter's tiles would launch them apart. Yields the number
-    of gradient launches of each backward_calls, for the test to check."""
+def _count_backward_launches(monkeypatch) -> list:
+    """Wraps AttentionPlan.backward_calls: the returned list gets each call's number of gradient
+    launches (less the preprocess)."""
     from flashx import core
 
     counts = []
@@ -80,12 +78,22 @@ def one_backward_launch(monkeypatch) -> list:
 
     def counted(self, *args, **kwargs):
         calls = backward_calls(self, *args, **kwargs)
-        counts.append(len(calls) - 1)  # less the preprocess
+        counts.append(len(calls) - 1)
         return calls
 
-    monkeypatch.setattr(core.AttentionPlan, "fused_backward", property(lambda plan: plan.heads_q == plan.heads_kv))
     monkeypatch.setattr(core.AttentionPlan, "backward_calls", counted)
     return counts
+
+
+@pytest.fixture
+def one_backward_launch(monkeypatch) -> list:
+    """Plans launch dK/dV's and dQ's programs together wherever the grids allow (no GQA), as the
+    GPU tables do at 64 < D <= 128; the interpreter's tiles would launch them apart. Yields the
+    number of gradient launches of each backward_calls, for the test to check."""
+    from flashx import core
+
+    monkeypatch.setattr(core.AttentionPlan, "fused_backward", property(lambda plan: plan.heads_q == plan.heads_kv))
+    return _count_backward_launches(monkeypatch)
 
 
 @pytest.fixture
@@ -94,25 +102,16 @@ def dkdv_two_passes(monkeypatch) -> list:
     GPU's D = 256 tiles do; the interpreter's tiles would take one. Yields the number of gradient
     launches of each backward_calls (3: dV, dK, dQ), for the test to check. Plans made before or
     during the test are dropped from the plan cache, so that none outlives the patch."""
-    from flashx import core
     from flashx.core import plan as plan_mod
 
     tile_config = plan_mod._tile_config
-    counts = []
-    backward_calls = core.AttentionPlan.backward_calls
 
     def two_passes(*args, **kwargs):
         return dataclasses.replace(tile_config(*args, **kwargs), dkdv_passes=2)
 
-    def counted(self, *args, **kwargs):
-        calls = backward_calls(self, *args, **kwargs)
-        counts.append(len(calls) - 1)  # less the preprocess
-        return calls
-
     plan_mod._cached_plan.cache_clear()
     monkeypatch.setattr(plan_mod, "_tile_config", two_passes)
-    monkeypatch.setattr(core.AttentionPlan, "backward_calls", counted)
-    yield counts
+    yield _count_backward_launches(monkeypatch)
     plan_mod._cached_plan.cache_clear()
 
 
