@@ -504,6 +504,39 @@ def test_bad_input_raises_after_an_equal_good_call(good, bad, error, match):
             flashx.torch.attention(q.numpy(), k, v, **good)
 
 
+def test_plain_calls_reuse_their_plan(rng, monkeypatch):
+    """A plain call (no optional arrays, functions or varlen sizes) keeps its plan by the tensors'
+    sizes, strides, dtypes and devices and the options: an equal call skips planning altogether,
+    while other strides or options plan anew, and both give the reference's result."""
+    attention_module = importlib.import_module("flashx.torch.attention")
+    case = Case(2, 37, 53, 4, 2, 24, 24, causal=True)
+    q, k, v = make_inputs(rng, case, "float32")
+    attention_module._DENSE_PLANS.clear()
+    first = flashx.torch.attention(q, k, v, causal=True)
+    assert len(attention_module._DENSE_PLANS) == 1
+    plan = attention_module._plan
+
+    def no_planning(*args, **kwargs):
+        raise AssertionError("planned again")
+
+    monkeypatch.setattr(attention_module, "_plan", no_planning)
+    again = flashx.torch.attention(q, k, v, causal=True)
+    assert torch.equal(first, again)
+    with pytest.raises(AssertionError, match="planned again"):  # another option: another plan
+        flashx.torch.attention(q, k, v, causal=False)
+    # The same sizes and values through every other head of a wider tensor: other strides.
+    wide = torch.zeros(2, 37, 8, 24, dtype=q.dtype, device=q.device)
+    wide[:, :, ::2] = q
+    q_strided = wide[:, :, ::2]
+    with pytest.raises(AssertionError, match="planned again"):
+        flashx.torch.attention(q_strided, k, v, causal=True)
+    monkeypatch.setattr(attention_module, "_plan", plan)
+    strided = flashx.torch.attention(q_strided, k, v, causal=True)
+    want, _ = reference_attention(*(to_numpy(x) for x in (q, k, v)), causal=True)
+    for got in (first, strided):
+        assert_error_within(rel_error(to_numpy(got), want), None, "float32")
+
+
 def test_bad_input_is_rejected_before_launch(monkeypatch):
     """Validation happens before the kernel is launched."""
     import flashx.core

@@ -240,10 +240,15 @@ class _EagerAttention(torch.autograd.Function):
         return (None,) + grads + (None,)
 
 
-def _run(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias: Optional[torch.Tensor] = None):
+def _run(
+    q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias: Optional[torch.Tensor] = None,
+    dense_key: Optional[tuple] = None,
+):
     """Validate (naming the argument) before any dispatch, build mask_mod's block map if the
-    plan asks for one, then call the op (eager: its implementation)."""
-    plan = _plan(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], options)
+    plan asks for one, then call the op (eager: its implementation). dense_key: where to keep
+    the plan for _DENSE_PLANS."""
+    tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
+    plan = _plan(q, k, v, bias, tensor_list, options)
     compiling = torch.compiler.is_compiling()
     if plan.auto_block_mask is not None:
         if compiling:
@@ -252,15 +257,51 @@ def _run(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bi
         built = _build_block_mask(plan.auto_block_mask, q.device)
         options = dataclasses.replace(options, block_mask=built.spec)
         tensors = {**tensors, **built.kernel_arrays()}
-        plan = _plan(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], options)
-    tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
+        tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
+        plan = _plan(q, k, v, bias, tensor_list, options)
     if compiling:
         out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options))
-    elif torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, bias)):
+        return (out, lse) if return_lse else out
+    if dense_key is not None:
+        if len(_DENSE_PLANS) >= _DENSE_PLANS_MAX:
+            _DENSE_PLANS.clear()
+        _DENSE_PLANS[dense_key] = plan
+    return _run_eager(plan, q, k, v, bias, tensor_list, return_lse)
+
+
+def _run_eager(plan: core.AttentionPlan, q, k, v, bias, tensor_list: list, return_lse: bool):
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, bias)):
         out, lse = _EagerAttention.apply(plan, q, k, v, bias, tensor_list)
     else:  # nothing to differentiate: no autograd node
         out, lse = _forward_impl(plan, q, k, v, bias, tensor_list)
     return (out, lse) if return_lse else out
+
+
+# Plans of plain calls (no optional arrays, functions or varlen sizes), by what they depend on:
+# each tensor's sizes, strides, dtype and device, and the options with their types (True == 1,
+# yet only a bool passes validation). Such a call skips building the specs and options that key
+# the plan cache: host time per call is what limits short sequences. The first call of a key
+# takes the validating path and fills it.
+_DENSE_PLANS: dict = {}
+_DENSE_PLANS_MAX = 512
+_NO_TENSORS = [None] * len(_OPTIONAL_INPUTS)
+
+
+def _dense_key(q, k, v, causal, scale, layout, window, softcap) -> Optional[tuple]:
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)):
+        return None  # the validating path names the argument
+    if window is not None:
+        if type(window) not in (tuple, list):
+            return None
+        window = (tuple(window), tuple(map(type, window)))
+    key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
+           v.shape, v.stride(), v.dtype, v.device, causal, type(causal), scale, type(scale), layout, type(layout),
+           window, softcap, type(softcap))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable option: the validating path reports it
+        return None
+    return key
 
 
 def _block_mask_tensors(block_mask: Optional[core.BlockMask]) -> dict:
@@ -351,6 +392,14 @@ def attention(
     """
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
+    dense_key = None
+    if (alibi_slopes is None and cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None
+            and max_seqlen_k is None and mask_mod is None and score_mod is None and score_mod_grad is None
+            and block_mask is None and not torch.compiler.is_compiling()):
+        dense_key = _dense_key(q, k, v, causal, scale, layout, window, softcap)
+        plan = _DENSE_PLANS.get(dense_key) if dense_key is not None else None
+        if plan is not None:
+            return _run_eager(plan, q, k, v, None, _NO_TENSORS, return_lse)
     options = core.CallOptions(
         causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
@@ -361,4 +410,4 @@ def attention(
     cu_seqlens_q, cu_seqlens_k = (x.contiguous() if isinstance(x, torch.Tensor) else x for x in (cu_seqlens_q, cu_seqlens_k))
     tensors = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k)
     tensors.update(_block_mask_tensors(block_mask))
-    return _run(q, k, v, tensors, options, return_lse)
+    return _run(q, k, v, tensors, options, return_lse, dense_key=dense_key)
