@@ -1,0 +1,41 @@
+"""The Gluon forward draft (flashx/core/gluon_forward.py, branch exp/gluon-forward) on the GPU:
+correctness against torch SDPA in float64, then TFLOP/s beside flashx's tl forward.
+
+Run it in a subprocess with a timeout: the draft has never run, and a wrong mbarrier count or
+a register budget the partitions cannot share would hang it, not fail it.
+
+    timeout 120 python benchmarks/gluon_forward_check.py
+"""
+import sys
+
+import torch
+import triton
+
+from flashx.core import gluon_forward
+import flashx.torch as ft
+
+
+def main() -> int:
+    torch.manual_seed(0)
+    failures = 0
+    for (b, n, h, d) in ((1, 128, 1, 128), (2, 1024, 4, 128), (2, 512, 3, 64)):
+        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        out, lse = gluon_forward.launch_torch(q, k, v)
+        ref = torch.nn.functional.scaled_dot_product_attention(*(x.transpose(1, 2).double() for x in (q, k, v)))
+        err = ((out.double().transpose(1, 2) - ref).norm() / ref.norm()).item()
+        ok = err < 1e-2
+        failures += not ok
+        print(f"B={b} N={n} H={h} D={d}: relative error {err:.2e} {'OK' if ok else 'WRONG'}", flush=True)
+    for d in (64, 128):
+        n, h = 4096, 2048 // d
+        q, k, v = (torch.randn(4, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        flops = 4 * 4 * h * n * n * d
+        for name, fn in (("gluon draft", lambda: gluon_forward.launch_torch(q, k, v)),
+                         ("flashx tl", lambda: ft.attention(q, k, v))):
+            ms = triton.testing.do_bench(fn, warmup=25, rep=100)
+            print(f"D={d} N={n}: {name} {flops / ms / 1e9:.1f} TFLOP/s", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
