@@ -15,6 +15,14 @@ benchmarks/gluon_jax_probe.py, from JAX.
 
 Q [B, Nq, H, D], K/V [B, Nkv, H, D], O [B, Nq, H, D] through strides; LSE [B, H, Nq] float32.
 Requires Nq % BLOCK_M == 0, Nkv % BLOCK_N == 0 and D == BLOCK_D in this draft (no masks).
+
+Offline (Triton 3.6, sm_90, D = 128, 2 stages): 164 KB shared memory; launched at 168 registers
+x 384 threads, the PTX hands registers over with setmaxnreg: the workers drop to 24 while the
+consumers take 240 for the prologue, then inside the region the consumers drop to 208 and the
+producer rises to PRODUCER_REGS (80): 208 x 256 + 80 x 128 fits the 64512 launched. No stack at
+80 (96 bytes at 64, 1960-2896 with a one-warp producer). Gluon puts a bar.sync over the 256
+consumer threads before each mbarrier.arrive (one elected thread arrives), so the two consumer
+warpgroups still meet once a step; FA3's ping-pong would give each its own partition and rows.
 """
 from __future__ import annotations
 
