@@ -20,17 +20,20 @@ def main() -> int:
     failures = 0
     for (b, n, h, d) in ((1, 128, 1, 128), (2, 1024, 4, 128), (2, 512, 3, 64)):
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        out, lse = gluon_forward.launch_torch(q, k, v)
         ref = torch.nn.functional.scaled_dot_product_attention(*(x.transpose(1, 2).double() for x in (q, k, v)))
-        err = ((out.double().transpose(1, 2) - ref).norm() / ref.norm()).item()
-        ok = err < 1e-2
-        failures += not ok
-        print(f"B={b} N={n} H={h} D={d}: relative error {err:.2e} {'OK' if ok else 'WRONG'}", flush=True)
+        for pingpong in (False, True):
+            out, lse = gluon_forward.launch_torch(q, k, v, pingpong=pingpong, consumer_regs=200)
+            err = ((out.double().transpose(1, 2) - ref).norm() / ref.norm()).item()
+            ok = err < 1e-2
+            failures += not ok
+            print(f"B={b} N={n} H={h} D={d} pingpong={pingpong}: relative error {err:.2e} {'OK' if ok else 'WRONG'}",
+                  flush=True)
     for d in (64, 128):
         n, h = 4096, 2048 // d
         q, k, v = (torch.randn(4, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         flops = 4 * 4 * h * n * n * d
         for name, fn in (("gluon draft", lambda: gluon_forward.launch_torch(q, k, v)),
+                         ("gluon draft, ping-pong", lambda: gluon_forward.launch_torch(q, k, v, pingpong=True, consumer_regs=200)),
                          ("flashx tl", lambda: ft.attention(q, k, v))):
             ms = triton.testing.do_bench(fn, warmup=25, rep=100)
             print(f"D={d} N={n}: {name} {flops / ms / 1e9:.1f} TFLOP/s", flush=True)

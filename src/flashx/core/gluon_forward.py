@@ -22,7 +22,8 @@ consumers take 240 for the prologue, then inside the region the consumers drop t
 producer rises to PRODUCER_REGS (80): 208 x 256 + 80 x 128 fits the 64512 launched. No stack at
 80 (96 bytes at 64, 1960-2896 with a one-warp producer). Gluon puts a bar.sync over the 256
 consumer threads before each mbarrier.arrive (one elected thread arrives), so the two consumer
-warpgroups still meet once a step; FA3's ping-pong would give each its own partition and rows.
+warpgroups still meet once a step. PINGPONG gives each consumer warpgroup its own partition and
+64 rows instead (no barrier between them; at producer 80 / consumers 200 registers, no stack).
 """
 from __future__ import annotations
 
@@ -118,9 +119,11 @@ def gluon_attention_forward_kernel(
     O, LSE,
     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
     NUM_WARPS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+    PINGPONG: gl.constexpr = False, CONSUMER_REGS: gl.constexpr = 232,
 ):
-    """Grid (Nq / BLOCK_M, H, B); launch with num_warps=NUM_WARPS (the consumers'), plus the
-    producer's warp, which Triton adds (and rounds up to a warpgroup)."""
+    """Grid (Nq / BLOCK_M, H, B); launch with num_warps=NUM_WARPS (the consumers'; 4 with PINGPONG,
+    whose second consumer warpgroup is a worker partition with CONSUMER_REGS), plus the producer's
+    PRODUCER_WARPS, which Triton adds."""
     dtype: gl.constexpr = Q.dtype.element_ty
     pid_m = gl.program_id(0)
     head = gl.program_id(1)
@@ -135,30 +138,51 @@ def gluon_attention_forward_kernel(
     lse_base = (b64 * heads + h64) * seqlen_q + row0
 
     smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
-    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_D], dtype)
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_D], q_layout)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], smem_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], smem_layout)
     kv_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for stage in gl.static_range(STAGES):
         mbarrier.init(kv_ready.index(stage), count=32 * PRODUCER_WARPS)  # one cp.async arrival a producer thread
-        mbarrier.init(kv_empty.index(stage), count=1)
+        # PINGPONG: each consumer warpgroup hands a stage back on its own.
+        mbarrier.init(kv_empty.index(stage), count=2 if PINGPONG else 1)
 
     qk_scale_log2 = sm_scale * LOG2_E
-    gl.warp_specialize(
-        [
-            (_consumer, (Q, O, LSE, stride_qn, stride_on, q_base, o_base, lse_base, seqlen_kv, qk_scale_log2,
-                         q_smem, k_smem, v_smem, kv_ready, kv_empty, BLOCK_M, BLOCK_N, BLOCK_D, STAGES, NUM_WARPS)),
-            (_producer, (K, V, stride_kn, stride_vn, k_base, v_base, seqlen_kv, k_smem, v_smem, kv_ready, kv_empty,
-                         BLOCK_N, BLOCK_D, STAGES, PRODUCER_WARPS)),
-        ],
-        [PRODUCER_WARPS],
-        [PRODUCER_REGS],
-    )
+    if PINGPONG:
+        # Two consumer partitions of one warpgroup and BLOCK_M / 2 rows each, with no barrier
+        # between them: while one runs its softmax the other's wgmma can use the tensor cores.
+        HALF: gl.constexpr = BLOCK_M // 2
+        q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF, BLOCK_D], dtype)
+        q_smem = gl.allocate_shared_memory(dtype, [2, HALF, BLOCK_D], q_layout)
+        gl.warp_specialize(
+            [
+                (_consumer, (Q, O, LSE, stride_qn, stride_on, q_base, o_base, lse_base, seqlen_kv, qk_scale_log2,
+                             q_smem.index(0), k_smem, v_smem, kv_ready, kv_empty, HALF, BLOCK_N, BLOCK_D, STAGES, 4)),
+                (_consumer, (Q, O, LSE, stride_qn, stride_on, q_base + HALF * stride_qn, o_base + HALF * stride_on,
+                             lse_base + HALF, seqlen_kv, qk_scale_log2,
+                             q_smem.index(1), k_smem, v_smem, kv_ready, kv_empty, HALF, BLOCK_N, BLOCK_D, STAGES, 4)),
+                (_producer, (K, V, stride_kn, stride_vn, k_base, v_base, seqlen_kv, k_smem, v_smem, kv_ready,
+                             kv_empty, BLOCK_N, BLOCK_D, STAGES, PRODUCER_WARPS)),
+            ],
+            [4, PRODUCER_WARPS],
+            [CONSUMER_REGS, PRODUCER_REGS],
+        )
+    else:
+        q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_D], dtype)
+        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_D], q_layout)
+        gl.warp_specialize(
+            [
+                (_consumer, (Q, O, LSE, stride_qn, stride_on, q_base, o_base, lse_base, seqlen_kv, qk_scale_log2,
+                             q_smem, k_smem, v_smem, kv_ready, kv_empty, BLOCK_M, BLOCK_N, BLOCK_D, STAGES, NUM_WARPS)),
+                (_producer, (K, V, stride_kn, stride_vn, k_base, v_base, seqlen_kv, k_smem, v_smem, kv_ready,
+                             kv_empty, BLOCK_N, BLOCK_D, STAGES, PRODUCER_WARPS)),
+            ],
+            [PRODUCER_WARPS],
+            [PRODUCER_REGS],
+        )
 
-
-def launch_torch(q, k, v, sm_scale=None, block_n=128, stages=2, producer_warps=4, producer_regs=80):
+def launch_torch(q, k, v, sm_scale=None, block_n=128, stages=2, producer_warps=4, producer_regs=80, pingpong=False,
+                 consumer_regs=232):
     """q, k, v: torch (B, N, H, D) CUDA tensors, 16-bit, D in {64, 128}, N a multiple of 128.
     Returns (out, lse). The draft's own launcher, for benchmarks/gluon_forward_check.py."""
     import torch
@@ -175,7 +199,8 @@ def launch_torch(q, k, v, sm_scale=None, block_n=128, stages=2, producer_warps=4
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
         out, lse,
-        BLOCK_M=128, BLOCK_N=block_n, BLOCK_D=head_dim, STAGES=stages, NUM_WARPS=8,
-        PRODUCER_WARPS=producer_warps, PRODUCER_REGS=producer_regs, num_warps=8,
+        BLOCK_M=128, BLOCK_N=block_n, BLOCK_D=head_dim, STAGES=stages, NUM_WARPS=4 if pingpong else 8,
+        PRODUCER_WARPS=producer_warps, PRODUCER_REGS=producer_regs, PINGPONG=pingpong, CONSUMER_REGS=consumer_regs,
+        num_warps=4 if pingpong else 8,
     )
     return out, lse
