@@ -8,11 +8,32 @@ a register budget the partitions cannot share would hang it, not fail it.
 """
 import sys
 
+import numpy as np
 import torch
 import triton
 
 from flashx.core import gluon_forward
 import flashx.torch as ft
+
+
+def check_jax(q, k, v, ref) -> int:
+    """The same draft from JAX inside jax.jit (a Gluon-aware jax-triton kernel builder)."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        print("JAX: not installed, skipped", flush=True)
+        return 0
+    arrays = [jnp.asarray(x.float().cpu().numpy()).astype(jnp.bfloat16) for x in (q, k, v)]
+    try:
+        out, _ = jax.jit(gluon_forward.launch_jax)(*arrays)
+        out = torch.from_numpy(np.asarray(out.astype(jnp.float32))).double().transpose(1, 2)
+        err = ((out - ref.cpu()).norm() / ref.norm().cpu()).item()
+    except Exception as e:  # noqa: BLE001
+        print(f"JAX: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+        return 1
+    print(f"JAX: relative error {err:.2e} {'OK' if err < 1e-2 else 'WRONG'}", flush=True)
+    return int(err >= 1e-2)
 
 
 def main() -> int:
@@ -28,6 +49,7 @@ def main() -> int:
             failures += not ok
             print(f"B={b} N={n} H={h} D={d} pingpong={pingpong}: relative error {err:.2e} {'OK' if ok else 'WRONG'}",
                   flush=True)
+        failures += check_jax(q, k, v, ref)
     for d in (64, 128):
         n, h = 4096, 2048 // d
         q, k, v = (torch.randn(4, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))

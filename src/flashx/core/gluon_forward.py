@@ -147,7 +147,7 @@ def gluon_attention_forward_kernel(
         # PINGPONG: each consumer warpgroup hands a stage back on its own.
         mbarrier.init(kv_empty.index(stage), count=2 if PINGPONG else 1)
 
-    qk_scale_log2 = sm_scale * LOG2_E
+    qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
     if PINGPONG:
         # Two consumer partitions of one warpgroup and BLOCK_M / 2 rows each, with no barrier
         # between them: while one runs its softmax the other's wgmma can use the tensor cores.
@@ -204,3 +204,68 @@ def launch_torch(q, k, v, sm_scale=None, block_n=128, stages=2, producer_warps=4
         num_warps=4 if pingpong else 8,
     )
     return out, lse
+
+
+def _teach_jax_triton_gluon() -> None:
+    """Let jax-triton's kernel builder compile Gluon functions (benchmarks/gluon_jax_probe.py
+    showed the mechanism on the H200): it hands jaxlib only PTX, a name, warps and shared memory."""
+    from jax._src.lib import gpu_triton
+    from jax_triton import triton_lib
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import compile as triton_compile
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    original = triton_lib.get_or_create_triton_kernel
+    if getattr(original, "flashx_gluon", False):
+        return
+
+    def build(backend_init_func, platform, fn, arg_dtypes, scalar_args, *, num_warps, num_stages, num_ctas,
+              compute_capability, enable_fp_fusion, metaparams, dump):
+        if not (hasattr(fn, "is_gluon") and fn.is_gluon()):
+            return original(backend_init_func, platform, fn, arg_dtypes, scalar_args, num_warps=num_warps,
+                            num_stages=num_stages, num_ctas=num_ctas, compute_capability=compute_capability,
+                            enable_fp_fusion=enable_fp_fusion, metaparams=metaparams, dump=dump)
+        cc = compute_capability or gpu_triton.get_compute_capability(0)
+        signature = {fn.arg_names[i]: v for i, v in enumerate(arg_dtypes)}
+        constexprs = dict(metaparams)
+        signature.update({name: "constexpr" for name in constexprs})
+        attrs = {(i,): [["tt.divisibility", 16]] for i, v in enumerate(arg_dtypes) if v.startswith("*")}
+        source = GluonASTSource(fn, signature, {(fn.arg_names.index(k),): v for k, v in constexprs.items()}, attrs)
+        compiled = triton_compile(source, target=GPUTarget("cuda", cc, 32), options=dict(num_warps=num_warps))
+        md = compiled.metadata
+        # md.num_warps counts the worker partitions' warps: the launch needs them all.
+        kernel = gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, compiled.asm["ptx"], "", cc)
+        return kernel, attrs
+
+    build.flashx_gluon = True
+    triton_lib.get_or_create_triton_kernel = build
+
+
+def launch_jax(q, k, v, sm_scale=None, block_n=128, stages=2, producer_warps=4, producer_regs=80, pingpong=False,
+               consumer_regs=232):
+    """The JAX twin of launch_torch, usable inside jax.jit: (out, lse) for (B, N, H, D) arrays."""
+    import os
+
+    import jax
+    import jax.numpy as jnp
+    import jax_triton as jt
+
+    if os.environ.get("TRITON_CACHE_DIR") == "":  # jax_triton's empty value breaks triton.compile's cache
+        del os.environ["TRITON_CACHE_DIR"]
+    _teach_jax_triton_gluon()
+    batch, seqlen_q, heads, head_dim = q.shape
+    seqlen_kv = k.shape[1]
+    if seqlen_q % 128 or seqlen_kv % block_n or head_dim not in (64, 128) or q.dtype not in (jnp.float16, jnp.bfloat16):
+        raise ValueError("the draft takes N a multiple of 128, D 64 or 128, 16-bit inputs")
+    scale = head_dim ** -0.5 if sm_scale is None else sm_scale
+    q_strides = (seqlen_q * heads * head_dim, heads * head_dim, head_dim)
+    kv_strides = (seqlen_kv * heads * head_dim, heads * head_dim, head_dim)
+    warps = 4 if pingpong else 8
+    return jt.triton_call(
+        q, k, v, scale, seqlen_q, seqlen_kv, heads, *q_strides, *kv_strides, *kv_strides, *q_strides,
+        kernel=gluon_attention_forward_kernel,
+        out_shape=(jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, seqlen_q), jnp.float32)),
+        grid=(seqlen_q // 128, heads, batch), num_warps=warps, num_stages=1,
+        BLOCK_M=128, BLOCK_N=block_n, BLOCK_D=head_dim, STAGES=stages, NUM_WARPS=warps,
+        PRODUCER_WARPS=producer_warps, PRODUCER_REGS=producer_regs, PINGPONG=pingpong, CONSUMER_REGS=consumer_regs,
+    )
