@@ -1,64 +1,214 @@
-"""The Gluon forward draft (flashx/core/gluon_forward.py, branch exp/gluon-forward) on the GPU:
-correctness against torch SDPA in float64, then TFLOP/s beside flashx's tl forward.
+"""The Gluon forward (flashx/core/gluon_forward.py) on the GPU, before it joins the plan:
+correctness of each variant against float64 on odd shapes (torch and JAX), then TFLOP/s beside
+flashx's tl forward, FA2 and cuDNN (torch SDPA) in the same process.
 
-Run it in a subprocess with a timeout: the draft has never run, and a wrong mbarrier count or
-a register budget the partitions cannot share would hang it, not fail it.
+Run it under a timeout: a wrong barrier protocol hangs rather than fails.
 
-    timeout 120 python benchmarks/gluon_forward_check.py
+    timeout 300 python benchmarks/gluon_forward_check.py [--quick]
 """
+import argparse
+import math
 import sys
 
 import numpy as np
 import torch
 import triton
 
-from flashx.core import gluon_forward
 import flashx.torch as ft
+from flashx.core import gluon_forward
+
+# name: (BLOCK_N, STAGES, OVERLAP, CONSUMER_REGS, PRODUCER_REGS)
+VARIANTS = {
+    "pp": (128, 2, False, 200, 80),
+    "pp-n64s4": (64, 4, False, 200, 80),
+    "ov-n64s3": (64, 3, True, 200, 80),
+    "ov-n64s4": (64, 4, True, 200, 80),
+    "ov-n128s2": (128, 2, True, 240, 24),
+}
 
 
-def check_jax(q, k, v, ref) -> int:
-    """The same draft from JAX inside jax.jit (a Gluon-aware jax-triton kernel builder)."""
-    try:
-        import jax
-        import jax.numpy as jnp
-    except ImportError:
-        print("JAX: not installed, skipped", flush=True)
-        return 0
-    arrays = [jnp.asarray(x.float().cpu().numpy()).astype(jnp.bfloat16) for x in (q, k, v)]
-    try:
-        out, _ = jax.jit(gluon_forward.launch_jax)(*arrays)
-        out = torch.from_numpy(np.asarray(out.astype(jnp.float32))).double().transpose(1, 2)
-        err = ((out - ref.cpu()).norm() / ref.norm().cpu()).item()
-    except Exception as e:  # noqa: BLE001
-        print(f"JAX: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
-        return 1
-    print(f"JAX: relative error {err:.2e} {'OK' if err < 1e-2 else 'WRONG'}", flush=True)
-    return int(err >= 1e-2)
+def launch_torch(q, k, v, variant, causal=False, bottom_right=True):
+    """q (B, Nq, Hq, D), k / v (B, Nkv, Hkv, D): (out, lse [B, Hq, Nq])."""
+    block_n, stages, overlap, cregs, pregs = VARIANTS[variant]
+    b, nq, hq, d = q.shape
+    out = torch.empty_like(q)
+    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
+    gluon_forward.gluon_attention_forward_kernel[(triton.cdiv(nq, 128), hq, b)](
+        q, k, v, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2],
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *lse.stride(),
+        out, lse,
+        HEAD_DIM=d, BLOCK_M=128, BLOCK_N=block_n, LIMIT_RIGHT=causal, STRIDE_ALIGN=8, STAGES=stages,
+        OVERLAP=overlap, PRODUCER_WARPS=4, PRODUCER_REGS=pregs, CONSUMER_REGS=cregs, num_warps=4,
+    )
+    return out, lse
+
+
+def teach_jax_triton_gluon() -> None:
+    """jax-triton's kernel builder, taught Gluon (benchmarks/gluon_jax_probe.py)."""
+    from jax._src.lib import gpu_triton
+    from jax_triton import triton_lib
+
+    from flashx.core import runtime
+
+    runtime.repair_triton_cache_dir()  # importing jax_triton empties TRITON_CACHE_DIR
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import compile as triton_compile
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    original = triton_lib.get_or_create_triton_kernel
+    if getattr(original, "flashx_gluon", False):
+        return
+
+    def build(backend_init_func, platform, fn, arg_dtypes, scalar_args, *, num_warps, num_stages, num_ctas,
+              compute_capability, enable_fp_fusion, metaparams, dump):
+        if not (hasattr(fn, "is_gluon") and fn.is_gluon()):
+            return original(backend_init_func, platform, fn, arg_dtypes, scalar_args, num_warps=num_warps,
+                            num_stages=num_stages, num_ctas=num_ctas, compute_capability=compute_capability,
+                            enable_fp_fusion=enable_fp_fusion, metaparams=metaparams, dump=dump)
+        cc = compute_capability or gpu_triton.get_compute_capability(0)
+        signature = {fn.arg_names[i]: v for i, v in enumerate(arg_dtypes)}
+        constexprs = dict(metaparams)
+        # jax-triton passes no scalar equal to 1: the kernel must take those as constexprs.
+        constexprs.update({fn.arg_names[i]: 1 for i, _, v in scalar_args if v == 1})
+        signature.update({name: "constexpr" for name in constexprs})
+        attrs = {(i,): [["tt.divisibility", 16]] for i, v in enumerate(arg_dtypes) if v.startswith("*")}
+        source = GluonASTSource(fn, signature, {(fn.arg_names.index(k),): v for k, v in constexprs.items()}, attrs)
+        compiled = triton_compile(source, target=GPUTarget("cuda", cc, 32), options=dict(num_warps=num_warps))
+        md = compiled.metadata
+        kernel = gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, compiled.asm["ptx"], "", cc)
+        return kernel, attrs
+
+    build.flashx_gluon = True
+    triton_lib.get_or_create_triton_kernel = build
+
+
+def launch_jax(q, k, v, variant, causal=False):
+    import jax
+    import jax.numpy as jnp
+    import jax_triton as jt
+
+    teach_jax_triton_gluon()
+    block_n, stages, overlap, cregs, pregs = VARIANTS[variant]
+    b, nq, hq, d = q.shape
+    nkv, hkv = k.shape[1], k.shape[2]
+    qs = (nq * hq * d, hq * d, d)
+    ks = (nkv * hkv * d, hkv * d, d)
+    return jt.triton_call(
+        q, k, v, d ** -0.5, 1, nq, nkv, hq // hkv, *qs, *ks, *ks, *qs, hq * nq, nq, 1,
+        kernel=gluon_forward.gluon_attention_forward_kernel,
+        out_shape=(jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((b, hq, nq), jnp.float32)),
+        grid=(math.ceil(nq / 128), hq, b), num_warps=4, num_stages=1,
+        HEAD_DIM=d, BLOCK_M=128, BLOCK_N=block_n, LIMIT_RIGHT=causal, STRIDE_ALIGN=8, STAGES=stages,
+        OVERLAP=overlap, PRODUCER_WARPS=4, PRODUCER_REGS=pregs, CONSUMER_REGS=cregs,
+    )
+
+
+def reference(q, k, v, causal, bottom_right=True):
+    """float64 attention and lse on (B, N, H, D) tensors; GQA by repeating K/V heads."""
+    q, k, v = (x.double().transpose(1, 2) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+    if causal:
+        nq, nkv = s.shape[-2:]
+        i = torch.arange(nq, device=s.device)[:, None] + (nkv - nq if bottom_right else 0)
+        s = s.masked_fill(torch.arange(nkv, device=s.device)[None, :] > i, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.nan_to_num(torch.exp(s - lse[..., None]))
+    return (p @ v).transpose(1, 2), lse
+
+
+def check(quick: bool, torch_side: bool, jax_side: bool) -> int:
+    torch.manual_seed(0)
+    failures = 0
+    shapes = [  # (B, Nq, Nkv, Hq, Hkv, D, causal)
+        (2, 1000, 1000, 3, 3, 128, False), (2, 1000, 1000, 3, 3, 128, True), (1, 333, 1111, 4, 2, 128, True),
+        (1, 777, 300, 2, 1, 128, True), (2, 517, 517, 3, 1, 64, False), (1, 700, 900, 2, 2, 64, True),
+    ]
+    variants = ["ov-n64s3"] if quick else list(VARIANTS)
+    if not torch_side:
+        variants = []
+    for (b, nq, nkv, hq, hkv, d, causal) in shapes:
+        q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, nkv, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        ref, ref_lse = reference(q, k, v, causal)
+        rows = ref_lse.isfinite()
+        for variant in variants:
+            out, lse = launch_torch(q, k, v, variant, causal)
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            lse_err = (lse.double() - ref_lse)[rows].abs().max().item()
+            lse_inf_ok = bool((lse[~rows] == float("-inf")).all())
+            ok = err < 1e-2 and lse_err < 1e-2 and lse_inf_ok and bool(out.isfinite().all())
+            failures += not ok
+            print(f"torch {variant:10s} B={b} Nq={nq} Nkv={nkv} Hq={hq} Hkv={hkv} D={d} causal={causal}: "
+                  f"rel err {err:.1e} lse err {lse_err:.1e} empty rows {int((~rows).sum())} {'OK' if ok else 'WRONG'}",
+                  flush=True)
+        if not jax_side:
+            continue
+        try:
+            import jax
+            import jax.numpy as jnp
+
+            arrays = [jnp.asarray(x.float().cpu().numpy()).astype(jnp.bfloat16) for x in (q, k, v)]
+            variant = "ov-n64s3"
+            out, lse = jax.jit(lambda a, b_, c: launch_jax(a, b_, c, variant, causal))(*arrays)
+            out = torch.from_numpy(np.asarray(out.astype(jnp.float32))).double()
+            err = ((out - ref.cpu()).norm() / ref.norm().cpu()).item()
+            ok = err < 1e-2
+            print(f"jax   {variant:10s} B={b} Nq={nq} Nkv={nkv} causal={causal}: rel err {err:.1e} {'OK' if ok else 'WRONG'}",
+                  flush=True)
+        except Exception as e:  # noqa: BLE001
+            ok = False
+            print(f"jax: FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
+        failures += not ok
+    return failures
+
+
+def bench(quick: bool) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rows = []
+    shapes = [(4, 4096, 16, 128), (1, 16384, 16, 128), (16, 1024, 16, 128), (4, 4096, 32, 64)]
+    for (b, n, h, d) in shapes[:2] if quick else shapes:
+        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+        for causal in (False, True):
+            flops = 4 * b * h * n * n * d / (2 if causal else 1)
+            systems = {f"gluon {name}": (lambda name=name: launch_torch(q, k, v, name, causal)) for name in VARIANTS}
+            systems["flashx tl"] = lambda: ft.attention(q, k, v, causal=causal)
+
+            def sdpa(backend):
+                def run():
+                    with sdpa_kernel(backend):
+                        return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                return run
+            systems["FA2"] = sdpa(SDPBackend.FLASH_ATTENTION)
+            systems["cuDNN"] = sdpa(SDPBackend.CUDNN_ATTENTION)
+            for name, fn in systems.items():
+                try:
+                    ms = triton.testing.do_bench(fn, warmup=25, rep=100)
+                    rows.append((f"B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}", name, flops / ms / 1e9))
+                except Exception as e:  # noqa: BLE001
+                    rows.append((f"B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}", name, float("nan")))
+                    print(f"{name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+    names = list(dict.fromkeys(r[1] for r in rows))
+    cases = list(dict.fromkeys(r[0] for r in rows))
+    table = {(c, n): t for c, n, t in rows}
+    print("| case | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for c in cases:
+        print(f"| {c} | " + " | ".join(f"{table.get((c, n), float('nan')):.0f}" for n in names) + " |")
 
 
 def main() -> int:
-    torch.manual_seed(0)
-    failures = 0
-    for (b, n, h, d) in ((1, 128, 1, 128), (2, 1024, 4, 128), (2, 512, 3, 64)):
-        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        ref = torch.nn.functional.scaled_dot_product_attention(*(x.transpose(1, 2).double() for x in (q, k, v)))
-        for pingpong in (False, True):
-            out, lse = gluon_forward.launch_torch(q, k, v, pingpong=pingpong, consumer_regs=200)
-            err = ((out.double().transpose(1, 2) - ref).norm() / ref.norm()).item()
-            ok = err < 1e-2
-            failures += not ok
-            print(f"B={b} N={n} H={h} D={d} pingpong={pingpong}: relative error {err:.2e} {'OK' if ok else 'WRONG'}",
-                  flush=True)
-        failures += check_jax(q, k, v, ref)
-    for d in (64, 128):
-        n, h = 4096, 2048 // d
-        q, k, v = (torch.randn(4, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        flops = 4 * 4 * h * n * n * d
-        for name, fn in (("gluon draft", lambda: gluon_forward.launch_torch(q, k, v)),
-                         ("gluon draft, ping-pong", lambda: gluon_forward.launch_torch(q, k, v, pingpong=True, consumer_regs=200)),
-                         ("flashx tl", lambda: ft.attention(q, k, v))):
-            ms = triton.testing.do_bench(fn, warmup=25, rep=100)
-            print(f"D={d} N={n}: {name} {flops / ms / 1e9:.1f} TFLOP/s", flush=True)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=("torch", "jax"), help="check one frontend only, and skip the timings")
+    args = parser.parse_args()
+    failures = check(args.quick, args.only != "jax", args.only != "torch")
+    print(f"correctness failures: {failures}", flush=True)
+    if args.only is None:
+        bench(args.quick)
     return 1 if failures else 0
 
 

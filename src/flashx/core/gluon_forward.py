@@ -1,31 +1,24 @@
-"""DRAFT (branch exp/gluon-forward, compiled for sm_90 offline, never run): a warp-specialized
-attention forward in Gluon for Hopper, the lever NOTES v0.11 item 9 names.
+"""A warp-specialized attention forward in Gluon for Hopper (sm_90): the fast path of dense calls.
 
-One program: BLOCK_M query rows of one (batch, head), dense and non-causal for now.
-- worker partition (1 warp, few registers): the producer. Streams K and V tiles of BLOCK_N keys
-  into a ring of STAGES shared-memory buffers with cp.async; each stage's copies complete on
-  `kv_ready[stage]` (cp.async.mbarrier.arrive.noinc, one arrival per producer thread).
-- default partition (num_warps, 8 = two warpgroups of 64 rows each): the consumers. Q stays in
-  shared memory; per key block: S = Q K^T by wgmma, the online softmax in registers, P (in
-  registers, the wgmma A operand) times V into the float32 accumulator; then the stage is
-  handed back on `kv_empty[stage]`.
-No TMA (jaxlib cannot pass host descriptors nor give device descriptors their global scratch),
-so the same kernel launches from torch and, through the Gluon-aware kernel builder of
-benchmarks/gluon_jax_probe.py, from JAX.
+One program owns BLOCK_M = 128 query rows of one (batch, q head) and runs three partitions:
+- the producer (PRODUCER_WARPS warps, few registers) streams K and V tiles of BLOCK_N keys into
+  rings of STAGES shared-memory buffers with cp.async; each copy completes on its stage's
+  `k_ready` / `v_ready` mbarrier (one arrival per producer thread);
+- two consumers (one warpgroup and 64 rows each, no barrier between them, so one's softmax runs
+  while the other's wgmma holds the tensor cores): S = Q K^T by wgmma, the online softmax in
+  registers, O += P V by wgmma with P in registers, and each stage handed back on its `*_empty`
+  barrier. With OVERLAP, a consumer issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} together and
+  runs block j's softmax while the second is in flight (FlashAttention-3's intra-warpgroup
+  pipelining).
 
-Q [B, Nq, H, D], K/V [B, Nkv, H, D], O [B, Nq, H, D] through strides; LSE [B, H, Nq] float32.
-Requires Nq % BLOCK_M == 0, Nkv % BLOCK_N == 0 and D == BLOCK_D in this draft (no masks).
+No TMA: jaxlib can neither pass host tensor descriptors nor give device-side ones their global
+scratch, and the same kernel must launch from torch and from JAX.
 
-Offline (Triton 3.6, sm_90, D = 128, 2 stages): 164 KB shared memory; launched at 168 registers
-x 384 threads, the PTX hands registers over with setmaxnreg: the workers drop to 24 while the
-consumers take 240 for the prologue, then inside the region the consumers drop to 208 and the
-producer rises to PRODUCER_REGS (80): 208 x 256 + 80 x 128 fits the 64512 launched. No stack at
-80 (96 bytes at 64, 1960-2896 with a one-warp producer). Gluon puts a bar.sync over the 256
-consumer threads before each mbarrier.arrive (one elected thread arrives), so the two consumer
-warpgroups still meet once a step. PINGPONG gives each consumer warpgroup its own partition and
-64 rows instead (no barrier between them; at producer 80 / consumers 200 registers, no stack).
+Q [B, Nq, Hq, D], K / V [B, Nkv, Hkv, D], O [B, Nq, Hq, D] through their strides (the last
+axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE [B, Hq, Nq] float32, natural
+log, -inf for a row that sees no key. Causal (LIMIT_RIGHT) is aligned bottom-right when
+bottom_right is 1. D is 64 or 128 (BLOCK_D == HEAD_DIM), 16-bit inputs; any Nq, Nkv.
 """
-from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -39,233 +32,241 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 LOG2_E = gl.constexpr(1.4426950408889634)
 LN_2 = gl.constexpr(0.6931471805599453)
+CONSUMER_WARPS = gl.constexpr(4)  # one warpgroup per consumer partition
+CONSUMER_ROWS = gl.constexpr(64)  # BLOCK_M // 2
+
+
+@gluon.constexpr_function
+def _copy_layout(block_d, warps):
+    """16-byte chunks (8 16-bit values) a thread, a row's chunks across neighbouring lanes."""
+    return gl.BlockedLayout([1, 8], [32 * 8 // block_d, block_d // 8], [warps, 1], [1, 0])
 
 
 @gluon.jit
-def _producer(K, V, stride_kn, stride_vn, k_base, v_base, seqlen_kv, k_smem, v_smem, kv_ready, kv_empty,
+def _producer(K, V, stride_kn, stride_vn, k_base, v_base, n_blocks, seqlen_kv,
+              k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
               BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
-    """PRODUCER_WARPS warps: cp.async K and V tiles of BLOCK_N keys into the ring, stage after stage."""
-    # 16-byte chunks (8 half-precision values) a thread, rows across the lanes and warps.
-    layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_D, BLOCK_D // 8], [PRODUCER_WARPS, 1], [1, 0])
+    """Copy K_j then V_j into stage j % STAGES once the consumers have handed it back."""
+    layout: gl.constexpr = _copy_layout(BLOCK_D, PRODUCER_WARPS)
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
-    p_k = K + k_base + offs_n[:, None] * stride_kn + offs_d[None, :]
-    p_v = V + v_base + offs_n[:, None] * stride_vn + offs_d[None, :]
-    for j in range(0, seqlen_kv // BLOCK_N):
+    k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
+    for j in range(n_blocks):
         stage = j % STAGES
-        # A fresh barrier counts its phase before 0 as complete: the first pass does not wait.
-        mbarrier.wait(kv_empty.index(stage), ((j // STAGES) & 1) ^ 1)
-        async_copy.async_copy_global_to_shared(k_smem.index(stage), p_k + j * BLOCK_N * stride_kn)
-        async_copy.async_copy_global_to_shared(v_smem.index(stage), p_v + j * BLOCK_N * stride_vn)
-        async_copy.mbarrier_arrive(kv_ready.index(stage), increment_count=False)
+        # A fresh barrier counts the phase before 0 as complete: the first round does not wait.
+        phase = ((j // STAGES) & 1) ^ 1
+        start = (j * BLOCK_N).to(gl.int64)
+        # Keys past the sequence are zero-filled: a stale V row would turn 0 * garbage into NaN.
+        in_bounds = (j * BLOCK_N + offs_n)[:, None] < seqlen_kv
+        mbarrier.wait(k_empty.index(stage), phase)
+        async_copy.async_copy_global_to_shared(k_smem.index(stage), K + (k_base + start * stride_kn) + k_offs,
+                                               mask=in_bounds)
+        async_copy.mbarrier_arrive(k_ready.index(stage), increment_count=False)
+        mbarrier.wait(v_empty.index(stage), phase)
+        async_copy.async_copy_global_to_shared(v_smem.index(stage), V + (v_base + start * stride_vn) + v_offs,
+                                               mask=in_bounds)
+        async_copy.mbarrier_arrive(v_ready.index(stage), increment_count=False)
 
 
 @gluon.jit
-def _consumer(Q, O, LSE, stride_qn, stride_on, q_base, o_base, lse_base, seqlen_kv, qk_scale_log2,
-              q_smem, k_smem, v_smem, kv_ready, kv_empty,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-              NUM_WARPS: gl.constexpr):
+def _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout: gl.constexpr,
+                 BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """-inf where key j * BLOCK_N + c is past the sequence or (CAUSAL) right of row r's diagonal."""
+    rows = row0 + gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, s_layout))
+    cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    visible = cols[None, :] < seqlen_kv
+    if CAUSAL:
+        visible = visible & (cols[None, :] <= rows[:, None] + diag_offset)
+    return gl.where(visible, s, float("-inf"))
+
+
+@gluon.jit
+def _softmax_step(s, m_i, l_i, qk_scale_log2):
+    """The online softmax on one block's raw scores: (p, new max, new sum, rescale factor); all in log2 units.
+
+    A row that has seen only masked keys keeps max -inf; it subtracts 0 instead, so p is 0, not NaN."""
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale_log2)
+    m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
+    p = gl.exp2(s * qk_scale_log2 - m_safe[:, None])
+    alpha = gl.exp2(m_i - m_safe)
+    return p, m_new, l_i * alpha + gl.sum(p, 1), alpha
+
+
+@gluon.jit
+def _consumer(Q, O, LSE, stride_qn, stride_on, stride_ln, q_base, o_base, lse_base, row0, seqlen_q, seqlen_kv,
+              diag_offset, n_blocks, n_unmasked, qk_scale_log2, q_smem, k_smem, v_smem,
+              k_ready, v_ready, k_empty, v_empty,
+              BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+              OVERLAP: gl.constexpr):
+    """One warpgroup: CONSUMER_ROWS query rows from row0 against n_blocks key blocks (the first
+    n_unmasked of them need no mask)."""
     dtype: gl.constexpr = Q.dtype.element_ty
-    # Scores and output: wgmma accumulators, one warpgroup per 64 rows.
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    # Q once, through registers into shared memory (the wgmma A operand for S).
-    load_layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BLOCK_D, BLOCK_D // 8], [NUM_WARPS, 1], [1, 0])
-    offs_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, load_layout))
+    # Q once, through registers into shared memory (the wgmma A operand of S); rows past Nq read 0.
+    load_layout: gl.constexpr = _copy_layout(BLOCK_D, CONSUMER_WARPS)
+    offs_m = gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, load_layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, load_layout))
-    q_smem.store(gl.load(Q + q_base + offs_m[:, None] * stride_qn + offs_d[None, :]))
+    q_rows_ok = (row0 + offs_m)[:, None] < seqlen_q
+    q_smem.store(gl.load(Q + q_base + offs_m[:, None] * stride_qn + offs_d[None, :], mask=q_rows_ok, other=0.0))
     fence_async_shared()
 
-    m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, layout=row_s)
-    l_i = gl.zeros([BLOCK_M], gl.float32, layout=row_s)
-    acc = gl.zeros([BLOCK_M, BLOCK_D], gl.float32, layout=o_layout)
-    for j in range(0, seqlen_kv // BLOCK_N):
-        stage = j % STAGES
-        mbarrier.wait(kv_ready.index(stage), (j // STAGES) & 1)
-        s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)),
-                          gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_layout), use_acc=False, is_async=True)
-        s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-        # The row max of raw scores, scaled once (as the tl kernel's FOLD_SCALE).
-        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale_log2)
-        p = gl.exp2(s * qk_scale_log2 - m_new[:, None])
-        alpha = gl.exp2(m_i - m_new)
-        l_i = l_i * alpha + gl.sum(p, 1)
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        m_i = m_new
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
-        acc = warpgroup_mma(p_op, v_smem.index(stage), acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(kv_empty.index(stage))
+    m_i = gl.full([CONSUMER_ROWS], float("-inf"), gl.float32, layout=row_s)
+    l_i = gl.zeros([CONSUMER_ROWS], gl.float32, layout=row_s)
+    acc = gl.zeros([CONSUMER_ROWS, BLOCK_D], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([CONSUMER_ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    if OVERLAP:
+        # Block 0's scores alone; then per step S_j and P_{j-1} V_{j-1} in flight together.
+        mbarrier.wait(k_ready.index(0), 0)
+        s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False)
+        mbarrier.arrive(k_empty.index(0))
+        if n_unmasked <= 0:
+            s = _mask_scores(s, 0, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
+        for j in range(1, n_blocks):
+            stage = j % STAGES
+            prev = (j - 1) % STAGES
+            mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
+            s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+            mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+            acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(prev), acc, is_async=True)
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done (wgmma groups retire in order)
+            mbarrier.arrive(k_empty.index(stage))
+            if j >= n_unmasked:
+                s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(v_empty.index(prev))
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        last = (n_blocks - 1) % STAGES
+        mbarrier.wait(v_ready.index(last), ((n_blocks - 1) // STAGES) & 1)
+        acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(last), acc)
+        mbarrier.arrive(v_empty.index(last))
+    else:
+        for j in range(n_blocks):
+            stage = j % STAGES
+            phase = (j // STAGES) & 1
+            mbarrier.wait(k_ready.index(stage), phase)
+            s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
+            mbarrier.arrive(k_empty.index(stage))
+            if j >= n_unmasked:
+                s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+            mbarrier.wait(v_ready.index(stage), phase)
+            acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(stage), acc)
+            mbarrier.arrive(v_empty.index(stage))
 
-    l_o = gl.convert_layout(l_i, row_o)
-    out = acc / l_o[:, None]
-    offs_mo = gl.arange(0, BLOCK_M, layout=row_o)
+    # A row that saw no key (causal with Nq > Nkv) gives 0 and lse = -inf, as the tl kernel does.
+    empty = l_i == 0.0
+    l_safe = gl.where(empty, 1.0, l_i)
+    out = acc / gl.convert_layout(l_safe, row_o)[:, None]
+    offs_mo = gl.arange(0, CONSUMER_ROWS, layout=row_o)
     offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, o_layout))
-    gl.store(O + o_base + offs_mo[:, None] * stride_on + offs_do[None, :], out.to(dtype))
-    gl.store(LSE + lse_base + gl.arange(0, BLOCK_M, layout=row_s), (m_i + gl.log2(l_i)) * LN_2)
+    gl.store(O + o_base + offs_mo[:, None] * stride_on + offs_do[None, :], out.to(dtype),
+             mask=(row0 + offs_mo)[:, None] < seqlen_q)
+    offs_ml = gl.arange(0, CONSUMER_ROWS, layout=row_s)
+    lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN_2)
+    gl.store(LSE + lse_base + offs_ml * stride_ln, lse, mask=row0 + offs_ml < seqlen_q)
 
 
 @gluon.jit
 def gluon_attention_forward_kernel(
-    Q, K, V, sm_scale, seqlen_q, seqlen_kv, heads,
+    Q, K, V,
+    sm_scale, bottom_right, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
-    stride_ob, stride_on, stride_oh,
+    stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln,
     O, LSE,
-    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-    NUM_WARPS: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    PINGPONG: gl.constexpr = False, CONSUMER_REGS: gl.constexpr = 232,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
+    STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
+    PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
 ):
-    """Grid (Nq / BLOCK_M, H, B); launch with num_warps=NUM_WARPS (the consumers'; 4 with PINGPONG,
-    whose second consumer warpgroup is a worker partition with CONSUMER_REGS), plus the producer's
-    PRODUCER_WARPS, which Triton adds."""
+    """Grid (cdiv(Nq, BLOCK_M), Hq, B); launch with num_warps=4 (the first consumer's warpgroup:
+    Triton adds the second consumer's and the producer's warps). LIMIT_RIGHT: causal."""
+    gl.static_assert(BLOCK_M == 2 * CONSUMER_ROWS)
     dtype: gl.constexpr = Q.dtype.element_ty
-    pid_m = gl.program_id(0)
+    # Under causal masks the last query blocks see the most keys: start them first.
+    if LIMIT_RIGHT:
+        block = gl.num_programs(0) - 1 - gl.program_id(0)
+    else:
+        block = gl.program_id(0)
     head = gl.program_id(1)
     batch = gl.program_id(2)
+    # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows: (x // A) * A is x
+    # (the plan checked every stride is a multiple of STRIDE_ALIGN), and the compiler sees it.
+    stride_qb = (stride_qb // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_qn = (stride_qn // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_qh = (stride_qh // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_kb = (stride_kb // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_kn = (stride_kn // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_kh = (stride_kh // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_vb = (stride_vb // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_vn = (stride_vn // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_vh = (stride_vh // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_ob = (stride_ob // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_on = (stride_on // STRIDE_ALIGN) * STRIDE_ALIGN
+    stride_oh = (stride_oh // STRIDE_ALIGN) * STRIDE_ALIGN
     b64 = batch.to(gl.int64)
     h64 = head.to(gl.int64)
-    row0 = (pid_m * BLOCK_M).to(gl.int64)
-    q_base = b64 * stride_qb + h64 * stride_qh + row0 * stride_qn
-    o_base = b64 * stride_ob + h64 * stride_oh + row0 * stride_on
-    k_base = b64 * stride_kb + h64 * stride_kh
-    v_base = b64 * stride_vb + h64 * stride_vh
-    lse_base = (b64 * heads + h64) * seqlen_q + row0
+    kv_h64 = (head // gqa_group).to(gl.int64)
+    row0 = block * BLOCK_M
+    q_base = b64 * stride_qb + h64 * stride_qh + row0.to(gl.int64) * stride_qn
+    o_base = b64 * stride_ob + h64 * stride_oh + row0.to(gl.int64) * stride_on
+    k_base = b64 * stride_kb + kv_h64 * stride_kh
+    v_base = b64 * stride_vb + kv_h64 * stride_vh
+    lse_base = b64 * stride_lb + h64 * stride_lh + row0.to(gl.int64) * stride_ln
 
-    smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_D], dtype)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], smem_layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, BLOCK_D], smem_layout)
-    kv_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    # Key blocks: all of them, or (causal) up to the tile's last row's diagonal; those before the
+    # first row's diagonal and inside the sequence take no mask.
+    diag_offset = (seqlen_kv - seqlen_q) * bottom_right
+    if LIMIT_RIGHT:
+        kv_end = gl.minimum(gl.maximum(row0 + BLOCK_M + diag_offset, 0), seqlen_kv)
+        n_unmasked = gl.maximum(row0 + diag_offset + 1, 0) // BLOCK_N
+    else:
+        kv_end = seqlen_kv
+        n_unmasked = seqlen_kv // BLOCK_N
+    # At least one block, so that every barrier protocol below runs; a row that sees none is masked.
+    n_blocks = gl.maximum(gl.cdiv(kv_end, BLOCK_N), 1)
+    n_unmasked = gl.minimum(n_unmasked, seqlen_kv // BLOCK_N)
+
+    smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
+    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([CONSUMER_ROWS, HEAD_DIM], dtype)
+    q_smem = gl.allocate_shared_memory(dtype, [2, CONSUMER_ROWS, HEAD_DIM], q_layout)
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for stage in gl.static_range(STAGES):
-        mbarrier.init(kv_ready.index(stage), count=32 * PRODUCER_WARPS)  # one cp.async arrival a producer thread
-        # PINGPONG: each consumer warpgroup hands a stage back on its own.
-        mbarrier.init(kv_empty.index(stage), count=2 if PINGPONG else 1)
+        mbarrier.init(k_ready.index(stage), count=32 * PRODUCER_WARPS)  # one cp.async arrival a producer thread
+        mbarrier.init(v_ready.index(stage), count=32 * PRODUCER_WARPS)
+        mbarrier.init(k_empty.index(stage), count=2)  # each consumer hands a stage back on its own
+        mbarrier.init(v_empty.index(stage), count=2)
 
     qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
-    if PINGPONG:
-        # Two consumer partitions of one warpgroup and BLOCK_M / 2 rows each, with no barrier
-        # between them: while one runs its softmax the other's wgmma can use the tensor cores.
-        HALF: gl.constexpr = BLOCK_M // 2
-        q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF, BLOCK_D], dtype)
-        q_smem = gl.allocate_shared_memory(dtype, [2, HALF, BLOCK_D], q_layout)
-        gl.warp_specialize(
-            [
-                (_consumer, (Q, O, LSE, stride_qn, stride_on, q_base, o_base, lse_base, seqlen_kv, qk_scale_log2,
-                             q_smem.index(0), k_smem, v_smem, kv_ready, kv_empty, HALF, BLOCK_N, BLOCK_D, STAGES, 4)),
-                (_consumer, (Q, O, LSE, stride_qn, stride_on, q_base + HALF * stride_qn, o_base + HALF * stride_on,
-                             lse_base + HALF, seqlen_kv, qk_scale_log2,
-                             q_smem.index(1), k_smem, v_smem, kv_ready, kv_empty, HALF, BLOCK_N, BLOCK_D, STAGES, 4)),
-                (_producer, (K, V, stride_kn, stride_vn, k_base, v_base, seqlen_kv, k_smem, v_smem, kv_ready,
-                             kv_empty, BLOCK_N, BLOCK_D, STAGES, PRODUCER_WARPS)),
-            ],
-            [4, PRODUCER_WARPS],
-            [CONSUMER_REGS, PRODUCER_REGS],
-        )
-    else:
-        q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_D], dtype)
-        q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_D], q_layout)
-        gl.warp_specialize(
-            [
-                (_consumer, (Q, O, LSE, stride_qn, stride_on, q_base, o_base, lse_base, seqlen_kv, qk_scale_log2,
-                             q_smem, k_smem, v_smem, kv_ready, kv_empty, BLOCK_M, BLOCK_N, BLOCK_D, STAGES, NUM_WARPS)),
-                (_producer, (K, V, stride_kn, stride_vn, k_base, v_base, seqlen_kv, k_smem, v_smem, kv_ready,
-                             kv_empty, BLOCK_N, BLOCK_D, STAGES, PRODUCER_WARPS)),
-            ],
-            [PRODUCER_WARPS],
-            [PRODUCER_REGS],
-        )
-
-def launch_torch(q, k, v, sm_scale=None, block_n=128, stages=2, producer_warps=4, producer_regs=80, pingpong=False,
-                 consumer_regs=232):
-    """q, k, v: torch (B, N, H, D) CUDA tensors, 16-bit, D in {64, 128}, N a multiple of 128.
-    Returns (out, lse). The draft's own launcher, for benchmarks/gluon_forward_check.py."""
-    import torch
-
-    batch, seqlen_q, heads, head_dim = q.shape
-    seqlen_kv = k.shape[1]
-    if seqlen_q % 128 or seqlen_kv % block_n or head_dim not in (64, 128) or q.dtype not in (torch.float16, torch.bfloat16):
-        raise ValueError("the draft takes N a multiple of 128, D 64 or 128, 16-bit inputs")
-    out = torch.empty_like(q)
-    lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
-    scale = head_dim ** -0.5 if sm_scale is None else sm_scale
-    gluon_attention_forward_kernel[(seqlen_q // 128, heads, batch)](
-        q, k, v, scale, seqlen_q, seqlen_kv, heads,
-        q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-        v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
-        out, lse,
-        BLOCK_M=128, BLOCK_N=block_n, BLOCK_D=head_dim, STAGES=stages, NUM_WARPS=4 if pingpong else 8,
-        PRODUCER_WARPS=producer_warps, PRODUCER_REGS=producer_regs, PINGPONG=pingpong, CONSUMER_REGS=consumer_regs,
-        num_warps=4 if pingpong else 8,
-    )
-    return out, lse
-
-
-def _teach_jax_triton_gluon() -> None:
-    """Let jax-triton's kernel builder compile Gluon functions (benchmarks/gluon_jax_probe.py
-    showed the mechanism on the H200): it hands jaxlib only PTX, a name, warps and shared memory."""
-    from jax._src.lib import gpu_triton
-    from jax_triton import triton_lib
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import compile as triton_compile
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    original = triton_lib.get_or_create_triton_kernel
-    if getattr(original, "flashx_gluon", False):
-        return
-
-    def build(backend_init_func, platform, fn, arg_dtypes, scalar_args, *, num_warps, num_stages, num_ctas,
-              compute_capability, enable_fp_fusion, metaparams, dump):
-        if not (hasattr(fn, "is_gluon") and fn.is_gluon()):
-            return original(backend_init_func, platform, fn, arg_dtypes, scalar_args, num_warps=num_warps,
-                            num_stages=num_stages, num_ctas=num_ctas, compute_capability=compute_capability,
-                            enable_fp_fusion=enable_fp_fusion, metaparams=metaparams, dump=dump)
-        cc = compute_capability or gpu_triton.get_compute_capability(0)
-        signature = {fn.arg_names[i]: v for i, v in enumerate(arg_dtypes)}
-        constexprs = dict(metaparams)
-        signature.update({name: "constexpr" for name in constexprs})
-        attrs = {(i,): [["tt.divisibility", 16]] for i, v in enumerate(arg_dtypes) if v.startswith("*")}
-        source = GluonASTSource(fn, signature, {(fn.arg_names.index(k),): v for k, v in constexprs.items()}, attrs)
-        compiled = triton_compile(source, target=GPUTarget("cuda", cc, 32), options=dict(num_warps=num_warps))
-        md = compiled.metadata
-        # md.num_warps counts the worker partitions' warps: the launch needs them all.
-        kernel = gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, compiled.asm["ptx"], "", cc)
-        return kernel, attrs
-
-    build.flashx_gluon = True
-    triton_lib.get_or_create_triton_kernel = build
-
-
-def launch_jax(q, k, v, sm_scale=None, block_n=128, stages=2, producer_warps=4, producer_regs=80, pingpong=False,
-               consumer_regs=232):
-    """The JAX twin of launch_torch, usable inside jax.jit: (out, lse) for (B, N, H, D) arrays."""
-    import os
-
-    import jax
-    import jax.numpy as jnp
-    import jax_triton as jt
-
-    if os.environ.get("TRITON_CACHE_DIR") == "":  # jax_triton's empty value breaks triton.compile's cache
-        del os.environ["TRITON_CACHE_DIR"]
-    _teach_jax_triton_gluon()
-    batch, seqlen_q, heads, head_dim = q.shape
-    seqlen_kv = k.shape[1]
-    if seqlen_q % 128 or seqlen_kv % block_n or head_dim not in (64, 128) or q.dtype not in (jnp.float16, jnp.bfloat16):
-        raise ValueError("the draft takes N a multiple of 128, D 64 or 128, 16-bit inputs")
-    scale = head_dim ** -0.5 if sm_scale is None else sm_scale
-    q_strides = (seqlen_q * heads * head_dim, heads * head_dim, head_dim)
-    kv_strides = (seqlen_kv * heads * head_dim, heads * head_dim, head_dim)
-    warps = 4 if pingpong else 8
-    return jt.triton_call(
-        q, k, v, scale, seqlen_q, seqlen_kv, heads, *q_strides, *kv_strides, *kv_strides, *q_strides,
-        kernel=gluon_attention_forward_kernel,
-        out_shape=(jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, seqlen_q), jnp.float32)),
-        grid=(seqlen_q // 128, heads, batch), num_warps=warps, num_stages=1,
-        BLOCK_M=128, BLOCK_N=block_n, BLOCK_D=head_dim, STAGES=stages, NUM_WARPS=warps,
-        PRODUCER_WARPS=producer_warps, PRODUCER_REGS=producer_regs, PINGPONG=pingpong, CONSUMER_REGS=consumer_regs,
+    half_q = CONSUMER_ROWS * stride_qn
+    half_o = CONSUMER_ROWS * stride_on
+    half_l = CONSUMER_ROWS * stride_ln
+    gl.warp_specialize(
+        [
+            (_consumer, (Q, O, LSE, stride_qn, stride_on, stride_ln, q_base, o_base, lse_base, row0, seqlen_q,
+                         seqlen_kv, diag_offset, n_blocks, n_unmasked, qk_scale_log2, q_smem.index(0), k_smem, v_smem,
+                         k_ready, v_ready, k_empty, v_empty, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, OVERLAP)),
+            (_consumer, (Q, O, LSE, stride_qn, stride_on, stride_ln, q_base + half_q, o_base + half_o,
+                         lse_base + half_l, row0 + CONSUMER_ROWS, seqlen_q, seqlen_kv, diag_offset, n_blocks,
+                         n_unmasked, qk_scale_log2, q_smem.index(1), k_smem, v_smem,
+                         k_ready, v_ready, k_empty, v_empty, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, OVERLAP)),
+            (_producer, (K, V, stride_kn, stride_vn, k_base, v_base, n_blocks, seqlen_kv, k_smem, v_smem,
+                         k_ready, v_ready, k_empty, v_empty, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS)),
+        ],
+        [CONSUMER_WARPS, PRODUCER_WARPS],
+        [CONSUMER_REGS, PRODUCER_REGS],
     )
