@@ -189,3 +189,50 @@ def test_bad_input_raises_at_trace_time():
     """Under jit the error comes from tracing, with the same message."""
     with pytest.raises(ValueError, match=r"q's heads \(3\)"):
         jitted_attention(_a(1, 5, 3, 16), _a(*K), _a(*V))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "case, dtype",
+    [
+        pytest.param(Case(1, 2100, 2100, 4, 2, 128, 128, causal=True), "bfloat16", id="gqa-4:2-n2100-causal-bf16"),
+        pytest.param(Case(2, 333, 2049, 2, 2, 128, 128, layout="bhnd"), "float16", id="q333-kv2049-bhnd-fp16"),
+    ],
+)
+def test_gpu_gluon_forward(monkeypatch, rng, case, dtype):
+    """On Hopper, inside jax.jit: dense 16-bit D = 128 calls with >= 2048 keys take the Gluon
+    forward through jax-triton (flashx/jax/gluon.py teaches its builder Gluon), and agree with
+    float64; the gradient reads its lse."""
+    from flashx import core
+    from flashx.core import gluon_forward
+
+    if not core.runtime.hopper_gluon():
+        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    kernels = []
+    forward_call = core.AttentionPlan.forward_call
+
+    def spy(self, *args, **kwargs):
+        call = forward_call(self, *args, **kwargs)
+        kernels.append(call.kernel)
+        return call
+
+    monkeypatch.setattr(core.AttentionPlan, "forward_call", spy)
+    q, k, v = make_inputs(rng, case, dtype)
+    out, lse = jax.jit(lambda q, k, v: flashx.jax.attention(q, k, v, causal=case.causal, layout=case.layout,
+                                                             return_lse=True))(q, k, v)
+    assert kernels and all(kern is gluon_forward.gluon_attention_forward_kernel for kern in kernels)
+    check_against_reference(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
+
+    def loss(fn, q, k, v):
+        return jnp.sum(fn(q, k, v).astype(jnp.float32) * cotangent)
+
+    cotangent = jnp.asarray(rng.standard_normal(out.shape), jnp.float32)
+    ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(
+        *a, causal=case.causal, layout=case.layout), q, k, v), argnums=(0, 1, 2)))(q, k, v)
+    up = [x.astype(jnp.float32) for x in (q, k, v)]
+    ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal, layout=case.layout),
+                                        q, k, v), argnums=(0, 1, 2))(*up)
+    native = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal, layout=case.layout),
+                                           q, k, v), argnums=(0, 1, 2))(q, k, v)
+    for name, g, r, n in zip("qkv", ours, ref, native):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), dtype, f"d{name}")

@@ -283,3 +283,59 @@ def test_kernel_params_requires_constexprs_last():
         core.launch.kernel_params(misordered)
     names, constexprs = core.launch.kernel_params(core.plan.attention_forward_kernel)
     assert names[:3] == ("Q", "K", "V") and "O" not in names and constexprs[0] == "HEAD_DIM"
+
+
+def _gluon_kernel():
+    from flashx.core.gluon_forward import gluon_attention_forward_kernel
+
+    return gluon_attention_forward_kernel
+
+
+@pytest.mark.parametrize(
+    "change, gluon",
+    [
+        pytest.param({}, True, id="dense"),
+        pytest.param(dict(causal=True), True, id="causal"),
+        pytest.param(dict(window=(-1, 0)), True, id="window-as-causal"),
+        pytest.param(dict(hkv=2), True, id="gqa"),
+        pytest.param(dict(dtype="float16"), True, id="fp16"),
+        pytest.param(dict(nq=17), True, id="short-q"),
+        pytest.param(dict(nkv=2047), False, id="short-kv"),
+        pytest.param(dict(d=64), False, id="d64"),
+        pytest.param(dict(dv=64), False, id="dv64"),
+        pytest.param(dict(dtype="float32"), False, id="fp32"),
+        pytest.param(dict(window=(256, 0)), False, id="window"),
+        pytest.param(dict(window=(-1, 3)), False, id="window-right"),
+        pytest.param(dict(softcap=20.0), False, id="softcap"),
+        pytest.param(dict(scale=-0.1), False, id="negative-scale"),
+        pytest.param(dict(row_stride=2 * 128 + 4), False, id="rows-4-aligned"),
+        pytest.param(dict(d_stride=2), False, id="strided-d"),
+    ],
+)
+def test_gluon_forward_route(monkeypatch, change, gluon):
+    """Where the device allows it (runtime.hopper_gluon), dense 16-bit D = Dv = 128 calls with at
+    least GLUON_MIN_SEQLEN_KV keys and 16-byte rows take the Gluon forward, causal or not; every
+    other call keeps the tl kernel. The Gluon launch's template finds every kernel argument."""
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    c = dict(nq=2100, nkv=2100, hq=4, hkv=4, d=128, dv=128, dtype="bfloat16", row_stride=None, d_stride=1)
+    c.update(change)
+    options = {k: c[k] for k in ("causal", "window", "softcap", "scale") if k in c}
+
+    def array(n, h, d):
+        if c["row_stride"] is None and c["d_stride"] == 1:
+            return spec((2, n, h, d), c["dtype"])
+        row = c["row_stride"] or h * d * c["d_stride"]
+        return spec((2, n, h, d), c["dtype"], (n * row, row, d * c["d_stride"], c["d_stride"]))
+
+    plan = core.plan_attention(array(c["nq"], c["hq"], c["d"]), array(c["nkv"], c["hkv"], c["d"]),
+                               array(c["nkv"], c["hkv"], c["dv"]), **options)
+    assert plan.gluon_forward == gluon
+    call = plan.forward_call({}, None)
+    assert (call.kernel is _gluon_kernel()) == gluon
+    if gluon:
+        assert call.grid == (-(-c["nq"] // 128), c["hq"], 2)
+        assert call.constexprs["LIMIT_RIGHT"] == ("causal" in c or "window" in c)
+        # The caller may decline it (a torch view that starts off a 16-byte boundary).
+        assert plan.forward_call({}, None, gluon=False).kernel is not _gluon_kernel()
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
+    assert not plan.gluon_forward

@@ -606,6 +606,61 @@ def test_gpu_packed_qkv(dtype):
     assert_error_within(rel_error(to_numpy(same), ref), rel_error(native, ref), dtype, "contiguous copy")
 
 
+GLUON_CASES = [
+    pytest.param(Case(2, 2100, 2100, 4, 4, 128, 128), "bfloat16", id="n2100-bf16"),
+    pytest.param(Case(2, 2100, 2100, 4, 4, 128, 128, causal=True), "float16", id="n2100-causal-fp16"),
+    pytest.param(Case(1, 333, 2500, 8, 2, 128, 128, causal=True), "bfloat16", id="gqa-8:2-q333-kv2500-causal"),
+    pytest.param(Case(1, 3000, 2049, 2, 1, 128, 128, causal=True, layout="bhnd"), "bfloat16",
+                 id="mqa-q3000-kv2049-causal-rows-without-keys-bhnd"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case, dtype", GLUON_CASES)
+def test_gpu_gluon_forward(monkeypatch, case, dtype):
+    """On Hopper, dense 16-bit D = 128 calls with >= 2048 keys take the warp-specialized Gluon
+    forward: out and lse against float64 on ragged lengths, GQA, causal rows without keys and
+    both layouts; a q that starts off a 16-byte boundary takes the tl kernel, with the same
+    results; the backward reads the Gluon forward's lse."""
+    from flashx import core
+    from flashx.core import gluon_forward
+
+    if not core.runtime.hopper_gluon():
+        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    kernels = []
+    forward_call = core.AttentionPlan.forward_call
+
+    def spy(self, *args, **kwargs):
+        call = forward_call(self, *args, **kwargs)
+        kernels.append(call.kernel)
+        return call
+
+    monkeypatch.setattr(core.AttentionPlan, "forward_call", spy)
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
+    q, k, v = (torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(TORCH_DTYPES[dtype])
+               for s in shapes(*case[:7], case.layout))
+    out, lse = flashx.torch.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
+    assert kernels == [gluon_forward.gluon_attention_forward_kernel]
+    check_against_references(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
+
+    base = torch.empty(q.numel() + 8, device="cuda", dtype=q.dtype)
+    shifted = base[1:1 + q.numel()].view(q.shape).copy_(q)  # 2 bytes off
+    out_tl, lse_tl = flashx.torch.attention(shifted, k, v, causal=case.causal, layout=case.layout, return_lse=True)
+    assert kernels[-1] is not gluon_forward.gluon_attention_forward_kernel
+    check_against_references(shifted, k, v, out_tl, lse_tl, dtype, causal=case.causal, layout=case.layout)
+
+    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    out = flashx.torch.attention(q, k, v, causal=case.causal, layout=case.layout)
+    grad = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), grad)
+    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    ref_grads = torch.autograd.grad(sdpa(*ref_in, causal=case.causal, layout=case.layout, upcast=True), ref_in, grad.double())
+    native_grads = torch.autograd.grad(sdpa(q, k, v, causal=case.causal, layout=case.layout), (q, k, v), grad)
+    for name, g, r, n in zip("qkv", grads, ref_grads, native_grads):
+        r, n = (torch.nan_to_num(x) for x in (r, n))  # rows without keys: SDPA's NaN, flashx's 0
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), dtype, f"d{name}")
+
+
 @pytest.mark.gpu
 def test_gpu_repeated_calls_through_the_compiled_runner():
     """Later calls at known shapes launch the compiled kernel's runner directly: fresh data, then a
@@ -642,10 +697,10 @@ def test_gpu_new_sequence_length_compiles_nothing(window):
     """A new sequence length of the same divisibility by 16 (2048, then 2560: 16, then 20 key
     blocks of 128) reuses every compiled kernel, forward and backward; integer arguments that
     grow with the length must not be specialized on (the backward's dkdv_programs)."""
-    from flashx.core import backward, forward
+    from flashx.core import backward, forward, gluon_forward
 
-    kernels = (forward.attention_forward_kernel, backward.attention_backward_preprocess_kernel,
-               backward.attention_backward_kernel)
+    kernels = (forward.attention_forward_kernel, gluon_forward.gluon_attention_forward_kernel,
+               backward.attention_backward_preprocess_kernel, backward.attention_backward_kernel)
 
     def compiled() -> int:  # Triton's per-device kernel caches (internal API, as benchmarks/kernel_stats.py reads it)
         return sum(len(entry[0] if isinstance(entry, tuple) else entry) for k in kernels for entry in k.device_caches.values())

@@ -77,6 +77,17 @@ class KernelTiles:
 # warns that 3.10 will turn it off by default.
 LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 
+# The Gluon forward (core/gluon_forward.py) on Hopper: 128 query rows in two consumer warpgroups
+# of 64, 128-key K and V tiles in rings of 2 stages, a 4-warp cp.async producer at 80 registers,
+# consumers at 200. Of five variants timed beside the tl forward on the H200 (bf16, D = 128,
+# benchmarks/gluon_forward_check.py, 2026-11-30), this one led at N = 4k (516 / 476 TFLOP/s
+# non-causal / causal vs tl 496 / 440) and stayed within 2% of the best at 16k (527 / 538).
+GLUON_FORWARD_TILE = dict(
+    BLOCK_M=128, BLOCK_N=128, STAGES=2, OVERLAP=False, PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200,
+)
+# Below this many keys the tl forward's short tiles led (N = 1k: 418 / 327 vs 408 / 307).
+GLUON_MIN_SEQLEN_KV = 2048
+
 
 @dataclass(frozen=True)
 class TileConfig:
@@ -577,14 +588,46 @@ class AttentionPlan:
         bound = tuple(args[position] for position, _ in slots)
         return KernelCall(kernel, grid, tuple(args), outputs, constexprs, options, bound, runners, writes)
 
-    def forward_call(self, arrays: Mapping[str, Any], placeholder: Any) -> "KernelCall":
-        """The forward launch. arrays: Q, K, V and the optional inputs by kernel name."""
+    @property
+    def gluon_forward(self) -> bool:
+        """Whether the forward may take the warp-specialized Gluon kernel (core/gluon_forward.py):
+        on Hopper, for dense 16-bit calls at D = Dv = 128 (causal or not, GQA, any Nq, Nkv >=
+        GLUON_MIN_SEQLEN_KV), whose rows start at 16-byte multiples (its cp.async copies 16 bytes)."""
+        f, s = self.flags, self.scalars
+        # FOLD_SCALE: a positive scale and no score_mod, softcap, ALiBi or bias.
+        plain = f["FOLD_SCALE"] and not any(f[name] for name in (
+            "LIMIT_LEFT", "VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_MASK_MOD", "HAS_DENSE_MASK", "BLOCK_MAP"))
+        causal_at_most = not f["LIMIT_RIGHT"] or s["window_right"] == 0
+        rows_contiguous = all(s[f"stride_{x}d"] == 1 for x in "qkv")
+        return (plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
+                and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v == 128
+                and self.max_seqlen_kv >= GLUON_MIN_SEQLEN_KV and runtime.hopper_gluon())
+
+    def forward_call(self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True) -> "KernelCall":
+        """The forward launch. arrays: Q, K, V and the optional inputs by kernel name.
+
+        gluon: whether this launch may take the Gluon forward where gluon_forward allows it: the
+        caller's Q, K and V start at 16-byte boundaries (its cp.async copies 16 bytes; a torch
+        view may not) and its launcher compiles Gluon."""
+        if gluon and self.gluon_forward:
+            return self._call(self._memoized("gluon_forward", self._gluon_forward_static), arrays, placeholder)
+
         def build():
             extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
             return self._static(attention_forward_kernel, self.forward_grid, self._template(attention_forward_kernel, extra),
                                 ("O", "LSE"), self._constexprs(attention_forward_kernel), self.tiles.forward.options)
 
         return self._call(self._memoized("forward", build), arrays, placeholder)
+
+    def _gluon_forward_static(self) -> tuple:
+        from .gluon_forward import gluon_attention_forward_kernel as kernel  # imported only where it runs
+
+        tile = GLUON_FORWARD_TILE
+        extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
+        grid = (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch)
+        # num_warps: the first consumer warpgroup's; Triton adds the other partitions' warps.
+        return self._static(kernel, grid, self._template(kernel, extra), ("O", "LSE"),
+                            self._constexprs(kernel, tile), dict(num_warps=4, num_stages=1))
 
     def backward_calls(
         self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec,

@@ -62,3 +62,25 @@ def repair_triton_cache_dir() -> None:
     """
     if os.environ.get("TRITON_CACHE_DIR") == "":
         del os.environ["TRITON_CACHE_DIR"]
+
+
+_hopper_gluon: "bool | None" = None
+
+
+def hopper_gluon() -> bool:
+    """Whether the forward may take its warp-specialized Gluon kernel (core/gluon_forward.py):
+    compiled kernels (not the interpreter) on an sm_90 device, with Triton's Gluon dialect, and
+    not switched off with FLASHX_GLUON=0 (read once, on the first call)."""
+    global _hopper_gluon
+    if _hopper_gluon is None:
+        _hopper_gluon = False
+        if not INTERPRETER and os.environ.get("FLASHX_GLUON", "1") != "0":
+            try:
+                from triton.experimental import gluon  # noqa: F401
+                from triton.runtime import driver
+
+                target = driver.active.get_current_target()
+                _hopper_gluon = target.backend == "cuda" and target.arch == 90
+            except (ImportError, RuntimeError, AttributeError):
+                pass
+    return _hopper_gluon

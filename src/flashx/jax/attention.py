@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import core
+from . import gluon as _gluon
 
 _jax_triton = None
 
@@ -106,7 +107,10 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
         return tuple(jnp.zeros(t.shape, t.dtype) for t in out_types)
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias)
     # varlen padding rows belong to no sequence and are left at zero.
-    return _launch(lambda a, p: (plan.forward_call(a, p), ()), arrays, out_types, zeroed=(0, 1) if plan.varlen else ())
+    # The Gluon forward launches through jax-triton's builder taught Gluon (flashx/jax/gluon.py).
+    gluon_ok = plan.gluon_forward and _gluon.install()
+    return _launch(lambda a, p: (plan.forward_call(a, p, gluon=gluon_ok), ()), arrays, out_types,
+                   zeroed=(0, 1) if plan.varlen else ())
 
 
 def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
