@@ -75,6 +75,9 @@ def hopper_gluon() -> bool:
     if _hopper_gluon is None:
         _hopper_gluon = False
         if not INTERPRETER and os.environ.get("FLASHX_GLUON", "1") != "0":
+            # The driver's first use compiles its helpers into the cache dir, which an earlier
+            # import of jax_triton may have emptied.
+            repair_triton_cache_dir()
             try:
                 from triton.experimental import gluon  # noqa: F401
                 from triton.runtime import driver
