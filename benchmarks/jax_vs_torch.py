@@ -2,7 +2,7 @@
 """flashx's JAX frontend against its torch frontend: the same kernels, so the ratio is overhead.
 
 One process, the same random bf16 inputs (B = 4, N = 4k, H * D = 2048, layout "bhnd") in both
-frameworks: forward at D = 64 (causal and not) and D = 128 causal, and the D = 128 causal
+frameworks: forward at D = 64 and D = 128 (causal and not), and the D = 128 causal
 backward (JAX: the jitted vjp function applied to dO; torch: autograd.grad of one saved
 forward). Two timings per case:
 - "single", as in the other scripts: triton.testing.do_bench medians for torch (CUDA events
@@ -25,7 +25,7 @@ import sys
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch shares the GPU
 
-CASES = ((64, True, "fwd"), (64, False, "fwd"), (128, True, "fwd"), (128, True, "bwd"))
+CASES = ((64, True, "fwd"), (64, False, "fwd"), (128, True, "fwd"), (128, False, "fwd"), (128, True, "bwd"))
 B, N, HIDDEN = 4, 4096, 2048
 GROUP = 8
 

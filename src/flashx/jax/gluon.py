@@ -40,8 +40,11 @@ def _wrap(original):
         constexprs.update({fn.arg_names[i]: 1 for i, _, v in scalar_args if v == 1})
         signature = {fn.arg_names[i]: t for i, t in enumerate(arg_dtypes)}
         signature.update({name: "constexpr" for name in constexprs})
-        # Arrays are 16-byte aligned (jax-triton assumes so for its own kernels too).
+        # Arrays are 16-byte aligned (jax-triton assumes so for its own kernels too); integers
+        # that are multiples of 16 are marked so, as Triton's own launcher (torch's) does.
         attrs = {(i,): (("tt.divisibility", 16),) for i, t in enumerate(arg_dtypes) if t.startswith("*")}
+        attrs.update({(i,): (("tt.divisibility", 16),) for i, _, v in scalar_args
+                      if type(v) is int and v != 0 and v % 16 == 0 and fn.arg_names[i] not in constexprs})
         kernel = compile_gluon(fn, tuple(signature.items()), tuple(constexprs.items()), tuple(attrs.items()),
                                num_warps or 4, num_ctas, cc)
         return kernel, {index: [list(a) for a in attr] for index, attr in attrs.items()}
