@@ -1,6 +1,7 @@
-"""The Gluon forward (flashx/core/gluon_forward.py) on the GPU, before it joins the plan:
-correctness of each variant against float64 on odd shapes (torch and JAX), then TFLOP/s beside
-flashx's tl forward, FA2 and cuDNN (torch SDPA) in the same process.
+"""The Gluon forward's variants (flashx/core/gluon_forward.py), launched directly rather than
+through the plan (which takes one, GLUON_FORWARD_TILE): correctness of each against float64 on
+odd shapes (torch; JAX for one), then TFLOP/s beside flashx's forward as the plan picks it, its
+tl kernel (the Gluon route switched off for the call), FA2 and cuDNN, in one process.
 
 Run it under a timeout: a wrong barrier protocol hangs rather than fails.
 
@@ -15,7 +16,7 @@ import torch
 import triton
 
 import flashx.torch as ft
-from flashx.core import gluon_forward
+from flashx.core import gluon_forward, runtime
 
 # name: (BLOCK_N, STAGES, OVERLAP, CONSUMER_REGS, PRODUCER_REGS)
 VARIANTS = {
@@ -43,51 +44,14 @@ def launch_torch(q, k, v, variant, causal=False, bottom_right=True):
     return out, lse
 
 
-def teach_jax_triton_gluon() -> None:
-    """jax-triton's kernel builder, taught Gluon (benchmarks/gluon_jax_probe.py)."""
-    from jax._src.lib import gpu_triton
-    from jax_triton import triton_lib
-
-    from flashx.core import runtime
-
-    runtime.repair_triton_cache_dir()  # importing jax_triton empties TRITON_CACHE_DIR
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import compile as triton_compile
-    from triton.experimental.gluon._runtime import GluonASTSource
-
-    original = triton_lib.get_or_create_triton_kernel
-    if getattr(original, "flashx_gluon", False):
-        return
-
-    def build(backend_init_func, platform, fn, arg_dtypes, scalar_args, *, num_warps, num_stages, num_ctas,
-              compute_capability, enable_fp_fusion, metaparams, dump):
-        if not (hasattr(fn, "is_gluon") and fn.is_gluon()):
-            return original(backend_init_func, platform, fn, arg_dtypes, scalar_args, num_warps=num_warps,
-                            num_stages=num_stages, num_ctas=num_ctas, compute_capability=compute_capability,
-                            enable_fp_fusion=enable_fp_fusion, metaparams=metaparams, dump=dump)
-        cc = compute_capability or gpu_triton.get_compute_capability(0)
-        signature = {fn.arg_names[i]: v for i, v in enumerate(arg_dtypes)}
-        constexprs = dict(metaparams)
-        # jax-triton passes no scalar equal to 1: the kernel must take those as constexprs.
-        constexprs.update({fn.arg_names[i]: 1 for i, _, v in scalar_args if v == 1})
-        signature.update({name: "constexpr" for name in constexprs})
-        attrs = {(i,): [["tt.divisibility", 16]] for i, v in enumerate(arg_dtypes) if v.startswith("*")}
-        source = GluonASTSource(fn, signature, {(fn.arg_names.index(k),): v for k, v in constexprs.items()}, attrs)
-        compiled = triton_compile(source, target=GPUTarget("cuda", cc, 32), options=dict(num_warps=num_warps))
-        md = compiled.metadata
-        kernel = gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, compiled.asm["ptx"], "", cc)
-        return kernel, attrs
-
-    build.flashx_gluon = True
-    triton_lib.get_or_create_triton_kernel = build
-
-
 def launch_jax(q, k, v, variant, causal=False):
     import jax
     import jax.numpy as jnp
     import jax_triton as jt
 
-    teach_jax_triton_gluon()
+    from flashx.jax import gluon
+
+    assert gluon.install(), "this jax-triton's kernel builder could not be wrapped for Gluon"
     block_n, stages, overlap, cregs, pregs = VARIANTS[variant]
     b, nq, hq, d = q.shape
     nkv, hkv = k.shape[1], k.shape[2]
@@ -164,6 +128,17 @@ def check(quick: bool, torch_side: bool, jax_side: bool) -> int:
     return failures
 
 
+def without_gluon(fn):
+    """fn with the plan's Gluon route off (runtime.hopper_gluon is asked on every call)."""
+    def run():
+        saved, runtime._hopper_gluon = runtime._hopper_gluon, False
+        try:
+            return fn()
+        finally:
+            runtime._hopper_gluon = saved
+    return run
+
+
 def bench(quick: bool) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -175,7 +150,8 @@ def bench(quick: bool) -> None:
         for causal in (False, True):
             flops = 4 * b * h * n * n * d / (2 if causal else 1)
             systems = {f"gluon {name}": (lambda name=name: launch_torch(q, k, v, name, causal)) for name in VARIANTS}
-            systems["flashx tl"] = lambda: ft.attention(q, k, v, causal=causal)
+            systems["flashx"] = lambda: ft.attention(q, k, v, causal=causal)
+            systems["flashx tl"] = without_gluon(lambda: ft.attention(q, k, v, causal=causal))
 
             def sdpa(backend):
                 def run():
