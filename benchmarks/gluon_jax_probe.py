@@ -73,28 +73,11 @@ def offline() -> None:
 
 
 def teach_jax_triton_gluon() -> None:
-    """Wrap jax-triton's kernel builder: Gluon functions compile here, the rest as before."""
-    from jax._src.lib import gpu_triton
-    from jax_triton import triton_lib
+    """jax-triton's kernel builder wrapped for Gluon: flashx's own wrapper (src/flashx/jax/gluon.py),
+    which grew out of this probe's (the 12:04 UTC run above used the probe's first version)."""
+    from flashx.jax import gluon
 
-    original = triton_lib.get_or_create_triton_kernel
-
-    def build(backend_init_func, platform, fn, arg_dtypes, scalar_args, *, num_warps, num_stages, num_ctas,
-              compute_capability, enable_fp_fusion, metaparams, dump):
-        if not (hasattr(fn, "is_gluon") and fn.is_gluon()):
-            return original(backend_init_func, platform, fn, arg_dtypes, scalar_args, num_warps=num_warps,
-                            num_stages=num_stages, num_ctas=num_ctas, compute_capability=compute_capability,
-                            enable_fp_fusion=enable_fp_fusion, metaparams=metaparams, dump=dump)
-        cc = compute_capability or gpu_triton.get_compute_capability(0)
-        signature = {fn.arg_names[i]: v for i, v in enumerate(arg_dtypes)}
-        compiled = compile_gluon(fn, signature, dict(metaparams), num_warps=num_warps or 4, cc=cc)
-        md = compiled.metadata
-        # md.num_warps counts the worker partitions' warps too: the launch needs them all.
-        kernel = gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, compiled.asm["ptx"], "", cc)
-        attrs = {(i,): [["tt.divisibility", 16]] for i, v in enumerate(arg_dtypes) if v.startswith("*")}
-        return kernel, attrs
-
-    triton_lib.get_or_create_triton_kernel = build
+    assert gluon.install(), "this jax-triton's kernel builder could not be wrapped for Gluon"
 
 
 def on_gpu() -> None:

@@ -86,6 +86,23 @@ def _count_backward_launches(monkeypatch) -> list:
 
 
 @pytest.fixture
+def forward_kernels(monkeypatch) -> list:
+    """Wraps AttentionPlan.forward_call: the returned list gets each forward launch's kernel."""
+    from flashx import core
+
+    kernels = []
+    forward_call = core.AttentionPlan.forward_call
+
+    def recorded(self, *args, **kwargs):
+        call = forward_call(self, *args, **kwargs)
+        kernels.append(call.kernel)
+        return call
+
+    monkeypatch.setattr(core.AttentionPlan, "forward_call", recorded)
+    return kernels
+
+
+@pytest.fixture
 def one_backward_launch(monkeypatch) -> list:
     """Plans launch dK/dV's and dQ's programs together wherever the grids allow (no GQA), as the
     GPU tables do at 64 < D <= 128; the interpreter's tiles would launch them apart. Yields the

@@ -199,7 +199,7 @@ def test_bad_input_raises_at_trace_time():
         pytest.param(Case(2, 333, 2049, 2, 2, 128, 128, layout="bhnd"), "float16", id="q333-kv2049-bhnd-fp16"),
     ],
 )
-def test_gpu_gluon_forward(monkeypatch, rng, case, dtype):
+def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
     """On Hopper, inside jax.jit: dense 16-bit D = 128 calls with >= 2048 keys take the Gluon
     forward through jax-triton (flashx/jax/gluon.py teaches its builder Gluon), and agree with
     float64; the gradient reads its lse."""
@@ -209,19 +209,10 @@ def test_gpu_gluon_forward(monkeypatch, rng, case, dtype):
     if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
         pytest.skip("the Gluon forward runs on sm_90 devices only")
     assert core.runtime.hopper_gluon(), "an sm_90 device, yet the Gluon forward is off"
-    kernels = []
-    forward_call = core.AttentionPlan.forward_call
-
-    def spy(self, *args, **kwargs):
-        call = forward_call(self, *args, **kwargs)
-        kernels.append(call.kernel)
-        return call
-
-    monkeypatch.setattr(core.AttentionPlan, "forward_call", spy)
     q, k, v = make_inputs(rng, case, dtype)
     out, lse = jax.jit(lambda q, k, v: flashx.jax.attention(q, k, v, causal=case.causal, layout=case.layout,
                                                              return_lse=True))(q, k, v)
-    assert kernels and all(kern is gluon_forward.gluon_attention_forward_kernel for kern in kernels)
+    assert forward_kernels and all(kern is gluon_forward.gluon_attention_forward_kernel for kern in forward_kernels)
     check_against_reference(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
 
     def loss(fn, q, k, v):

@@ -617,7 +617,7 @@ GLUON_CASES = [
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case, dtype", GLUON_CASES)
-def test_gpu_gluon_forward(monkeypatch, case, dtype):
+def test_gpu_gluon_forward(forward_kernels, case, dtype):
     """On Hopper, dense 16-bit D = 128 calls with >= 2048 keys take the warp-specialized Gluon
     forward: out and lse against float64 on ragged lengths, GQA, causal rows without keys and
     both layouts; a q that starts off a 16-byte boundary takes the tl kernel, with the same
@@ -628,26 +628,17 @@ def test_gpu_gluon_forward(monkeypatch, case, dtype):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon forward runs on sm_90 devices only")
     assert core.runtime.hopper_gluon(), "an sm_90 device, yet the Gluon forward is off"
-    kernels = []
-    forward_call = core.AttentionPlan.forward_call
-
-    def spy(self, *args, **kwargs):
-        call = forward_call(self, *args, **kwargs)
-        kernels.append(call.kernel)
-        return call
-
-    monkeypatch.setattr(core.AttentionPlan, "forward_call", spy)
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
     q, k, v = (torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(TORCH_DTYPES[dtype])
                for s in shapes(*case[:7], case.layout))
     out, lse = flashx.torch.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
-    assert kernels == [gluon_forward.gluon_attention_forward_kernel]
+    assert forward_kernels == [gluon_forward.gluon_attention_forward_kernel]
     check_against_references(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
 
     base = torch.empty(q.numel() + 8, device="cuda", dtype=q.dtype)
     shifted = base[1:1 + q.numel()].view(q.shape).copy_(q)  # 2 bytes off
     out_tl, lse_tl = flashx.torch.attention(shifted, k, v, causal=case.causal, layout=case.layout, return_lse=True)
-    assert kernels[-1] is not gluon_forward.gluon_attention_forward_kernel
+    assert forward_kernels[-1] is not gluon_forward.gluon_attention_forward_kernel
     check_against_references(shifted, k, v, out_tl, lse_tl, dtype, causal=case.causal, layout=case.layout)
 
     q, k, v = (x.detach().requires_grad_() for x in (q, k, v))

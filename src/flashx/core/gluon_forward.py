@@ -43,6 +43,12 @@ def _copy_layout(block_d, warps):
 
 
 @gluon.jit
+def _aligned(x, ALIGN: gl.constexpr):
+    """x, which the plan checked is a multiple of ALIGN, in a form whose divisibility the compiler sees."""
+    return (x // ALIGN) * ALIGN
+
+
+@gluon.jit
 def _producer(K, V, stride_kn, stride_vn, k_base, v_base, n_blocks, seqlen_kv,
               k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
               BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
@@ -199,20 +205,12 @@ def gluon_attention_forward_kernel(
         block = gl.program_id(0)
     head = gl.program_id(1)
     batch = gl.program_id(2)
-    # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows: (x // A) * A is x
-    # (the plan checked every stride is a multiple of STRIDE_ALIGN), and the compiler sees it.
-    stride_qb = (stride_qb // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_qn = (stride_qn // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_qh = (stride_qh // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_kb = (stride_kb // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_kn = (stride_kn // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_kh = (stride_kh // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_vb = (stride_vb // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_vn = (stride_vn // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_vh = (stride_vh // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_ob = (stride_ob // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_on = (stride_on // STRIDE_ALIGN) * STRIDE_ALIGN
-    stride_oh = (stride_oh // STRIDE_ALIGN) * STRIDE_ALIGN
+    # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
+    A: gl.constexpr = STRIDE_ALIGN
+    stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
+    stride_kb, stride_kn, stride_kh = _aligned(stride_kb, A), _aligned(stride_kn, A), _aligned(stride_kh, A)
+    stride_vb, stride_vn, stride_vh = _aligned(stride_vb, A), _aligned(stride_vn, A), _aligned(stride_vh, A)
+    stride_ob, stride_on, stride_oh = _aligned(stride_ob, A), _aligned(stride_on, A), _aligned(stride_oh, A)
     b64 = batch.to(gl.int64)
     h64 = head.to(gl.int64)
     kv_h64 = (head // gqa_group).to(gl.int64)
