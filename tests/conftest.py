@@ -126,10 +126,10 @@ def dkdv_two_passes(monkeypatch) -> list:
     def two_passes(*args, **kwargs):
         return dataclasses.replace(tile_config(*args, **kwargs), dkdv_passes=2)
 
-    plan_mod._cached_plan.cache_clear()
+    plan_mod.clear_plan_cache()
     monkeypatch.setattr(plan_mod, "_tile_config", two_passes)
     yield _count_backward_launches(monkeypatch)
-    plan_mod._cached_plan.cache_clear()
+    plan_mod.clear_plan_cache()
 
 
 @pytest.fixture
@@ -145,10 +145,10 @@ def forward_one_loop(monkeypatch):
         tiles = tile_config(*args, **kwargs)
         return dataclasses.replace(tiles, forward=dataclasses.replace(tiles.forward, one_loop=True))
 
-    plan_mod._cached_plan.cache_clear()
+    plan_mod.clear_plan_cache()
     monkeypatch.setattr(plan_mod, "_tile_config", one_loop)
     yield
-    plan_mod._cached_plan.cache_clear()
+    plan_mod.clear_plan_cache()
 
 
 def randn(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:

@@ -93,14 +93,14 @@ def test_one_backward_launch_follows_the_tile_entry(monkeypatch, d, dv, dtype, f
     """The GPU plan takes one backward launch or two as the tile entry it uses says: D = 256's
     entry, which a wider Dv and float32 D = 128 use too, takes two."""
     monkeypatch.setattr(plan_mod.runtime, "INTERPRETER", False)
-    plan_mod._cached_plan.cache_clear()
+    plan_mod.clear_plan_cache()
     q, v = ((2, 300, 3, d), (2, 300, 3, dv))
     q, v = (core.ArraySpec(s, core.dense_strides(s), dtype, "cuda:0") for s in (q, v))
     try:
         plan = core.plan_attention(q, q, v, causal=True)
         assert plan.tiles.one_backward_launch is fused and plan.fused_backward is fused
     finally:
-        plan_mod._cached_plan.cache_clear()
+        plan_mod.clear_plan_cache()
 
 
 @pytest.mark.parametrize(
@@ -113,12 +113,12 @@ def test_forward_one_loop_where_measured_faster(monkeypatch, n, causal, window, 
     """With the GPU tables the forward walks its key blocks in one loop for windows and the short
     causal tiles, and in spans for dense calls (block maps: always one loop, see ONE_LOOP)."""
     monkeypatch.setattr(plan_mod.runtime, "INTERPRETER", False)
-    plan_mod._cached_plan.cache_clear()
+    plan_mod.clear_plan_cache()
     q = core.ArraySpec((2, n, 4, 128), core.dense_strides((2, n, 4, 128)), "bfloat16", "cuda:0")
     try:
         assert core.plan_attention(q, q, q, causal=causal, window=window).flags["ONE_LOOP"] is one_loop
     finally:
-        plan_mod._cached_plan.cache_clear()
+        plan_mod.clear_plan_cache()
 
 
 def test_split_backward_launches_keep_each_tiles_options():

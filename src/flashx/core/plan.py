@@ -1059,6 +1059,23 @@ def option_types(options: CallOptions) -> tuple:
     return tuple(tuple(map(type, value)) if type(value) is tuple else type(value) for value in vars(options).values())
 
 
+# clear() of the caches that keep plans beside _cached_plan (a frontend's fast path).
+_PLAN_HOLDERS: list = []
+
+
+def register_plan_holder(clear: Any) -> None:
+    """A frontend that keeps plans of its own registers how to forget them (see clear_plan_cache)."""
+    _PLAN_HOLDERS.append(clear)
+
+
+def clear_plan_cache() -> None:
+    """Forget every cached plan, the frontends' included: what a change of the tile table (a test
+    patching it) needs before the next call plans again."""
+    _cached_plan.cache_clear()
+    for clear in _PLAN_HOLDERS:
+        clear()
+
+
 @functools.lru_cache(maxsize=512)
 def _cached_plan(options: CallOptions, types: tuple, q: ArraySpec, k: ArraySpec, v: ArraySpec, keywords: tuple) -> "AttentionPlan":
     return plan_attention(q, k, v, **vars(options), **dict(keywords))

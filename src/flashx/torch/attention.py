@@ -285,6 +285,7 @@ def _run_eager(plan: core.AttentionPlan, q, k, v, bias, tensor_list: list, retur
 # takes the validating path and fills it.
 _DENSE_PLANS: dict = {}
 _DENSE_PLANS_MAX = 512
+core.plan.register_plan_holder(_DENSE_PLANS.clear)
 _NO_TENSORS = [None] * len(_OPTIONAL_INPUTS)
 
 
