@@ -593,15 +593,19 @@ class AttentionPlan:
         """Whether the forward may take the warp-specialized Gluon kernel (core/gluon_forward.py):
         on Hopper, for dense 16-bit calls at D = Dv = 128 (causal or not, GQA, any Nq, Nkv >=
         GLUON_MIN_SEQLEN_KV), whose rows start at 16-byte multiples (its cp.async copies 16 bytes)."""
+        # The call's own part is decided once per plan (forward calls ask on every launch).
+        return self._memoized("gluon_call", self._gluon_call) and runtime.hopper_gluon()
+
+    def _gluon_call(self) -> bool:
         f, s = self.flags, self.scalars
         # FOLD_SCALE: a positive scale and no score_mod, softcap, ALiBi or bias.
         plain = f["FOLD_SCALE"] and not any(f[name] for name in (
             "LIMIT_LEFT", "VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_MASK_MOD", "HAS_DENSE_MASK", "BLOCK_MAP"))
         causal_at_most = not f["LIMIT_RIGHT"] or s["window_right"] == 0
         rows_contiguous = all(s[f"stride_{x}d"] == 1 for x in "qkv")
-        return (plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
-                and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v == 128
-                and self.max_seqlen_kv >= GLUON_MIN_SEQLEN_KV and runtime.hopper_gluon())
+        return bool(plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
+                    and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v == 128
+                    and self.max_seqlen_kv >= GLUON_MIN_SEQLEN_KV)
 
     def forward_call(self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name.
@@ -610,24 +614,27 @@ class AttentionPlan:
         caller's Q, K and V start at 16-byte boundaries (its cp.async copies 16 bytes; a torch
         view may not) and its launcher compiles Gluon."""
         if gluon and self.gluon_forward:
-            return self._call(self._memoized("gluon_forward", self._gluon_forward_static), arrays, placeholder)
+            key, build = "gluon_forward", self._gluon_forward_static
+        else:
+            key, build = "forward", self._tl_forward_static
+        return self._call(self._memoized(key, build), arrays, placeholder)
 
-        def build():
-            extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
-            return self._static(attention_forward_kernel, self.forward_grid, self._template(attention_forward_kernel, extra),
-                                ("O", "LSE"), self._constexprs(attention_forward_kernel), self.tiles.forward.options)
+    def _forward_static(self, kernel: Any, grid: tuple, constexprs: dict, options: dict) -> tuple:
+        """Either forward kernel's launch: Q, K, V in, O and LSE (dense) out."""
+        extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
+        return self._static(kernel, grid, self._template(kernel, extra), ("O", "LSE"), constexprs, options)
 
-        return self._call(self._memoized("forward", build), arrays, placeholder)
+    def _tl_forward_static(self) -> tuple:
+        kernel = attention_forward_kernel
+        return self._forward_static(kernel, self.forward_grid, self._constexprs(kernel), self.tiles.forward.options)
 
     def _gluon_forward_static(self) -> tuple:
         from .gluon_forward import gluon_attention_forward_kernel as kernel  # imported only where it runs
 
         tile = GLUON_FORWARD_TILE
-        extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
         grid = (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch)
         # num_warps: the first consumer warpgroup's; Triton adds the other partitions' warps.
-        return self._static(kernel, grid, self._template(kernel, extra), ("O", "LSE"),
-                            self._constexprs(kernel, tile), dict(num_warps=4, num_stages=1))
+        return self._forward_static(kernel, grid, self._constexprs(kernel, tile), dict(num_warps=4, num_stages=1))
 
     def backward_calls(
         self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec,

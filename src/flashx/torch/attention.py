@@ -122,8 +122,9 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors) -> tuple[tor
     if plan.needs_launch:
         arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias)
         with _on_device(q):
-            aligned = all(x.data_ptr() % 16 == 0 for x in (q, k, v))  # for the Gluon forward's cp.async
-            plan.forward_call(arrays, _placeholder(q), gluon=aligned).launch((out, lse))
+            # The Gluon forward's cp.async copies 16 bytes: a view that starts off a boundary takes tl.
+            gluon = plan.gluon_forward and all(x.data_ptr() % 16 == 0 for x in (q, k, v))
+            plan.forward_call(arrays, _placeholder(q), gluon=gluon).launch((out, lse))
     return out, lse
 
 
