@@ -1,6 +1,7 @@
 """The plan's own rules, framework-free: stride alignment, how kernel tiles divide block maps, the
 tile table's lookups, and the plan cache (which must never let a bad call through)."""
 
+import ast
 import dataclasses
 
 import pytest
@@ -339,3 +340,74 @@ def test_gluon_forward_route(monkeypatch, change, gluon):
         assert plan.forward_call({}, None, gluon=False).kernel is not _gluon_kernel()
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
     assert not plan.gluon_forward
+
+
+class _FakeLibcuda:
+    """libcuda's five calls that runtime.cuda_capabilities makes, answering from a list."""
+
+    def __init__(self, capabilities, init_status=0):
+        self.capabilities, self.init_status = capabilities, init_status
+
+    def cuInit(self, flags):
+        return self.init_status
+
+    def cuDeviceGetCount(self, count):
+        count._obj.value = len(self.capabilities)
+        return 0
+
+    def cuDeviceGet(self, device, ordinal):
+        device._obj.value = ordinal
+        return 0
+
+    def cuDeviceGetAttribute(self, value, attribute, device):
+        major, minor = self.capabilities[device.value]
+        value._obj.value = {core.runtime._CU_CAPABILITY_MAJOR: major, core.runtime._CU_CAPABILITY_MINOR: minor}[attribute]
+        return 0
+
+
+@pytest.mark.parametrize(
+    "capabilities, init_status, route",
+    [
+        pytest.param([(9, 0)], 0, True, id="h100"),
+        pytest.param([(9, 0), (9, 0)], 0, True, id="two-h100"),
+        pytest.param([(9, 0), (8, 0)], 0, False, id="h100-and-a100"),
+        pytest.param([(10, 0)], 0, False, id="b200"),
+        pytest.param([(8, 9)], 0, False, id="l4"),
+        pytest.param([], 0, False, id="no-device"),
+        pytest.param([(9, 0)], 100, False, id="driver-fails"),
+    ],
+)
+def test_hopper_gluon_asks_the_driver_for_every_device(monkeypatch, capabilities, init_status, route):
+    """The Gluon route is on only where every visible device is sm_90, asked of libcuda (not of
+    Triton's driver, which imports torch); FLASHX_GLUON=0 and the interpreter keep it off."""
+    runtime = core.runtime
+    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: _FakeLibcuda(capabilities, init_status))
+    assert runtime.cuda_capabilities() == (capabilities if init_status == 0 else [])
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    monkeypatch.delenv("FLASHX_GLUON", raising=False)
+    monkeypatch.setattr(runtime, "_hopper_gluon", None)
+    assert runtime.hopper_gluon() == route
+    monkeypatch.setenv("FLASHX_GLUON", "0")
+    monkeypatch.setattr(runtime, "_hopper_gluon", None)
+    assert not runtime.hopper_gluon()
+    monkeypatch.delenv("FLASHX_GLUON")
+    monkeypatch.setattr(runtime, "INTERPRETER", True)
+    monkeypatch.setattr(runtime, "_hopper_gluon", None)
+    assert not runtime.hopper_gluon()
+
+
+@pytest.mark.gpu
+def test_gpu_hopper_gluon_needs_no_torch():
+    """A fresh process that imports no framework learns the device's capability from the driver
+    and, on sm_90, turns the Gluon route on without importing torch (no torch CUDA context in a
+    JAX process)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from flashx.core import runtime; "
+             "print(runtime.cuda_capabilities()); print(runtime.hopper_gluon(), 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    capabilities, answer = result.stdout.strip().splitlines()[-2:]
+    if set(ast.literal_eval(capabilities)) != {(9, 0)}:
+        pytest.skip(f"the Gluon route needs sm_90 devices only; this host has {capabilities}")
+    assert answer == "True False"

@@ -64,26 +64,52 @@ def repair_triton_cache_dir() -> None:
         del os.environ["TRITON_CACHE_DIR"]
 
 
+# cuDeviceGetAttribute's codes for the compute capability (CUDA driver API, cuda.h).
+_CU_CAPABILITY_MAJOR = 75
+_CU_CAPABILITY_MINOR = 76
+
+
+def cuda_capabilities() -> "list[tuple[int, int]]":
+    """(major, minor) of every device the CUDA driver shows this process; [] without a driver.
+
+    Asked of libcuda directly: Triton's driver would import torch and make a torch CUDA context,
+    which a JAX process neither has nor wants."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return []
+    count = ctypes.c_int(0)
+    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return []
+    capabilities = []
+    for ordinal in range(count.value):
+        device, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+        if (libcuda.cuDeviceGet(ctypes.byref(device), ordinal) != 0
+                or libcuda.cuDeviceGetAttribute(ctypes.byref(major), _CU_CAPABILITY_MAJOR, device) != 0
+                or libcuda.cuDeviceGetAttribute(ctypes.byref(minor), _CU_CAPABILITY_MINOR, device) != 0):
+            return []
+        capabilities.append((major.value, minor.value))
+    return capabilities
+
+
 _hopper_gluon: "bool | None" = None
 
 
 def hopper_gluon() -> bool:
     """Whether the forward may take its warp-specialized Gluon kernel (core/gluon_forward.py):
-    compiled kernels (not the interpreter) on an sm_90 device, with Triton's Gluon dialect, and
-    not switched off with FLASHX_GLUON=0 (read once, on the first call)."""
+    compiled kernels (not the interpreter), every visible device sm_90 (a kernel compiled for one
+    device may launch on another), Triton's Gluon dialect importable, and not switched off with
+    FLASHX_GLUON=0. Decided once, on the first call."""
     global _hopper_gluon
     if _hopper_gluon is None:
         _hopper_gluon = False
         if not INTERPRETER and os.environ.get("FLASHX_GLUON", "1") != "0":
-            # The driver's first use compiles its helpers into the cache dir, which an earlier
-            # import of jax_triton may have emptied.
-            repair_triton_cache_dir()
-            try:
-                from triton.experimental import gluon  # noqa: F401
-                from triton.runtime import driver
+            capabilities = cuda_capabilities()
+            if capabilities and all(c == (9, 0) for c in capabilities):
+                try:
+                    from triton.experimental import gluon  # noqa: F401
 
-                target = driver.active.get_current_target()
-                _hopper_gluon = target.backend == "cuda" and target.arch == 90
-            except (ImportError, RuntimeError, AttributeError):
-                pass
+                    _hopper_gluon = True
+                except ImportError:
+                    pass
     return _hopper_gluon
