@@ -1,15 +1,17 @@
 """The Gluon forward's variants (flashx/core/gluon_forward.py), launched directly rather than
-through the plan (which takes one, GLUON_FORWARD_TILE): correctness of each against float64 on
-odd shapes (torch; JAX for one), then TFLOP/s beside flashx's forward as the plan picks it, its
-tl kernel (the Gluon route switched off for the call), FA2 and cuDNN, in one process.
+through the plan (which takes one per head dim, GLUON_FORWARD_TILES): correctness of each against
+float64 on odd shapes (torch; JAX for one per head dim), then TFLOP/s beside flashx's forward as
+the plan picks it, its tl kernel (the Gluon route switched off for the call), FA2 and cuDNN, in
+one process.
 
 Run it under a timeout: a wrong barrier protocol hangs rather than fails.
 
-    timeout 300 python benchmarks/gluon_forward_check.py [--quick]
+    timeout 300 python benchmarks/gluon_forward_check.py [--quick] [--d 128 64 256] [--only torch|jax]
 """
 import argparse
 import math
 import sys
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -18,33 +20,66 @@ import triton
 import flashx.torch as ft
 from flashx.core import gluon_forward, runtime
 
-# name: (BLOCK_N, STAGES, OVERLAP, CONSUMER_REGS, PRODUCER_REGS)
+class Variant(NamedTuple):
+    head_dim: int
+    block_m: int  # 64 rows a consumer: 128 = two consumers, 192 = three
+    block_n: int
+    stages: int
+    turns: bool
+    persistent: bool
+    consumer_regs: int
+    producer_regs: int
+
+
 VARIANTS = {
-    "pp": (128, 2, False, 200, 80),
-    "pp-n64s4": (64, 4, False, 200, 80),
-    "ov-n64s3": (64, 3, True, 200, 80),
-    "ov-n64s4": (64, 4, True, 200, 80),
-    "ov-n128s2": (128, 2, True, 240, 24),
+    # D = 128; "pp" is the routed tile (GLUON_FORWARD_TILES[128]).
+    "pp": Variant(128, 128, 128, 2, False, False, 200, 80),
+    "pp-turns": Variant(128, 128, 128, 2, True, False, 200, 80),
+    "pp-s3-turns": Variant(128, 128, 128, 3, True, False, 200, 80),
+    "pp-persist": Variant(128, 128, 128, 2, False, True, 216, 56),
+    "pp-turns-persist": Variant(128, 128, 128, 2, True, True, 216, 56),
+    # D = 64: two consumers (as at D = 128) or three (FlashAttention-3's shape there).
+    "d64-pp": Variant(64, 128, 128, 2, False, False, 200, 80),
+    "d64-c3": Variant(64, 192, 128, 2, False, False, 152, 56),
+    "d64-c3-turns": Variant(64, 192, 128, 2, True, False, 152, 56),
+    "d64-c3-s3-turns": Variant(64, 192, 128, 3, True, False, 152, 56),
+    "d64-c3-turns-persist": Variant(64, 192, 128, 2, True, True, 152, 56),
+    # D = 256: 64-key tiles (192 KB of shared memory).
+    "d256-pp": Variant(256, 128, 64, 2, False, False, 224, 64),
+    "d256-turns": Variant(256, 128, 64, 2, True, False, 224, 64),
 }
+# One variant per head dim also runs from JAX (the same kernel through flashx.jax.gluon's builder).
+JAX_VARIANTS = {128: "pp-turns-persist", 64: "d64-c3-turns-persist", 256: "d256-turns"}
 
 
-def launch_torch(q, k, v, variant, causal=False, bottom_right=True):
+def _constexprs(variant: Variant, causal: bool) -> dict:
+    return dict(HEAD_DIM=variant.head_dim, BLOCK_M=variant.block_m, BLOCK_N=variant.block_n, LIMIT_RIGHT=causal,
+                STRIDE_ALIGN=8, STAGES=variant.stages, TURNS=variant.turns, PERSISTENT=variant.persistent,
+                PRODUCER_WARPS=4, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs)
+
+
+def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:
+    blocks = math.ceil(nq / variant.block_m)
+    if variant.persistent:
+        return (min(blocks * hq * b, runtime.multiprocessor_count()), 1, 1)
+    return (blocks, hq, b)
+
+
+def launch_torch(q, k, v, name, causal=False, bottom_right=True):
     """q (B, Nq, Hq, D), k / v (B, Nkv, Hkv, D): (out, lse [B, Hq, Nq])."""
-    block_n, stages, overlap, cregs, pregs = VARIANTS[variant]
+    variant = VARIANTS[name]
     b, nq, hq, d = q.shape
     out = torch.empty_like(q)
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
-    gluon_forward.gluon_attention_forward_kernel[(triton.cdiv(nq, 128), hq, b)](
-        q, k, v, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2],
+    gluon_forward.gluon_attention_forward_kernel[_grid(variant, b, nq, hq)](
+        q, k, v, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2], hq, b,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *lse.stride(),
-        out, lse,
-        HEAD_DIM=d, BLOCK_M=128, BLOCK_N=block_n, LIMIT_RIGHT=causal, STRIDE_ALIGN=8, STAGES=stages,
-        OVERLAP=overlap, PRODUCER_WARPS=4, PRODUCER_REGS=pregs, CONSUMER_REGS=cregs, num_warps=4,
+        out, lse, num_warps=4, **_constexprs(variant, causal),
     )
     return out, lse
 
 
-def launch_jax(q, k, v, variant, causal=False):
+def launch_jax(q, k, v, name, causal=False):
     import jax
     import jax.numpy as jnp
     import jax_triton as jt
@@ -52,18 +87,16 @@ def launch_jax(q, k, v, variant, causal=False):
     from flashx.jax import gluon
 
     assert gluon.install(), "this jax-triton's kernel builder could not be wrapped for Gluon"
-    block_n, stages, overlap, cregs, pregs = VARIANTS[variant]
+    variant = VARIANTS[name]
     b, nq, hq, d = q.shape
     nkv, hkv = k.shape[1], k.shape[2]
     qs = (nq * hq * d, hq * d, d)
     ks = (nkv * hkv * d, hkv * d, d)
     return jt.triton_call(
-        q, k, v, d ** -0.5, 1, nq, nkv, hq // hkv, *qs, *ks, *ks, *qs, hq * nq, nq, 1,
+        q, k, v, d ** -0.5, 1, nq, nkv, hq // hkv, hq, b, *qs, *ks, *ks, *qs, hq * nq, nq, 1,
         kernel=gluon_forward.gluon_attention_forward_kernel,
         out_shape=(jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((b, hq, nq), jnp.float32)),
-        grid=(math.ceil(nq / 128), hq, b), num_warps=4, num_stages=1,
-        HEAD_DIM=d, BLOCK_M=128, BLOCK_N=block_n, LIMIT_RIGHT=causal, STRIDE_ALIGN=8, STAGES=stages,
-        OVERLAP=overlap, PRODUCER_WARPS=4, PRODUCER_REGS=pregs, CONSUMER_REGS=cregs,
+        grid=_grid(variant, b, nq, hq), num_warps=4, num_stages=1, **_constexprs(variant, causal),
     )
 
 
@@ -82,17 +115,20 @@ def reference(q, k, v, causal, bottom_right=True):
     return (p @ v).transpose(1, 2), lse
 
 
-def check(quick: bool, torch_side: bool, jax_side: bool) -> int:
+def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple) -> int:
     torch.manual_seed(0)
     failures = 0
     shapes = [  # (B, Nq, Nkv, Hq, Hkv, D, causal)
-        (2, 1000, 1000, 3, 3, 128, False), (2, 1000, 1000, 3, 3, 128, True), (1, 333, 1111, 4, 2, 128, True),
-        (1, 777, 300, 2, 1, 128, True), (2, 517, 517, 3, 1, 64, False), (1, 700, 900, 2, 2, 64, True),
+        shape for d in head_dims for shape in (
+            (2, 1000, 1000, 3, 3, d, False), (2, 1000, 1000, 3, 3, d, True), (1, 333, 1111, 4, 2, d, True),
+            (1, 777, 300, 2, 1, d, True), (2, 517, 517, 3, 1, d, False),
+            # more tiles than SMs: a persistent program walks several, its ring phases carried over
+            (1, 2100, 2100, 16, 4, d, True), (1, 2100, 2100, 16, 4, d, False))
     ]
-    variants = ["ov-n64s3"] if quick else list(VARIANTS)
-    if not torch_side:
-        variants = []
     for (b, nq, nkv, hq, hkv, d, causal) in shapes:
+        variants = [name for name, v in VARIANTS.items() if v.head_dim == d and torch_side]
+        if quick:
+            variants = variants[:1]
         q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.bfloat16)
         k, v = (torch.randn(b, nkv, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         ref, ref_lse = reference(q, k, v, causal)
@@ -114,7 +150,7 @@ def check(quick: bool, torch_side: bool, jax_side: bool) -> int:
             import jax.numpy as jnp
 
             arrays = [jnp.asarray(x.float().cpu().numpy()).astype(jnp.bfloat16) for x in (q, k, v)]
-            variant = "ov-n64s3"
+            variant = JAX_VARIANTS[d]
             out, lse = jax.jit(lambda a, b_, c: launch_jax(a, b_, c, variant, causal))(*arrays)
             out = torch.from_numpy(np.asarray(out.astype(jnp.float32))).double()
             err = ((out - ref.cpu()).norm() / ref.norm().cpu()).item()
@@ -139,17 +175,20 @@ def without_gluon(fn):
     return run
 
 
-def bench(quick: bool) -> None:
+def bench(quick: bool, head_dims: tuple) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     rows = []
-    shapes = [(4, 4096, 16, 128), (1, 16384, 16, 128), (16, 1024, 16, 128), (4, 4096, 32, 64)]
+    shapes = [(4, 4096, 16, 128), (1, 16384, 16, 128), (16, 1024, 16, 128), (4, 4096, 32, 64), (1, 16384, 32, 64),
+              (16, 1024, 32, 64), (4, 4096, 8, 256), (1, 16384, 8, 256)]
+    shapes = [shape for shape in shapes if shape[3] in head_dims]
     for (b, n, h, d) in shapes[:2] if quick else shapes:
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
         for causal in (False, True):
             flops = 4 * b * h * n * n * d / (2 if causal else 1)
-            systems = {f"gluon {name}": (lambda name=name: launch_torch(q, k, v, name, causal)) for name in VARIANTS}
+            systems = {f"gluon {name}": (lambda name=name: launch_torch(q, k, v, name, causal))
+                       for name, variant in VARIANTS.items() if variant.head_dim == d}
             systems["flashx"] = lambda: ft.attention(q, k, v, causal=causal)
             systems["flashx tl"] = without_gluon(lambda: ft.attention(q, k, v, causal=causal))
 
@@ -167,24 +206,31 @@ def bench(quick: bool) -> None:
                 except Exception as e:  # noqa: BLE001
                     rows.append((f"B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}", name, float("nan")))
                     print(f"{name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
-    names = list(dict.fromkeys(r[1] for r in rows))
-    cases = list(dict.fromkeys(r[0] for r in rows))
     table = {(c, n): t for c, n, t in rows}
-    print("| case | " + " | ".join(names) + " |")
-    print("|---|" + "---|" * len(names))
-    for c in cases:
-        print(f"| {c} | " + " | ".join(f"{table.get((c, n), float('nan')):.0f}" for n in names) + " |")
+    for d in head_dims:  # one table a head dim: its variants differ
+        cases = [c for c in dict.fromkeys(r[0] for r in rows) if f" D={d} " in c]
+        names = list(dict.fromkeys(r[1] for r in rows if r[0] in cases))
+        print("| case | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        for c in cases:
+            print(f"| {c} | " + " | ".join(f"{table.get((c, n), float('nan')):.0f}" for n in names) + " |")
+        print()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=("torch", "jax"), help="check one frontend only, and skip the timings")
+    parser.add_argument("--timings-only", action="store_true", help="skip the correctness checks")
+    parser.add_argument("--d", type=int, nargs="+", default=[128, 64, 256], help="only these head dims")
     args = parser.parse_args()
-    failures = check(args.quick, args.only != "jax", args.only != "torch")
-    print(f"correctness failures: {failures}", flush=True)
+    head_dims = tuple(args.d)
+    failures = 0
+    if not args.timings_only:
+        failures = check(args.quick, args.only != "jax", args.only != "torch", head_dims)
+        print(f"correctness failures: {failures}", flush=True)
     if args.only is None:
-        bench(args.quick)
+        bench(args.quick, head_dims)
     return 1 if failures else 0
 
 

@@ -297,6 +297,8 @@ def _gluon_kernel():
     [
         pytest.param({}, True, id="dense"),
         pytest.param(dict(causal=True), True, id="causal"),
+        pytest.param(dict(persistent=True), True, id="persistent"),
+        pytest.param(dict(causal=True, persistent=True, hq=100), True, id="persistent-more-tiles-than-sms"),
         pytest.param(dict(window=(-1, 0)), True, id="window-as-causal"),
         pytest.param(dict(hkv=2), True, id="gqa"),
         pytest.param(dict(dtype="float16"), True, id="fp16"),
@@ -318,8 +320,12 @@ def test_gluon_forward_route(monkeypatch, change, gluon):
     least GLUON_MIN_SEQLEN_KV keys and 16-byte rows take the Gluon forward, causal or not; every
     other call keeps the tl kernel. The Gluon launch's template finds every kernel argument."""
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
-    c = dict(nq=2100, nkv=2100, hq=4, hkv=4, d=128, dv=128, dtype="bfloat16", row_stride=None, d_stride=1)
+    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
+    c = dict(nq=2100, nkv=2100, hq=4, hkv=4, d=128, dv=128, dtype="bfloat16", row_stride=None, d_stride=1,
+             persistent=False)
     c.update(change)
+    tile = dict(plan_mod.GLUON_FORWARD_TILES[128], PERSISTENT=c["persistent"])
+    monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, 128, tile)
     options = {k: c[k] for k in ("causal", "window", "softcap", "scale") if k in c}
 
     def array(n, h, d):
@@ -334,7 +340,11 @@ def test_gluon_forward_route(monkeypatch, change, gluon):
     call = plan.forward_call({}, None)
     assert (call.kernel is _gluon_kernel()) == gluon
     if gluon:
-        assert call.grid == (-(-c["nq"] // 128), c["hq"], 2)
+        tiles = (-(-c["nq"] // tile["BLOCK_M"]), c["hq"], 2)
+        assert call.grid == ((min(tiles[0] * tiles[1] * tiles[2], 132), 1, 1) if c["persistent"] else tiles)
+        args = dict(zip(kernel_params(call.kernel)[0], call.args))
+        assert (args["num_heads"], args["num_batches"], args["seqlen_q"]) == (c["hq"], 2, c["nq"])
+        assert call.constexprs["PERSISTENT"] == c["persistent"]
         assert call.constexprs["LIMIT_RIGHT"] == ("causal" in c or "window" in c)
         # The caller may decline it (a torch view that starts off a 16-byte boundary).
         assert plan.forward_call({}, None, gluon=False).kernel is not _gluon_kernel()
@@ -343,7 +353,8 @@ def test_gluon_forward_route(monkeypatch, change, gluon):
 
 
 class _FakeLibcuda:
-    """libcuda's five calls that runtime.cuda_capabilities makes, answering from a list."""
+    """libcuda's five calls that runtime asks devices with, answering from a list of capabilities
+    (device i has 132 - 18 i SMs)."""
 
     def __init__(self, capabilities, init_status=0):
         self.capabilities, self.init_status = capabilities, init_status
@@ -361,7 +372,9 @@ class _FakeLibcuda:
 
     def cuDeviceGetAttribute(self, value, attribute, device):
         major, minor = self.capabilities[device.value]
-        value._obj.value = {core.runtime._CU_CAPABILITY_MAJOR: major, core.runtime._CU_CAPABILITY_MINOR: minor}[attribute]
+        runtime = core.runtime
+        value._obj.value = {runtime._CU_CAPABILITY_MAJOR: major, runtime._CU_CAPABILITY_MINOR: minor,
+                            runtime._CU_MULTIPROCESSOR_COUNT: 132 - 18 * device.value}[attribute]
         return 0
 
 
@@ -383,6 +396,8 @@ def test_hopper_gluon_asks_the_driver_for_every_device(monkeypatch, capabilities
     runtime = core.runtime
     monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: _FakeLibcuda(capabilities, init_status))
     assert runtime.cuda_capabilities() == (capabilities if init_status == 0 else [])
+    monkeypatch.setattr(runtime, "_multiprocessors", None)
+    assert runtime.multiprocessor_count() == (132 - 18 * (len(capabilities) - 1) if capabilities and not init_status else 1)
     monkeypatch.setattr(runtime, "INTERPRETER", False)
     monkeypatch.delenv("FLASHX_GLUON", raising=False)
     monkeypatch.setattr(runtime, "_hopper_gluon", None)

@@ -1,15 +1,20 @@
 """A warp-specialized attention forward in Gluon for Hopper (sm_90): the fast path of dense calls.
 
-One program owns BLOCK_M = 128 query rows of one (batch, q head) and runs three partitions:
+One tile is BLOCK_M = 64 * NUM_CONSUMERS query rows of one (batch, q head); a program runs
+NUM_CONSUMERS + 1 partitions on it:
 - the producer (PRODUCER_WARPS warps, few registers) streams K and V tiles of BLOCK_N keys into
   rings of STAGES shared-memory buffers with cp.async; each copy completes on its stage's
   `k_ready` / `v_ready` mbarrier (one arrival per producer thread);
-- two consumers (one warpgroup and 64 rows each, no barrier between them, so one's softmax runs
-  while the other's wgmma holds the tensor cores): S = Q K^T by wgmma, the online softmax in
+- the consumers (one warpgroup and 64 rows each): S = Q K^T by wgmma, the online softmax in
   registers, O += P V by wgmma with P in registers, and each stage handed back on its `*_empty`
-  barrier. With OVERLAP, a consumer issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} together and
-  runs block j's softmax while the second is in flight (FlashAttention-3's intra-warpgroup
-  pipelining).
+  barrier. Without TURNS the consumers are not synchronized with each other (one's softmax runs
+  while another's wgmma holds the tensor cores, in whatever order they fall into). With TURNS
+  they take turns on the tensor cores, FlashAttention-3's ping-pong: in its turn a consumer issues
+  O += P_{j-1} V_{j-1} and S_j = Q K_j^T, hands the turn on, and runs block j's softmax while the
+  next consumer's products run.
+PERSISTENT: at most one program an SM (grid (programs, 1, 1)), each walking the tiles program,
+program + programs, ...; ring stages and turns carry from tile to tile, so a program's next K/V
+copies start while its consumers finish the last tile, and no wave is left half full.
 
 No TMA: jaxlib can neither pass host tensor descriptors nor give device-side ones their global
 scratch, and the same kernel must launch from torch and from JAX.
@@ -17,7 +22,7 @@ scratch, and the same kernel must launch from torch and from JAX.
 Q [B, Nq, Hq, D], K / V [B, Nkv, Hkv, D], O [B, Nq, Hq, D] through their strides (the last
 axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE [B, Hq, Nq] float32, natural
 log, -inf for a row that sees no key. Causal (LIMIT_RIGHT) is aligned bottom-right when
-bottom_right is 1. D is 64 or 128 (BLOCK_D == HEAD_DIM), 16-bit inputs; any Nq, Nkv.
+bottom_right is 1. D is 64, 128 or 256 (BLOCK_D == HEAD_DIM), 16-bit inputs; any Nq, Nkv.
 """
 
 from triton.experimental import gluon
@@ -27,13 +32,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
     warpgroup_mma,
-    warpgroup_mma_wait,
 )
 
 LOG2_E = gl.constexpr(1.4426950408889634)
 LN_2 = gl.constexpr(0.6931471805599453)
 CONSUMER_WARPS = gl.constexpr(4)  # one warpgroup per consumer partition
-CONSUMER_ROWS = gl.constexpr(64)  # BLOCK_M // 2
+CONSUMER_ROWS = gl.constexpr(64)  # query rows a consumer
 
 
 @gluon.constexpr_function
@@ -49,30 +53,98 @@ def _aligned(x, ALIGN: gl.constexpr):
 
 
 @gluon.jit
-def _producer(K, V, stride_kn, stride_vn, k_base, v_base, n_blocks, seqlen_kv,
+def _tile_walk(num_tiles, PERSISTENT: gl.constexpr):
+    """(first, end, step) of this program's tiles: all of its share, or (not PERSISTENT) its one tile."""
+    if PERSISTENT:
+        first = gl.program_id(0)
+        end = num_tiles
+        step = gl.num_programs(0)
+    else:
+        first = 0
+        end = 1
+        step = 1
+    return first, end, step
+
+
+@gluon.jit
+def _tile(t, num_heads, num_batches, seqlen_q, BLOCK_M: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
+          PERSISTENT: gl.constexpr):
+    """(query block, head, batch) of tile t. Under causal masks the last query blocks see the most
+    keys: they start first (persistent: every head's last block before any head's next)."""
+    if PERSISTENT:
+        num_blocks = gl.cdiv(seqlen_q, BLOCK_M)
+        if LIMIT_RIGHT:
+            heads = num_heads * num_batches
+            block = num_blocks - 1 - t // heads
+            head_batch = t % heads
+        else:
+            # Neighbouring programs on one head's blocks: they read the same K and V (L2).
+            block = t % num_blocks
+            head_batch = t // num_blocks
+        head = head_batch % num_heads
+        batch = head_batch // num_heads
+    else:
+        if LIMIT_RIGHT:
+            block = gl.num_programs(0) - 1 - gl.program_id(0)
+        else:
+            block = gl.program_id(0)
+        head = gl.program_id(1)
+        batch = gl.program_id(2)
+    return block, head, batch
+
+
+@gluon.jit
+def _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                LIMIT_RIGHT: gl.constexpr):
+    """(key blocks, of which unmasked) of the tile from query row0: all of them, or (causal) up to
+    its last row's diagonal; those before its first row's diagonal and inside the sequence need no
+    mask. At least one block, so that every barrier protocol runs; a row that sees none is masked."""
+    if LIMIT_RIGHT:
+        kv_end = gl.minimum(gl.maximum(row0 + BLOCK_M + diag_offset, 0), seqlen_kv)
+        n_unmasked = gl.maximum(row0 + diag_offset + 1, 0) // BLOCK_N
+    else:
+        kv_end = seqlen_kv
+        n_unmasked = seqlen_kv // BLOCK_N
+    n_blocks = gl.maximum(gl.cdiv(kv_end, BLOCK_N), 1)
+    return n_blocks, gl.minimum(n_unmasked, seqlen_kv // BLOCK_N)
+
+
+@gluon.jit
+def _producer(K, V, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
+              num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, gqa_group, diag_offset,
               k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
-              BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr):
-    """Copy K_j then V_j into stage j % STAGES once the consumers have handed it back."""
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+              PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
+    """Copy K_j then V_j into ring step i's stage (i % STAGES) once the consumers have handed it back."""
     layout: gl.constexpr = _copy_layout(BLOCK_D, PRODUCER_WARPS)
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
     k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
     v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
-    for j in range(n_blocks):
-        stage = j % STAGES
-        # A fresh barrier counts the phase before 0 as complete: the first round does not wait.
-        phase = ((j // STAGES) & 1) ^ 1
-        start = (j * BLOCK_N).to(gl.int64)
-        # Keys past the sequence are zero-filled: a stale V row would turn 0 * garbage into NaN.
-        in_bounds = (j * BLOCK_N + offs_n)[:, None] < seqlen_kv
-        mbarrier.wait(k_empty.index(stage), phase)
-        async_copy.async_copy_global_to_shared(k_smem.index(stage), K + (k_base + start * stride_kn) + k_offs,
-                                               mask=in_bounds)
-        async_copy.mbarrier_arrive(k_ready.index(stage), increment_count=False)
-        mbarrier.wait(v_empty.index(stage), phase)
-        async_copy.async_copy_global_to_shared(v_smem.index(stage), V + (v_base + start * stride_vn) + v_offs,
-                                               mask=in_bounds)
-        async_copy.mbarrier_arrive(v_ready.index(stage), increment_count=False)
+    first, end, step = _tile_walk(num_tiles, PERSISTENT)
+    i = 0  # ring steps so far, over all of this program's tiles
+    for t in range(first, end, step):
+        block, head, batch = _tile(t, num_heads, num_batches, seqlen_q, BLOCK_M, LIMIT_RIGHT, PERSISTENT)
+        kv_head = (head // gqa_group).to(gl.int64)
+        k_base = batch.to(gl.int64) * stride_kb + kv_head * stride_kh
+        v_base = batch.to(gl.int64) * stride_vb + kv_head * stride_vh
+        n_blocks, _ = _key_blocks(block * BLOCK_M, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, LIMIT_RIGHT)
+        for j in range(n_blocks):
+            stage = i % STAGES
+            # A fresh barrier counts the phase before 0 as complete: the first round does not wait.
+            phase = ((i // STAGES) & 1) ^ 1
+            start = (j * BLOCK_N).to(gl.int64)
+            # Keys past the sequence are zero-filled: a stale V row would turn 0 * garbage into NaN.
+            in_bounds = (j * BLOCK_N + offs_n)[:, None] < seqlen_kv
+            mbarrier.wait(k_empty.index(stage), phase)
+            async_copy.async_copy_global_to_shared(k_smem.index(stage), K + (k_base + start * stride_kn) + k_offs,
+                                                   mask=in_bounds)
+            async_copy.mbarrier_arrive(k_ready.index(stage), increment_count=False)
+            mbarrier.wait(v_empty.index(stage), phase)
+            async_copy.async_copy_global_to_shared(v_smem.index(stage), V + (v_base + start * stride_vn) + v_offs,
+                                                   mask=in_bounds)
+            async_copy.mbarrier_arrive(v_ready.index(stage), increment_count=False)
+            i += 1
 
 
 @gluon.jit
@@ -100,13 +172,28 @@ def _softmax_step(s, m_i, l_i, qk_scale_log2):
 
 
 @gluon.jit
-def _consumer(Q, O, LSE, stride_qn, stride_on, stride_ln, q_base, o_base, lse_base, row0, seqlen_q, seqlen_kv,
-              diag_offset, n_blocks, n_unmasked, qk_scale_log2, q_smem, k_smem, v_smem,
-              k_ready, v_ready, k_empty, v_empty,
-              BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-              OVERLAP: gl.constexpr):
-    """One warpgroup: CONSUMER_ROWS query rows from row0 against n_blocks key blocks (the first
-    n_unmasked of them need no mask)."""
+def _take_turn(turns, turn, CONSUMER: gl.constexpr):
+    """Wait until the tensor cores are this consumer's: its turn-th turn follows the previous
+    consumer's (consumer 0's first turn, on a fresh barrier, does not wait)."""
+    if CONSUMER == 0:
+        mbarrier.wait(turns.index(0), (turn & 1) ^ 1)
+    else:
+        mbarrier.wait(turns.index(CONSUMER), turn & 1)
+
+
+@gluon.jit
+def _pass_turn(turns, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+    mbarrier.arrive(turns.index((CONSUMER + 1) % NUM_CONSUMERS))
+
+
+@gluon.jit
+def _consumer(Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
+              stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset,
+              qk_scale_log2, q_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns,
+              CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
+              STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr):
+    """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles."""
+    BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
     dtype: gl.constexpr = Q.dtype.element_ty
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
@@ -115,156 +202,180 @@ def _consumer(Q, O, LSE, stride_qn, stride_on, stride_ln, q_base, o_base, lse_ba
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-
-    # Q once, through registers into shared memory (the wgmma A operand of S); rows past Nq read 0.
     load_layout: gl.constexpr = _copy_layout(BLOCK_D, CONSUMER_WARPS)
     offs_m = gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, load_layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, load_layout))
-    q_rows_ok = (row0 + offs_m)[:, None] < seqlen_q
-    q_smem.store(gl.load(Q + q_base + offs_m[:, None] * stride_qn + offs_d[None, :], mask=q_rows_ok, other=0.0))
-    fence_async_shared()
-
-    m_i = gl.full([CONSUMER_ROWS], float("-inf"), gl.float32, layout=row_s)
-    l_i = gl.zeros([CONSUMER_ROWS], gl.float32, layout=row_s)
-    acc = gl.zeros([CONSUMER_ROWS, BLOCK_D], gl.float32, layout=o_layout)
-    s_zero = gl.zeros([CONSUMER_ROWS, BLOCK_N], gl.float32, layout=s_layout)
-    if OVERLAP:
-        # Block 0's scores alone; then per step S_j and P_{j-1} V_{j-1} in flight together.
-        mbarrier.wait(k_ready.index(0), 0)
-        s = warpgroup_mma(q_smem, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False)
-        mbarrier.arrive(k_empty.index(0))
-        if n_unmasked <= 0:
-            s = _mask_scores(s, 0, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
-        for j in range(1, n_blocks):
-            stage = j % STAGES
-            prev = (j - 1) % STAGES
-            mbarrier.wait(k_ready.index(stage), (j // STAGES) & 1)
-            s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-            mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-            acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(prev), acc, is_async=True)
-            s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))  # S_j done (wgmma groups retire in order)
-            mbarrier.arrive(k_empty.index(stage))
-            if j >= n_unmasked:
-                s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
-            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(v_empty.index(prev))
-            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        last = (n_blocks - 1) % STAGES
-        mbarrier.wait(v_ready.index(last), ((n_blocks - 1) // STAGES) & 1)
-        acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(last), acc)
-        mbarrier.arrive(v_empty.index(last))
-    else:
-        for j in range(n_blocks):
-            stage = j % STAGES
-            phase = (j // STAGES) & 1
-            mbarrier.wait(k_ready.index(stage), phase)
-            s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
-            mbarrier.arrive(k_empty.index(stage))
-            if j >= n_unmasked:
-                s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
-            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
-            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-            mbarrier.wait(v_ready.index(stage), phase)
-            acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(stage), acc)
-            mbarrier.arrive(v_empty.index(stage))
-
-    # A row that saw no key (causal with Nq > Nkv) gives 0 and lse = -inf, as the tl kernel does.
-    empty = l_i == 0.0
-    l_safe = gl.where(empty, 1.0, l_i)
-    out = acc / gl.convert_layout(l_safe, row_o)[:, None]
     offs_mo = gl.arange(0, CONSUMER_ROWS, layout=row_o)
     offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, o_layout))
-    gl.store(O + o_base + offs_mo[:, None] * stride_on + offs_do[None, :], out.to(dtype),
-             mask=(row0 + offs_mo)[:, None] < seqlen_q)
     offs_ml = gl.arange(0, CONSUMER_ROWS, layout=row_s)
-    lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN_2)
-    gl.store(LSE + lse_base + offs_ml * stride_ln, lse, mask=row0 + offs_ml < seqlen_q)
+    s_zero = gl.zeros([CONSUMER_ROWS, BLOCK_N], gl.float32, layout=s_layout)
+
+    first, end, step = _tile_walk(num_tiles, PERSISTENT)
+    i = 0  # ring steps so far, over all of this program's tiles
+    turn = 0  # turns taken so far
+    for t in range(first, end, step):
+        block, head, batch = _tile(t, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, PERSISTENT)
+        tile_row0 = block * BLOCK_M
+        n_blocks, n_unmasked = _key_blocks(tile_row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, CAUSAL)
+        row0 = tile_row0 + CONSUMER * CONSUMER_ROWS
+        b64 = batch.to(gl.int64)
+        h64 = head.to(gl.int64)
+        r64 = row0.to(gl.int64)
+
+        # Q through registers into shared memory (the wgmma A operand of S); rows past Nq read 0.
+        # The last tile's products, the only readers of q_smem, have completed.
+        q_base = b64 * stride_qb + h64 * stride_qh + r64 * stride_qn
+        q_rows_ok = (row0 + offs_m)[:, None] < seqlen_q
+        q_smem.store(gl.load(Q + q_base + offs_m[:, None] * stride_qn + offs_d[None, :], mask=q_rows_ok, other=0.0))
+        fence_async_shared()
+
+        m_i = gl.full([CONSUMER_ROWS], float("-inf"), gl.float32, layout=row_s)
+        l_i = gl.zeros([CONSUMER_ROWS], gl.float32, layout=row_s)
+        acc = gl.zeros([CONSUMER_ROWS, BLOCK_D], gl.float32, layout=o_layout)
+        if TURNS:
+            # In its turn: O += P_{j-1} V_{j-1} (its rescale first), then S_j; the softmax of
+            # block j after the turn, under the next consumer's products.
+            p = gl.zeros([CONSUMER_ROWS, BLOCK_N], dtype, layout=p_layout)
+            alpha = gl.full([CONSUMER_ROWS], 1.0, gl.float32, layout=row_s)
+            for j in range(n_blocks):
+                stage = (i + j) % STAGES
+                phase = ((i + j) // STAGES) & 1
+                mbarrier.wait(k_ready.index(stage), phase)
+                _take_turn(turns, turn, CONSUMER)
+                if j > 0:
+                    prev = (i + j - 1) % STAGES
+                    mbarrier.wait(v_ready.index(prev), ((i + j - 1) // STAGES) & 1)
+                    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                    acc = warpgroup_mma(p, v_smem.index(prev), acc)
+                s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
+                _pass_turn(turns, CONSUMER, NUM_CONSUMERS)
+                turn += 1
+                mbarrier.arrive(k_empty.index(stage))
+                if j > 0:
+                    mbarrier.arrive(v_empty.index((i + j - 1) % STAGES))
+                if j >= n_unmasked:
+                    s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+                p32, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
+                p = gl.convert_layout(p32.to(dtype), p_layout)
+            last = (i + n_blocks - 1) % STAGES
+            mbarrier.wait(v_ready.index(last), ((i + n_blocks - 1) // STAGES) & 1)
+            _take_turn(turns, turn, CONSUMER)
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+            acc = warpgroup_mma(p, v_smem.index(last), acc)
+            _pass_turn(turns, CONSUMER, NUM_CONSUMERS)
+            turn += 1
+            mbarrier.arrive(v_empty.index(last))
+        else:
+            for j in range(n_blocks):
+                stage = (i + j) % STAGES
+                phase = ((i + j) // STAGES) & 1
+                mbarrier.wait(k_ready.index(stage), phase)
+                s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
+                mbarrier.arrive(k_empty.index(stage))
+                if j >= n_unmasked:
+                    s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+                p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
+                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+                mbarrier.wait(v_ready.index(stage), phase)
+                acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(stage), acc)
+                mbarrier.arrive(v_empty.index(stage))
+        i += n_blocks
+
+        # A row that saw no key (causal with Nq > Nkv) gives 0 and lse = -inf, as the tl kernel does.
+        empty = l_i == 0.0
+        l_safe = gl.where(empty, 1.0, l_i)
+        out = acc / gl.convert_layout(l_safe, row_o)[:, None]
+        o_base = b64 * stride_ob + h64 * stride_oh + r64 * stride_on
+        gl.store(O + o_base + offs_mo[:, None] * stride_on + offs_do[None, :], out.to(dtype),
+                 mask=(row0 + offs_mo)[:, None] < seqlen_q)
+        lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN_2)
+        lse_base = b64 * stride_lb + h64 * stride_lh + r64 * stride_ln
+        gl.store(LSE + lse_base + offs_ml * stride_ln, lse, mask=row0 + offs_ml < seqlen_q)
 
 
 @gluon.jit
 def gluon_attention_forward_kernel(
     Q, K, V,
-    sm_scale, bottom_right, seqlen_q, seqlen_kv, gqa_group,
+    sm_scale, bottom_right, seqlen_q, seqlen_kv, gqa_group, num_heads, num_batches,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln,
     O, LSE,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
-    STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
+    STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
     PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
 ):
-    """Grid (cdiv(Nq, BLOCK_M), Hq, B); launch with num_warps=4 (the first consumer's warpgroup:
-    Triton adds the second consumer's and the producer's warps). LIMIT_RIGHT: causal."""
-    gl.static_assert(BLOCK_M == 2 * CONSUMER_ROWS)
+    """Grid (cdiv(Nq, BLOCK_M), Hq, B), or PERSISTENT (at most the SM count, 1, 1); launch with
+    num_warps=4 (the first consumer's warpgroup: Triton adds the other partitions' warps).
+    BLOCK_M: 128 or 192 (two or three consumers). LIMIT_RIGHT: causal."""
+    NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
+    gl.static_assert(NUM_CONSUMERS * CONSUMER_ROWS == BLOCK_M)
+    gl.static_assert(NUM_CONSUMERS == 2 or NUM_CONSUMERS == 3)
     dtype: gl.constexpr = Q.dtype.element_ty
-    # Under causal masks the last query blocks see the most keys: start them first.
-    if LIMIT_RIGHT:
-        block = gl.num_programs(0) - 1 - gl.program_id(0)
-    else:
-        block = gl.program_id(0)
-    head = gl.program_id(1)
-    batch = gl.program_id(2)
     # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
     A: gl.constexpr = STRIDE_ALIGN
     stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
     stride_kb, stride_kn, stride_kh = _aligned(stride_kb, A), _aligned(stride_kn, A), _aligned(stride_kh, A)
     stride_vb, stride_vn, stride_vh = _aligned(stride_vb, A), _aligned(stride_vn, A), _aligned(stride_vh, A)
     stride_ob, stride_on, stride_oh = _aligned(stride_ob, A), _aligned(stride_on, A), _aligned(stride_oh, A)
-    b64 = batch.to(gl.int64)
-    h64 = head.to(gl.int64)
-    kv_h64 = (head // gqa_group).to(gl.int64)
-    row0 = block * BLOCK_M
-    q_base = b64 * stride_qb + h64 * stride_qh + row0.to(gl.int64) * stride_qn
-    o_base = b64 * stride_ob + h64 * stride_oh + row0.to(gl.int64) * stride_on
-    k_base = b64 * stride_kb + kv_h64 * stride_kh
-    v_base = b64 * stride_vb + kv_h64 * stride_vh
-    lse_base = b64 * stride_lb + h64 * stride_lh + row0.to(gl.int64) * stride_ln
-
-    # Key blocks: all of them, or (causal) up to the tile's last row's diagonal; those before the
-    # first row's diagonal and inside the sequence take no mask.
     diag_offset = (seqlen_kv - seqlen_q) * bottom_right
-    if LIMIT_RIGHT:
-        kv_end = gl.minimum(gl.maximum(row0 + BLOCK_M + diag_offset, 0), seqlen_kv)
-        n_unmasked = gl.maximum(row0 + diag_offset + 1, 0) // BLOCK_N
-    else:
-        kv_end = seqlen_kv
-        n_unmasked = seqlen_kv // BLOCK_N
-    # At least one block, so that every barrier protocol below runs; a row that sees none is masked.
-    n_blocks = gl.maximum(gl.cdiv(kv_end, BLOCK_N), 1)
-    n_unmasked = gl.minimum(n_unmasked, seqlen_kv // BLOCK_N)
+    num_tiles = gl.cdiv(seqlen_q, BLOCK_M) * num_heads * num_batches
 
     smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([CONSUMER_ROWS, HEAD_DIM], dtype)
-    q_smem = gl.allocate_shared_memory(dtype, [2, CONSUMER_ROWS, HEAD_DIM], q_layout)
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turns = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     for stage in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(stage), count=32 * PRODUCER_WARPS)  # one cp.async arrival a producer thread
         mbarrier.init(v_ready.index(stage), count=32 * PRODUCER_WARPS)
-        mbarrier.init(k_empty.index(stage), count=2)  # each consumer hands a stage back on its own
-        mbarrier.init(v_empty.index(stage), count=2)
+        mbarrier.init(k_empty.index(stage), count=NUM_CONSUMERS)  # each consumer hands a stage back on its own
+        mbarrier.init(v_empty.index(stage), count=NUM_CONSUMERS)
+    for consumer in gl.static_range(NUM_CONSUMERS):
+        mbarrier.init(turns.index(consumer), count=1)
 
     qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
-    half_q = CONSUMER_ROWS * stride_qn
-    half_o = CONSUMER_ROWS * stride_on
-    half_l = CONSUMER_ROWS * stride_ln
-    gl.warp_specialize(
-        [
-            (_consumer, (Q, O, LSE, stride_qn, stride_on, stride_ln, q_base, o_base, lse_base, row0, seqlen_q,
-                         seqlen_kv, diag_offset, n_blocks, n_unmasked, qk_scale_log2, q_smem.index(0), k_smem, v_smem,
-                         k_ready, v_ready, k_empty, v_empty, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, OVERLAP)),
-            (_consumer, (Q, O, LSE, stride_qn, stride_on, stride_ln, q_base + half_q, o_base + half_o,
-                         lse_base + half_l, row0 + CONSUMER_ROWS, seqlen_q, seqlen_kv, diag_offset, n_blocks,
-                         n_unmasked, qk_scale_log2, q_smem.index(1), k_smem, v_smem,
-                         k_ready, v_ready, k_empty, v_empty, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, OVERLAP)),
-            (_producer, (K, V, stride_kn, stride_vn, k_base, v_base, n_blocks, seqlen_kv, k_smem, v_smem,
-                         k_ready, v_ready, k_empty, v_empty, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS)),
-        ],
-        [CONSUMER_WARPS, PRODUCER_WARPS],
-        [CONSUMER_REGS, PRODUCER_REGS],
-    )
+    # Each consumer's arguments, which differ only in its index and its Q buffer (a tuple of
+    # arguments built once would lose its constexprs).
+    if NUM_CONSUMERS == 2:
+        gl.warp_specialize(
+            [(_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
+                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
+                          diag_offset, qk_scale_log2, q_smem.index(0), k_smem, v_smem, k_ready, v_ready, k_empty,
+                          v_empty, turns, 0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
+                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
+                          diag_offset, qk_scale_log2, q_smem.index(1), k_smem, v_smem, k_ready, v_ready, k_empty,
+                          v_empty, turns, 1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_producer, (K, V, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
+                          num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, gqa_group, diag_offset,
+                          k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+                          BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT))],
+            [CONSUMER_WARPS, PRODUCER_WARPS],
+            [CONSUMER_REGS, PRODUCER_REGS],
+        )
+    else:
+        gl.warp_specialize(
+            [(_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
+                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
+                          diag_offset, qk_scale_log2, q_smem.index(0), k_smem, v_smem, k_ready, v_ready, k_empty,
+                          v_empty, turns, 0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
+                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
+                          diag_offset, qk_scale_log2, q_smem.index(1), k_smem, v_smem, k_ready, v_ready, k_empty,
+                          v_empty, turns, 1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
+                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
+                          diag_offset, qk_scale_log2, q_smem.index(2), k_smem, v_smem, k_ready, v_ready, k_empty,
+                          v_empty, turns, 2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_producer, (K, V, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
+                          num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, gqa_group, diag_offset,
+                          k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+                          BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT))],
+            [CONSUMER_WARPS, CONSUMER_WARPS, PRODUCER_WARPS],
+            [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
+        )

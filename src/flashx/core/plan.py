@@ -77,14 +77,16 @@ class KernelTiles:
 # warns that 3.10 will turn it off by default.
 LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 
-# The Gluon forward (core/gluon_forward.py) on Hopper: 128 query rows in two consumer warpgroups
-# of 64, 128-key K and V tiles in rings of 2 stages, a 4-warp cp.async producer at 80 registers,
-# consumers at 200. Of five variants timed beside the tl forward on the H200 (bf16, D = 128,
-# benchmarks/gluon_forward_check.py, 2026-11-30), this one led at N = 4k (516 / 476 TFLOP/s
-# non-causal / causal vs tl 496 / 440) and stayed within 2% of the best at 16k (527 / 538).
-GLUON_FORWARD_TILE = dict(
-    BLOCK_M=128, BLOCK_N=128, STAGES=2, OVERLAP=False, PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200,
-)
+# The Gluon forward (core/gluon_forward.py) on Hopper, per head dim. D = 128: 128 query rows in
+# two consumer warpgroups of 64, 128-key K and V tiles in rings of 2 stages, a 4-warp cp.async
+# producer at 80 registers, consumers at 200. Of five variants timed beside the tl forward on the
+# H200 (bf16, D = 128, benchmarks/gluon_forward_check.py, 2026-11-30), this one led at N = 4k
+# (516 / 476 TFLOP/s non-causal / causal vs tl 496 / 440) and stayed within 2% of the best at 16k
+# (527 / 538).
+GLUON_FORWARD_TILES = {
+    128: dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, PRODUCER_WARPS=4,
+              PRODUCER_REGS=80, CONSUMER_REGS=200),
+}
 # Below this many keys the tl forward's short tiles led (N = 1k: 418 / 327 vs 408 / 307).
 GLUON_MIN_SEQLEN_KV = 2048
 
@@ -591,8 +593,8 @@ class AttentionPlan:
     @property
     def gluon_forward(self) -> bool:
         """Whether the forward may take the warp-specialized Gluon kernel (core/gluon_forward.py):
-        on Hopper, for dense 16-bit calls at D = Dv = 128 (causal or not, GQA, any Nq, Nkv >=
-        GLUON_MIN_SEQLEN_KV), whose rows start at 16-byte multiples (its cp.async copies 16 bytes)."""
+        on Hopper, for dense 16-bit calls at D = Dv in GLUON_FORWARD_TILES (causal or not, GQA, any
+        Nq, Nkv >= GLUON_MIN_SEQLEN_KV), whose rows start at 16-byte multiples (its cp.async copies 16 bytes)."""
         # The call's own part is decided once per plan (forward calls ask on every launch).
         return self._memoized("gluon_call", self._gluon_call) and runtime.hopper_gluon()
 
@@ -604,8 +606,8 @@ class AttentionPlan:
         causal_at_most = not f["LIMIT_RIGHT"] or s["window_right"] == 0
         rows_contiguous = all(s[f"stride_{x}d"] == 1 for x in "qkv")
         return bool(plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
-                    and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v == 128
-                    and self.max_seqlen_kv >= GLUON_MIN_SEQLEN_KV)
+                    and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v
+                    and self.head_dim in GLUON_FORWARD_TILES and self.max_seqlen_kv >= GLUON_MIN_SEQLEN_KV)
 
     def forward_call(self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name.
@@ -620,8 +622,10 @@ class AttentionPlan:
         return self._call(self._memoized(key, build), arrays, placeholder)
 
     def _forward_static(self, kernel: Any, grid: tuple, constexprs: dict, options: dict) -> tuple:
-        """Either forward kernel's launch: Q, K, V in, O and LSE (dense) out."""
-        extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
+        """Either forward kernel's launch: Q, K, V in, O and LSE (dense) out (the sizes for the
+        Gluon kernel's persistent tile walk)."""
+        extra = (self._dense("stride_o", self.out_shape) | self._lse_strides()
+                 | dict(num_heads=self.heads_q, num_batches=self.batch))
         return self._static(kernel, grid, self._template(kernel, extra), ("O", "LSE"), constexprs, options)
 
     def _tl_forward_static(self) -> tuple:
@@ -631,8 +635,10 @@ class AttentionPlan:
     def _gluon_forward_static(self) -> tuple:
         from .gluon_forward import gluon_attention_forward_kernel as kernel  # imported only where it runs
 
-        tile = GLUON_FORWARD_TILE
+        tile = GLUON_FORWARD_TILES[self.head_dim]
         grid = (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch)
+        if tile["PERSISTENT"]:
+            grid = (min(grid[0] * grid[1] * grid[2], runtime.multiprocessor_count()), 1, 1)
         # num_warps: the first consumer warpgroup's; Triton adds the other partitions' warps.
         return self._forward_static(kernel, grid, self._constexprs(kernel, tile), dict(num_warps=4, num_stages=1))
 

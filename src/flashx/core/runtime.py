@@ -64,13 +64,14 @@ def repair_triton_cache_dir() -> None:
         del os.environ["TRITON_CACHE_DIR"]
 
 
-# cuDeviceGetAttribute's codes for the compute capability (CUDA driver API, cuda.h).
+# cuDeviceGetAttribute's codes (CUDA driver API, cuda.h).
+_CU_MULTIPROCESSOR_COUNT = 16
 _CU_CAPABILITY_MAJOR = 75
 _CU_CAPABILITY_MINOR = 76
 
 
-def cuda_capabilities() -> "list[tuple[int, int]]":
-    """(major, minor) of every device the CUDA driver shows this process; [] without a driver.
+def _device_attributes(*codes: int) -> "list[tuple[int, ...]]":
+    """The attributes `codes` of every device the CUDA driver shows this process; [] without a driver.
 
     Asked of libcuda directly: Triton's driver would import torch and make a torch CUDA context,
     which a JAX process neither has nor wants."""
@@ -81,15 +82,35 @@ def cuda_capabilities() -> "list[tuple[int, int]]":
     count = ctypes.c_int(0)
     if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
         return []
-    capabilities = []
+    devices = []
     for ordinal in range(count.value):
-        device, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
-        if (libcuda.cuDeviceGet(ctypes.byref(device), ordinal) != 0
-                or libcuda.cuDeviceGetAttribute(ctypes.byref(major), _CU_CAPABILITY_MAJOR, device) != 0
-                or libcuda.cuDeviceGetAttribute(ctypes.byref(minor), _CU_CAPABILITY_MINOR, device) != 0):
+        device = ctypes.c_int(0)
+        if libcuda.cuDeviceGet(ctypes.byref(device), ordinal) != 0:
             return []
-        capabilities.append((major.value, minor.value))
-    return capabilities
+        values = []
+        for code in codes:
+            value = ctypes.c_int(0)
+            if libcuda.cuDeviceGetAttribute(ctypes.byref(value), code, device) != 0:
+                return []
+            values.append(value.value)
+        devices.append(tuple(values))
+    return devices
+
+
+def cuda_capabilities() -> "list[tuple[int, int]]":
+    """(major, minor) of every device the CUDA driver shows this process; [] without a driver."""
+    return _device_attributes(_CU_CAPABILITY_MAJOR, _CU_CAPABILITY_MINOR)
+
+
+_multiprocessors: "int | None" = None
+
+
+def multiprocessor_count() -> int:
+    """The fewest SMs of any visible device (a persistent grid's size; 1 without a driver)."""
+    global _multiprocessors
+    if _multiprocessors is None:
+        _multiprocessors = min((count for (count,) in _device_attributes(_CU_MULTIPROCESSOR_COUNT)), default=1)
+    return _multiprocessors
 
 
 _hopper_gluon: "bool | None" = None
