@@ -197,10 +197,12 @@ def test_bad_input_raises_at_trace_time():
     [
         pytest.param(Case(1, 2100, 2100, 4, 2, 128, 128, causal=True), "bfloat16", id="gqa-4:2-n2100-causal-bf16"),
         pytest.param(Case(2, 333, 2049, 2, 2, 128, 128, layout="bhnd"), "float16", id="q333-kv2049-bhnd-fp16"),
+        pytest.param(Case(1, 2100, 2100, 6, 2, 64, 64), "bfloat16", id="d64-gqa-6:2-n2100-bf16"),
+        pytest.param(Case(1, 1500, 2200, 2, 1, 256, 256, causal=True), "float16", id="d256-mqa-q1500-kv2200-causal-fp16"),
     ],
 )
 def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
-    """On Hopper, inside jax.jit: dense 16-bit D = 128 calls with >= 2048 keys take the Gluon
+    """On Hopper, inside jax.jit: dense 16-bit calls at D = 64, 128 or 256 with enough keys take the Gluon
     forward through jax-triton (flashx/jax/gluon.py teaches its builder Gluon), and agree with
     float64; the gradient reads its lse."""
     from flashx import core

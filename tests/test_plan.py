@@ -304,7 +304,13 @@ def _gluon_kernel():
         pytest.param(dict(dtype="float16"), True, id="fp16"),
         pytest.param(dict(nq=17), True, id="short-q"),
         pytest.param(dict(nkv=2047), False, id="short-kv"),
-        pytest.param(dict(d=64), False, id="d64"),
+        pytest.param(dict(d=64, dv=64), True, id="d64"),
+        pytest.param(dict(d=64, dv=64, nkv=2047), False, id="d64-short-kv"),
+        pytest.param(dict(d=64, dv=64, causal=True), False, id="d64-causal-4k"),
+        pytest.param(dict(d=64, dv=64, causal=True, nkv=16384), True, id="d64-causal-16k"),
+        pytest.param(dict(d=256, dv=256), True, id="d256"),
+        pytest.param(dict(d=256, dv=256, causal=True, hkv=1), True, id="d256-causal-mqa"),
+        pytest.param(dict(d=96, dv=96), False, id="d96"),
         pytest.param(dict(dv=64), False, id="dv64"),
         pytest.param(dict(dtype="float32"), False, id="fp32"),
         pytest.param(dict(window=(256, 0)), False, id="window"),
@@ -316,16 +322,18 @@ def _gluon_kernel():
     ],
 )
 def test_gluon_forward_route(monkeypatch, change, gluon):
-    """Where the device allows it (runtime.hopper_gluon), dense 16-bit D = Dv = 128 calls with at
-    least GLUON_MIN_SEQLEN_KV keys and 16-byte rows take the Gluon forward, causal or not; every
-    other call keeps the tl kernel. The Gluon launch's template finds every kernel argument."""
+    """Where the device allows it (runtime.hopper_gluon), dense 16-bit calls with D = Dv in
+    GLUON_FORWARD_TILES, at least the tile's MIN_SEQLEN_KV keys (causal: MIN_SEQLEN_KV_CAUSAL) and
+    16-byte rows take the Gluon forward, causal or not; every other call keeps the tl kernel. The
+    Gluon launch's template finds every kernel argument."""
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
     c = dict(nq=2100, nkv=2100, hq=4, hkv=4, d=128, dv=128, dtype="bfloat16", row_stride=None, d_stride=1,
              persistent=False)
     c.update(change)
-    tile = dict(plan_mod.GLUON_FORWARD_TILES[128], PERSISTENT=c["persistent"])
-    monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, 128, tile)
+    if c["d"] in plan_mod.GLUON_FORWARD_TILES:
+        tile = dict(plan_mod.GLUON_FORWARD_TILES[c["d"]], PERSISTENT=c["persistent"])
+        monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, c["d"], tile)
     options = {k: c[k] for k in ("causal", "window", "softcap", "scale") if k in c}
 
     def array(n, h, d):
@@ -344,7 +352,9 @@ def test_gluon_forward_route(monkeypatch, change, gluon):
         assert call.grid == ((min(tiles[0] * tiles[1] * tiles[2], 132), 1, 1) if c["persistent"] else tiles)
         args = dict(zip(kernel_params(call.kernel)[0], call.args))
         assert (args["num_heads"], args["num_batches"], args["seqlen_q"]) == (c["hq"], 2, c["nq"])
-        assert call.constexprs["PERSISTENT"] == c["persistent"]
+        assert {k: call.constexprs[k] for k in ("BLOCK_M", "BLOCK_N", "TURNS", "PERSISTENT", "HEAD_DIM")} == dict(
+            BLOCK_M=tile["BLOCK_M"], BLOCK_N=tile["BLOCK_N"], TURNS=tile["TURNS"], PERSISTENT=c["persistent"],
+            HEAD_DIM=c["d"])
         assert call.constexprs["LIMIT_RIGHT"] == ("causal" in c or "window" in c)
         # The caller may decline it (a torch view that starts off a 16-byte boundary).
         assert plan.forward_call({}, None, gluon=False).kernel is not _gluon_kernel()

@@ -77,18 +77,26 @@ class KernelTiles:
 # warns that 3.10 will turn it off by default.
 LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 
-# The Gluon forward (core/gluon_forward.py) on Hopper, per head dim. D = 128: 128 query rows in
-# two consumer warpgroups of 64, 128-key K and V tiles in rings of 2 stages, a 4-warp cp.async
-# producer at 80 registers, consumers at 200. Of five variants timed beside the tl forward on the
-# H200 (bf16, D = 128, benchmarks/gluon_forward_check.py, 2026-11-30), this one led at N = 4k
-# (516 / 476 TFLOP/s non-causal / causal vs tl 496 / 440) and stayed within 2% of the best at 16k
-# (527 / 538).
+# The Gluon forward (core/gluon_forward.py) on Hopper, per head dim: its tile and the fewest keys
+# (MIN_SEQLEN_KV, causal calls MIN_SEQLEN_KV_CAUSAL) where it led the tl forward, timed beside it
+# on the H200 (bf16, bnhd, benchmarks/gluon_forward_check.py; NOTES v0.12-v0.13):
+# - D = 128: two consumer warpgroups of 64 rows, 128-key K and V tiles in rings of 2 stages, a
+#   4-warp cp.async producer at 80 registers, consumers at 200: 516 / 476 TFLOP/s non-causal /
+#   causal at N = 4k vs tl 496 / 440 (2026-11-30 13:50); at N = 1k tl led causal. Turns and a
+#   persistent grid did not pay (2026-11-30 16:18).
+# - D = 64: three consumers (192 rows) taking turns, consumers at 152 registers: 441 / 482 at
+#   N = 4k / 16k non-causal vs tl 421 / 433; causal 449 vs 436 at 16k but 369 vs 387 at 4k, and
+#   the tl forward led at N = 1k (2026-11-30 16:18).
+# - D = 256: two consumers, 64-key tiles (192 KB of shared memory), consumers at 224 registers:
+#   549 / 479 at N = 4k (non-causal / causal) vs tl 464 / 429, 588 / 574 at 16k vs 473 / 470.
 GLUON_FORWARD_TILES = {
+    64: dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=False, PRODUCER_WARPS=4,
+             PRODUCER_REGS=56, CONSUMER_REGS=152, MIN_SEQLEN_KV=2048, MIN_SEQLEN_KV_CAUSAL=16384),
     128: dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, PRODUCER_WARPS=4,
-              PRODUCER_REGS=80, CONSUMER_REGS=200),
+              PRODUCER_REGS=80, CONSUMER_REGS=200, MIN_SEQLEN_KV=2048, MIN_SEQLEN_KV_CAUSAL=2048),
+    256: dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, PRODUCER_WARPS=4,
+              PRODUCER_REGS=64, CONSUMER_REGS=224, MIN_SEQLEN_KV=2048, MIN_SEQLEN_KV_CAUSAL=2048),
 }
-# Below this many keys the tl forward's short tiles led (N = 1k: 418 / 327 vs 408 / 307).
-GLUON_MIN_SEQLEN_KV = 2048
 
 
 @dataclass(frozen=True)
@@ -594,7 +602,7 @@ class AttentionPlan:
     def gluon_forward(self) -> bool:
         """Whether the forward may take the warp-specialized Gluon kernel (core/gluon_forward.py):
         on Hopper, for dense 16-bit calls at D = Dv in GLUON_FORWARD_TILES (causal or not, GQA, any
-        Nq, Nkv >= GLUON_MIN_SEQLEN_KV), whose rows start at 16-byte multiples (its cp.async copies 16 bytes)."""
+        Nq, Nkv at least the tile's MIN_SEQLEN_KV), whose rows start at 16-byte multiples (its cp.async copies 16 bytes)."""
         # The call's own part is decided once per plan (forward calls ask on every launch).
         return self._memoized("gluon_call", self._gluon_call) and runtime.hopper_gluon()
 
@@ -605,9 +613,11 @@ class AttentionPlan:
             "LIMIT_LEFT", "VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_MASK_MOD", "HAS_DENSE_MASK", "BLOCK_MAP"))
         causal_at_most = not f["LIMIT_RIGHT"] or s["window_right"] == 0
         rows_contiguous = all(s[f"stride_{x}d"] == 1 for x in "qkv")
-        return bool(plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
-                    and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v
-                    and self.head_dim in GLUON_FORWARD_TILES and self.max_seqlen_kv >= GLUON_MIN_SEQLEN_KV)
+        tile = GLUON_FORWARD_TILES.get(self.head_dim)
+        if not (plain and causal_at_most and rows_contiguous and tile and f["STRIDE_ALIGN"] >= 8
+                and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v):
+            return False
+        return self.max_seqlen_kv >= tile["MIN_SEQLEN_KV_CAUSAL" if f["LIMIT_RIGHT"] else "MIN_SEQLEN_KV"]
 
     def forward_call(self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name.
