@@ -83,10 +83,10 @@ LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 # - D = 128: two consumer warpgroups of 64 rows, 128-key K and V tiles in rings of 2 stages, a
 #   4-warp cp.async producer at 80 registers, consumers at 200: 516 / 476 TFLOP/s non-causal /
 #   causal at N = 4k vs tl 496 / 440 (2026-11-30 13:50); at N = 1k tl led causal. Turns and a
-#   persistent grid did not pay (2026-11-30 16:18).
+#   persistent grid did not pay (2026-11-30 16:22 UTC).
 # - D = 64: three consumers (192 rows) taking turns, consumers at 152 registers: 441 / 482 at
 #   N = 4k / 16k non-causal vs tl 421 / 433; causal 449 vs 436 at 16k but 369 vs 387 at 4k, and
-#   the tl forward led at N = 1k (2026-11-30 16:18).
+#   the tl forward led at N = 1k (2026-11-30 16:22 UTC).
 # - D = 256: two consumers, 64-key tiles (192 KB of shared memory), consumers at 224 registers:
 #   549 / 479 at N = 4k (non-causal / causal) vs tl 464 / 429, 588 / 574 at 16k vs 473 / 470.
 GLUON_FORWARD_TILES = {
