@@ -110,12 +110,15 @@ def _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M: gl.constexpr, B
 
 
 @gluon.jit
-def _producer(K, V, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
-              num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, gqa_group, diag_offset,
-              k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+def _producer(K, V, strides, sizes, gqa_group, rings,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
               PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
-    """Copy K_j then V_j into ring step i's stage (i % STAGES) once the consumers have handed it back."""
+    """Copy K_j then V_j into ring step i's stage (i % STAGES) once the consumers have handed it back.
+
+    strides: K's and V's (batch, row, head) strides; sizes and rings as _consumer's."""
+    stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
+    num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
+    k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, _turns = rings  # the consumers' alone
     layout: gl.constexpr = _copy_layout(BLOCK_D, PRODUCER_WARPS)
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
@@ -187,12 +190,18 @@ def _pass_turn(turns, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
-              stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset,
-              qk_scale_log2, q_smem, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns,
+def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_buffers, rings,
               CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr):
-    """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles."""
+    """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles.
+
+    strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
+    num_tiles, seqlen_q, seqlen_kv, diag_offset); q_buffers: every consumer's Q buffer; rings:
+    (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns)."""
+    stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
+    num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
+    k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns = rings
+    q_smem = q_buffers.index(CONSUMER)
     BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
     dtype: gl.constexpr = Q.dtype.element_ty
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -339,42 +348,32 @@ def gluon_attention_forward_kernel(
         mbarrier.init(turns.index(consumer), count=1)
 
     qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
-    # Each consumer's arguments, which differ only in its index and its Q buffer (a tuple of
-    # arguments built once would lose its constexprs).
+    strides = (stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln)
+    sizes = (num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset)
+    rings = (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns)
+    k_strides = (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
+    # The consumers' arguments differ only in their index (constexprs written out: a tuple of
+    # them built once would not stay constexpr).
     if NUM_CONSUMERS == 2:
         gl.warp_specialize(
-            [(_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
-                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
-                          diag_offset, qk_scale_log2, q_smem.index(0), k_smem, v_smem, k_ready, v_ready, k_empty,
-                          v_empty, turns, 0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
-                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
-                          diag_offset, qk_scale_log2, q_smem.index(1), k_smem, v_smem, k_ready, v_ready, k_empty,
-                          v_empty, turns, 1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_producer, (K, V, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
-                          num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, gqa_group, diag_offset,
-                          k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
+                          0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
+                          1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_producer, (K, V, k_strides, sizes, gqa_group, rings,
                           BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT))],
             [CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
         )
     else:
         gl.warp_specialize(
-            [(_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
-                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
-                          diag_offset, qk_scale_log2, q_smem.index(0), k_smem, v_smem, k_ready, v_ready, k_empty,
-                          v_empty, turns, 0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
-                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
-                          diag_offset, qk_scale_log2, q_smem.index(1), k_smem, v_smem, k_ready, v_ready, k_empty,
-                          v_empty, turns, 1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_consumer, (Q, O, LSE, stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh,
-                          stride_lb, stride_lh, stride_ln, num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv,
-                          diag_offset, qk_scale_log2, q_smem.index(2), k_smem, v_smem, k_ready, v_ready, k_empty,
-                          v_empty, turns, 2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_producer, (K, V, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
-                          num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, gqa_group, diag_offset,
-                          k_smem, v_smem, k_ready, v_ready, k_empty, v_empty,
+            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
+                          0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
+                          1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
+                          2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
+             (_producer, (K, V, k_strides, sizes, gqa_group, rings,
                           BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT))],
             [CONSUMER_WARPS, CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
