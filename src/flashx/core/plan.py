@@ -602,7 +602,8 @@ class AttentionPlan:
     def gluon_forward(self) -> bool:
         """Whether the forward may take the warp-specialized Gluon kernel (core/gluon_forward.py):
         on Hopper, for dense 16-bit calls at D = Dv in GLUON_FORWARD_TILES (causal or not, GQA, any
-        Nq, Nkv at least the tile's MIN_SEQLEN_KV), whose rows start at 16-byte multiples (its cp.async copies 16 bytes)."""
+        Nq, Nkv at least the tile's MIN_SEQLEN_KV), whose rows start at 16-byte multiples (its
+        cp.async copies 16 bytes)."""
         # The call's own part is decided once per plan (forward calls ask on every launch).
         return self._memoized("gluon_call", self._gluon_call) and runtime.hopper_gluon()
 

@@ -12,14 +12,42 @@ import warnings
 _INTERPRET_ENV = "TRITON_INTERPRET"
 
 
-def _cuda_gpu_present() -> bool:
-    """True when the CUDA driver loads and reports a device (no framework needed to ask)."""
+# cuDeviceGetAttribute's codes (CUDA driver API, cuda.h).
+_CU_MULTIPROCESSOR_COUNT = 16
+_CU_CAPABILITY_MAJOR = 75
+_CU_CAPABILITY_MINOR = 76
+
+
+def _device_attributes(*codes: int) -> "list[tuple[int, ...]]":
+    """The attributes `codes` of every device the CUDA driver shows this process; [] without a driver.
+
+    Asked of libcuda directly: Triton's driver would import torch and make a torch CUDA context,
+    which a JAX process neither has nor wants."""
     try:
         libcuda = ctypes.CDLL("libcuda.so.1")
-        count = ctypes.c_int(0)
-        return libcuda.cuInit(0) == 0 and libcuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
     except OSError:
-        return False
+        return []
+    count = ctypes.c_int(0)
+    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return []
+    devices = []
+    for ordinal in range(count.value):
+        device = ctypes.c_int(0)
+        if libcuda.cuDeviceGet(ctypes.byref(device), ordinal) != 0:
+            return []
+        values = []
+        for code in codes:
+            value = ctypes.c_int(0)
+            if libcuda.cuDeviceGetAttribute(ctypes.byref(value), code, device) != 0:
+                return []
+            values.append(value.value)
+        devices.append(tuple(values))
+    return devices
+
+
+def _cuda_gpu_present() -> bool:
+    """True when the CUDA driver loads and reports a device (no framework needed to ask)."""
+    return len(_device_attributes()) > 0
 
 
 def _choose_interpreter() -> bool:
@@ -62,39 +90,6 @@ def repair_triton_cache_dir() -> None:
     """
     if os.environ.get("TRITON_CACHE_DIR") == "":
         del os.environ["TRITON_CACHE_DIR"]
-
-
-# cuDeviceGetAttribute's codes (CUDA driver API, cuda.h).
-_CU_MULTIPROCESSOR_COUNT = 16
-_CU_CAPABILITY_MAJOR = 75
-_CU_CAPABILITY_MINOR = 76
-
-
-def _device_attributes(*codes: int) -> "list[tuple[int, ...]]":
-    """The attributes `codes` of every device the CUDA driver shows this process; [] without a driver.
-
-    Asked of libcuda directly: Triton's driver would import torch and make a torch CUDA context,
-    which a JAX process neither has nor wants."""
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return []
-    count = ctypes.c_int(0)
-    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return []
-    devices = []
-    for ordinal in range(count.value):
-        device = ctypes.c_int(0)
-        if libcuda.cuDeviceGet(ctypes.byref(device), ordinal) != 0:
-            return []
-        values = []
-        for code in codes:
-            value = ctypes.c_int(0)
-            if libcuda.cuDeviceGetAttribute(ctypes.byref(value), code, device) != 0:
-                return []
-            values.append(value.value)
-        devices.append(tuple(values))
-    return devices
 
 
 def cuda_capabilities() -> "list[tuple[int, int]]":
