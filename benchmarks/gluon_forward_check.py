@@ -7,6 +7,10 @@ one process.
 Run it under a timeout: a wrong barrier protocol hangs rather than fails.
 
     timeout 300 python benchmarks/gluon_forward_check.py [--quick] [--d 128 64 256] [--only torch|jax]
+        [--timings-only] [--variants pp pp-qp ...]
+
+Every variant at every head dim takes longer than one 10-minute GPU call: split by --d and
+--variants (the torch checks of all of them took over 170 s on the H200).
 """
 import argparse
 import math
@@ -29,6 +33,7 @@ class Variant(NamedTuple):
     persistent: bool
     consumer_regs: int
     producer_regs: int
+    q_by_producer: bool = False  # the producer copies each tile's Q (two buffers) with cp.async
 
 
 VARIANTS = {
@@ -38,23 +43,29 @@ VARIANTS = {
     "pp-s3-turns": Variant(128, 128, 128, 3, True, False, 200, 80),
     "pp-persist": Variant(128, 128, 128, 2, False, True, 216, 56),
     "pp-turns-persist": Variant(128, 128, 128, 2, True, True, 216, 56),
+    # Q by the producer (prepared in session 13, not yet run): the next tile's Q arrives during this one.
+    "pp-qp": Variant(128, 128, 128, 2, False, False, 200, 80, True),
+    "pp-qp-persist": Variant(128, 128, 128, 2, False, True, 192, 96, True),
+    "pp-turns-qp-persist": Variant(128, 128, 128, 2, True, True, 192, 96, True),
     # D = 64: two consumers (as at D = 128) or three (FlashAttention-3's shape there).
     "d64-pp": Variant(64, 128, 128, 2, False, False, 200, 80),
     "d64-c3": Variant(64, 192, 128, 2, False, False, 152, 56),
     "d64-c3-turns": Variant(64, 192, 128, 2, True, False, 152, 56),
     "d64-c3-s3-turns": Variant(64, 192, 128, 3, True, False, 152, 56),
     "d64-c3-turns-persist": Variant(64, 192, 128, 2, True, True, 152, 56),
+    "d64-c3-turns-qp-persist": Variant(64, 192, 128, 2, True, True, 152, 56, True),
     # D = 256: 64-key tiles (192 KB of shared memory).
     "d256-pp": Variant(256, 128, 64, 2, False, False, 224, 64),
     "d256-turns": Variant(256, 128, 64, 2, True, False, 224, 64),
 }
 # One variant per head dim also runs from JAX (the same kernel through flashx.jax.gluon's builder).
-JAX_VARIANTS = {128: "pp-turns-persist", 64: "d64-c3-turns-persist", 256: "d256-turns"}
+JAX_VARIANTS = {128: "pp-turns-qp-persist", 64: "d64-c3-turns-qp-persist", 256: "d256-turns"}
 
 
 def _constexprs(variant: Variant, causal: bool) -> dict:
     return dict(HEAD_DIM=variant.head_dim, BLOCK_M=variant.block_m, BLOCK_N=variant.block_n, LIMIT_RIGHT=causal,
                 STRIDE_ALIGN=8, STAGES=variant.stages, TURNS=variant.turns, PERSISTENT=variant.persistent,
+                Q_BY_PRODUCER=variant.q_by_producer,
                 PRODUCER_WARPS=4, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs)
 
 
@@ -115,7 +126,7 @@ def reference(q, k, v, causal, bottom_right=True):
     return (p @ v).transpose(1, 2), lse
 
 
-def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple) -> int:
+def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple, names: tuple) -> int:
     torch.manual_seed(0)
     failures = 0
     shapes = [  # (B, Nq, Nkv, Hq, Hkv, D, causal)
@@ -126,7 +137,7 @@ def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple) -> in
             (1, 2100, 2100, 16, 4, d, True), (1, 2100, 2100, 16, 4, d, False))
     ]
     for (b, nq, nkv, hq, hkv, d, causal) in shapes:
-        variants = [name for name, v in VARIANTS.items() if v.head_dim == d and torch_side]
+        variants = [name for name, v in VARIANTS.items() if v.head_dim == d and torch_side and name in names]
         if quick:
             variants = variants[:1]
         q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.bfloat16)
@@ -175,12 +186,12 @@ def without_gluon(fn):
     return run
 
 
-def bench(quick: bool, head_dims: tuple) -> None:
+def bench(quick: bool, head_dims: tuple, names: tuple) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     rows = []
-    shapes = [(4, 4096, 16, 128), (1, 16384, 16, 128), (16, 1024, 16, 128), (4, 4096, 32, 64), (1, 16384, 32, 64),
-              (16, 1024, 32, 64), (4, 4096, 8, 256), (1, 16384, 8, 256)]
+    shapes = [(4, 4096, 16, 128), (1, 16384, 16, 128), (16, 1024, 16, 128), (64, 512, 16, 128), (64, 256, 16, 128),
+              (4, 4096, 32, 64), (1, 16384, 32, 64), (16, 1024, 32, 64), (4, 4096, 8, 256), (1, 16384, 8, 256)]
     shapes = [shape for shape in shapes if shape[3] in head_dims]
     for (b, n, h, d) in shapes[:2] if quick else shapes:
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -188,7 +199,7 @@ def bench(quick: bool, head_dims: tuple) -> None:
         for causal in (False, True):
             flops = 4 * b * h * n * n * d / (2 if causal else 1)
             systems = {f"gluon {name}": (lambda name=name: launch_torch(q, k, v, name, causal))
-                       for name, variant in VARIANTS.items() if variant.head_dim == d}
+                       for name, variant in VARIANTS.items() if variant.head_dim == d and name in names}
             systems["flashx"] = lambda: ft.attention(q, k, v, causal=causal)
             systems["flashx tl"] = without_gluon(lambda: ft.attention(q, k, v, causal=causal))
 
@@ -223,14 +234,16 @@ def main() -> int:
     parser.add_argument("--only", choices=("torch", "jax"), help="check one frontend only, and skip the timings")
     parser.add_argument("--timings-only", action="store_true", help="skip the correctness checks")
     parser.add_argument("--d", type=int, nargs="+", default=[128, 64, 256], help="only these head dims")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+                        help="only these variants (the peers and the plan's choice are always timed)")
     args = parser.parse_args()
-    head_dims = tuple(args.d)
+    head_dims, names = tuple(args.d), tuple(args.variants)
     failures = 0
     if not args.timings_only:
-        failures = check(args.quick, args.only != "jax", args.only != "torch", head_dims)
+        failures = check(args.quick, args.only != "jax", args.only != "torch", head_dims, names)
         print(f"correctness failures: {failures}", flush=True)
     if args.only is None:
-        bench(args.quick, head_dims)
+        bench(args.quick, head_dims, names)
     return 1 if failures else 0
 
 

@@ -110,15 +110,38 @@ def _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M: gl.constexpr, B
 
 
 @gluon.jit
-def _producer(K, V, strides, sizes, gqa_group, rings,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-              PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr):
-    """Copy K_j then V_j into ring step i's stage (i % STAGES) once the consumers have handed it back.
+def _copy_q(Q, stride_qb, stride_qn, stride_qh, row0, head, batch, seqlen_q, tile, q_buffers, q_ready, q_empty,
+            layout: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_D: gl.constexpr):
+    """Q rows row0 .. row0 + BLOCK_M into buffer tile % 2 (a consumer's 64 rows a slab; rows past Nq
+    zero-filled) once both readers of its last use have handed it back."""
+    NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
+    buffer = tile % 2
+    mbarrier.wait(q_empty.index(buffer), ((tile // 2) & 1) ^ 1)
+    offs_m = gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, layout))
+    offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
+    q_base = batch.to(gl.int64) * stride_qb + head.to(gl.int64) * stride_qh + row0.to(gl.int64) * stride_qn
+    for c in gl.static_range(NUM_CONSUMERS):
+        rows = c * CONSUMER_ROWS + offs_m
+        async_copy.async_copy_global_to_shared(
+            q_buffers.index(buffer * NUM_CONSUMERS + c),
+            Q + q_base + rows.to(gl.int64)[:, None] * stride_qn + offs_d[None, :],
+            mask=(row0 + rows)[:, None] < seqlen_q)
+    async_copy.mbarrier_arrive(q_ready.index(buffer), increment_count=False)
 
-    strides: K's and V's (batch, row, head) strides; sizes and rings as _consumer's."""
-    stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
+
+@gluon.jit
+def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
+              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+              PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr,
+              Q_BY_PRODUCER: gl.constexpr):
+    """Copy K_j then V_j into ring step i's stage (i % STAGES) once the consumers have handed it back;
+    with Q_BY_PRODUCER, first each tile's Q into one of two Q buffers.
+
+    strides: Q's, K's and V's (batch, row, head) strides; sizes, q_ring and rings as _consumer's."""
+    stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, _turns = rings  # the consumers' alone
+    q_buffers, q_ready, q_empty = q_ring
     layout: gl.constexpr = _copy_layout(BLOCK_D, PRODUCER_WARPS)
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
@@ -126,8 +149,13 @@ def _producer(K, V, strides, sizes, gqa_group, rings,
     v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
     first, end, step = _tile_walk(num_tiles, PERSISTENT)
     i = 0  # ring steps so far, over all of this program's tiles
+    tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q goes to buffer n % 2)
     for t in range(first, end, step):
         block, head, batch = _tile(t, num_heads, num_batches, seqlen_q, BLOCK_M, LIMIT_RIGHT, PERSISTENT)
+        if Q_BY_PRODUCER:
+            _copy_q(Q, stride_qb, stride_qn, stride_qh, block * BLOCK_M, head, batch, seqlen_q, tiles,
+                    q_buffers, q_ready, q_empty, layout, BLOCK_M, BLOCK_D)
+            tiles += 1
         kv_head = (head // gqa_group).to(gl.int64)
         k_base = batch.to(gl.int64) * stride_kb + kv_head * stride_kh
         v_base = batch.to(gl.int64) * stride_vb + kv_head * stride_vh
@@ -190,17 +218,20 @@ def _pass_turn(turns, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_buffers, rings,
+def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
               CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
-              STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr):
+              STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
+              Q_BY_PRODUCER: gl.constexpr):
     """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles.
 
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
-    num_tiles, seqlen_q, seqlen_kv, diag_offset); q_buffers: every consumer's Q buffer; rings:
+    num_tiles, seqlen_q, seqlen_kv, diag_offset); q_ring: (Q buffers, a consumer's 64 rows each,
+    and with Q_BY_PRODUCER two sets of them; q_ready, q_empty: a barrier a set); rings:
     (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns)."""
     stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns = rings
+    q_buffers, q_ready, q_empty = q_ring
     q_smem = q_buffers.index(CONSUMER)
     BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
     dtype: gl.constexpr = Q.dtype.element_ty
@@ -222,6 +253,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_buffers, rings,
     first, end, step = _tile_walk(num_tiles, PERSISTENT)
     i = 0  # ring steps so far, over all of this program's tiles
     turn = 0  # turns taken so far
+    tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q is in buffer set n % 2)
     for t in range(first, end, step):
         block, head, batch = _tile(t, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, PERSISTENT)
         tile_row0 = block * BLOCK_M
@@ -231,12 +263,19 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_buffers, rings,
         h64 = head.to(gl.int64)
         r64 = row0.to(gl.int64)
 
-        # Q through registers into shared memory (the wgmma A operand of S); rows past Nq read 0.
-        # The last tile's products, the only readers of q_smem, have completed.
-        q_base = b64 * stride_qb + h64 * stride_qh + r64 * stride_qn
-        q_rows_ok = (row0 + offs_m)[:, None] < seqlen_q
-        q_smem.store(gl.load(Q + q_base + offs_m[:, None] * stride_qn + offs_d[None, :], mask=q_rows_ok, other=0.0))
-        fence_async_shared()
+        if Q_BY_PRODUCER:
+            q_set = tiles % 2
+            q_tile = q_buffers.index(q_set * NUM_CONSUMERS + CONSUMER)
+            mbarrier.wait(q_ready.index(q_set), (tiles // 2) & 1)
+        else:
+            # Q through registers into shared memory (the wgmma A operand of S); rows past Nq read
+            # 0. The last tile's products, the only readers of q_smem, have completed.
+            q_tile = q_smem
+            q_base = b64 * stride_qb + h64 * stride_qh + r64 * stride_qn
+            q_rows_ok = (row0 + offs_m)[:, None] < seqlen_q
+            q_tile.store(gl.load(Q + q_base + offs_m[:, None] * stride_qn + offs_d[None, :], mask=q_rows_ok,
+                                 other=0.0))
+            fence_async_shared()
 
         m_i = gl.full([CONSUMER_ROWS], float("-inf"), gl.float32, layout=row_s)
         l_i = gl.zeros([CONSUMER_ROWS], gl.float32, layout=row_s)
@@ -256,7 +295,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_buffers, rings,
                     mbarrier.wait(v_ready.index(prev), ((i + j - 1) // STAGES) & 1)
                     acc = acc * gl.convert_layout(alpha, row_o)[:, None]
                     acc = warpgroup_mma(p, v_smem.index(prev), acc)
-                s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
+                s = warpgroup_mma(q_tile, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
                 _pass_turn(turns, CONSUMER, NUM_CONSUMERS)
                 turn += 1
                 mbarrier.arrive(k_empty.index(stage))
@@ -279,7 +318,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_buffers, rings,
                 stage = (i + j) % STAGES
                 phase = ((i + j) // STAGES) & 1
                 mbarrier.wait(k_ready.index(stage), phase)
-                s = warpgroup_mma(q_smem, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
+                s = warpgroup_mma(q_tile, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
                 mbarrier.arrive(k_empty.index(stage))
                 if j >= n_unmasked:
                     s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
@@ -289,6 +328,9 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_buffers, rings,
                 acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(stage), acc)
                 mbarrier.arrive(v_empty.index(stage))
         i += n_blocks
+        if Q_BY_PRODUCER:
+            mbarrier.arrive(q_empty.index(q_set))  # its last S = Q K^T has completed
+            tiles += 1
 
         # A row that saw no key (causal with Nq > Nkv) gives 0 and lse = -inf, as the tl kernel does.
         empty = l_i == 0.0
@@ -311,7 +353,8 @@ def gluon_attention_forward_kernel(
     O, LSE,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
     STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
-    PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+    Q_BY_PRODUCER: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr,
 ):
     """Grid (cdiv(Nq, BLOCK_M), Hq, B), or PERSISTENT (at most the SM count, 1, 1); launch with
     num_warps=4 (the first consumer's warpgroup: Triton adds the other partitions' warps).
@@ -333,7 +376,12 @@ def gluon_attention_forward_kernel(
     k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
     v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
     q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([CONSUMER_ROWS, HEAD_DIM], dtype)
-    q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
+    if Q_BY_PRODUCER:  # two sets of buffers: the next tile's Q arrives while this one's is read
+        q_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
+    else:
+        q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -346,35 +394,45 @@ def gluon_attention_forward_kernel(
         mbarrier.init(v_empty.index(stage), count=NUM_CONSUMERS)
     for consumer in gl.static_range(NUM_CONSUMERS):
         mbarrier.init(turns.index(consumer), count=1)
+    if Q_BY_PRODUCER:
+        for q_set in gl.static_range(2):
+            mbarrier.init(q_ready.index(q_set), count=32 * PRODUCER_WARPS)
+            mbarrier.init(q_empty.index(q_set), count=NUM_CONSUMERS)
 
     qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
     strides = (stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln)
     sizes = (num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset)
     rings = (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns)
-    k_strides = (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
+    copy_strides = (stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
+    q_ring = (q_smem, q_ready, q_empty)
     # The consumers' arguments differ only in their index (constexprs written out: a tuple of
     # them built once would not stay constexpr).
     if NUM_CONSUMERS == 2:
         gl.warp_specialize(
-            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
-                          0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
-                          1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_producer, (K, V, k_strides, sizes, gqa_group, rings,
-                          BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT))],
+            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+                          0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
+                          Q_BY_PRODUCER)),
+             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+                          1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
+                          Q_BY_PRODUCER)),
+             (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
+                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER))],
             [CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
         )
     else:
         gl.warp_specialize(
-            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
-                          0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
-                          1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_smem, rings,
-                          2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT)),
-             (_producer, (K, V, k_strides, sizes, gqa_group, rings,
-                          BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT))],
+            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+                          0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
+                          Q_BY_PRODUCER)),
+             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+                          1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
+                          Q_BY_PRODUCER)),
+             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+                          2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
+                          Q_BY_PRODUCER)),
+             (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
+                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER))],
             [CONSUMER_WARPS, CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
         )
