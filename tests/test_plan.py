@@ -406,6 +406,7 @@ def test_hopper_gluon_asks_the_driver_for_every_device(monkeypatch, capabilities
     runtime = core.runtime
     monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: _FakeLibcuda(capabilities, init_status))
     assert runtime.cuda_capabilities() == (capabilities if init_status == 0 else [])
+    assert runtime._cuda_gpu_present() == bool(capabilities and init_status == 0)  # compiled kernels or not
     monkeypatch.setattr(runtime, "_multiprocessors", None)
     assert runtime.multiprocessor_count() == (132 - 18 * (len(capabilities) - 1) if capabilities and not init_status else 1)
     monkeypatch.setattr(runtime, "INTERPRETER", False)
