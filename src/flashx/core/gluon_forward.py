@@ -53,6 +53,13 @@ def _aligned(x, ALIGN: gl.constexpr):
 
 
 @gluon.jit
+def _ring_slot(step, STAGES: gl.constexpr):
+    """(stage, phase) of ring step `step`: its buffer, and the parity of the buffer's round that
+    the step's barrier waits complete."""
+    return step % STAGES, (step // STAGES) & 1
+
+
+@gluon.jit
 def _tile_walk(num_tiles, PERSISTENT: gl.constexpr):
     """(first, end, step) of this program's tiles: all of its share, or (not PERSISTENT) its one tile."""
     if PERSISTENT:
@@ -161,9 +168,9 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
         v_base = batch.to(gl.int64) * stride_vb + kv_head * stride_vh
         n_blocks, _ = _key_blocks(block * BLOCK_M, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, LIMIT_RIGHT)
         for j in range(n_blocks):
-            stage = i % STAGES
+            stage, phase = _ring_slot(i, STAGES)
             # A fresh barrier counts the phase before 0 as complete: the first round does not wait.
-            phase = ((i // STAGES) & 1) ^ 1
+            phase = phase ^ 1
             start = (j * BLOCK_N).to(gl.int64)
             # Keys past the sequence are zero-filled: a stale V row would turn 0 * garbage into NaN.
             in_bounds = (j * BLOCK_N + offs_n)[:, None] < seqlen_kv
@@ -286,13 +293,12 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
             p = gl.zeros([CONSUMER_ROWS, BLOCK_N], dtype, layout=p_layout)
             alpha = gl.full([CONSUMER_ROWS], 1.0, gl.float32, layout=row_s)
             for j in range(n_blocks):
-                stage = (i + j) % STAGES
-                phase = ((i + j) // STAGES) & 1
+                stage, phase = _ring_slot(i + j, STAGES)
                 mbarrier.wait(k_ready.index(stage), phase)
                 _take_turn(turns, turn, CONSUMER)
                 if j > 0:
-                    prev = (i + j - 1) % STAGES
-                    mbarrier.wait(v_ready.index(prev), ((i + j - 1) // STAGES) & 1)
+                    prev, prev_phase = _ring_slot(i + j - 1, STAGES)
+                    mbarrier.wait(v_ready.index(prev), prev_phase)
                     acc = acc * gl.convert_layout(alpha, row_o)[:, None]
                     acc = warpgroup_mma(p, v_smem.index(prev), acc)
                 s = warpgroup_mma(q_tile, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
@@ -300,13 +306,13 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                 turn += 1
                 mbarrier.arrive(k_empty.index(stage))
                 if j > 0:
-                    mbarrier.arrive(v_empty.index((i + j - 1) % STAGES))
+                    mbarrier.arrive(v_empty.index(_ring_slot(i + j - 1, STAGES)[0]))
                 if j >= n_unmasked:
                     s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
                 p32, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
                 p = gl.convert_layout(p32.to(dtype), p_layout)
-            last = (i + n_blocks - 1) % STAGES
-            mbarrier.wait(v_ready.index(last), ((i + n_blocks - 1) // STAGES) & 1)
+            last, last_phase = _ring_slot(i + n_blocks - 1, STAGES)
+            mbarrier.wait(v_ready.index(last), last_phase)
             _take_turn(turns, turn, CONSUMER)
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
             acc = warpgroup_mma(p, v_smem.index(last), acc)
@@ -315,8 +321,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
             mbarrier.arrive(v_empty.index(last))
         else:
             for j in range(n_blocks):
-                stage = (i + j) % STAGES
-                phase = ((i + j) // STAGES) & 1
+                stage, phase = _ring_slot(i + j, STAGES)
                 mbarrier.wait(k_ready.index(stage), phase)
                 s = warpgroup_mma(q_tile, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
                 mbarrier.arrive(k_empty.index(stage))
