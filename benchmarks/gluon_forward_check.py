@@ -1,5 +1,5 @@
 """The Gluon forward's variants (flashx/core/gluon_forward.py), launched directly rather than
-through the plan (which takes one per head dim, GLUON_FORWARD_TILES): correctness of each against
+through the plan (whose GLUON_FORWARD_ROUTE picks one by head dim, causality and Nkv): correctness of each against
 float64 on odd shapes (torch; JAX for one per head dim), then TFLOP/s beside flashx's forward as
 the plan picks it, its tl kernel (the Gluon route switched off for the call), FA2 and cuDNN, in
 one process.
@@ -37,16 +37,20 @@ class Variant(NamedTuple):
 
 
 VARIANTS = {
-    # D = 128; "pp" is the routed tile (GLUON_FORWARD_TILES[128]).
+    # D = 128; the plan routes "pp" from 2k keys and "pp-qp-persist" below (non-causal), by these names.
     "pp": Variant(128, 128, 128, 2, False, False, 200, 80),
     "pp-turns": Variant(128, 128, 128, 2, True, False, 200, 80),
     "pp-s3-turns": Variant(128, 128, 128, 3, True, False, 200, 80),
     "pp-persist": Variant(128, 128, 128, 2, False, True, 216, 56),
     "pp-turns-persist": Variant(128, 128, 128, 2, True, True, 216, 56),
-    # Q by the producer (prepared in session 13, not yet run): the next tile's Q arrives during this one.
+    # Q by the producer (session 13; first run 2026-11-30 17:09): the next tile's Q arrives during this one.
     "pp-qp": Variant(128, 128, 128, 2, False, False, 200, 80, True),
     "pp-qp-persist": Variant(128, 128, 128, 2, False, True, 192, 96, True),
     "pp-turns-qp-persist": Variant(128, 128, 128, 2, True, True, 192, 96, True),
+    # 64-key tiles for short causal calls (session 14): half the diagonal block's wasted columns.
+    "pp-n64-qp-persist": Variant(128, 128, 64, 2, False, True, 192, 96, True),
+    "pp-n64-s3-qp-persist": Variant(128, 128, 64, 3, False, True, 192, 96, True),
+    "pp-n64-s3-qp": Variant(128, 128, 64, 3, False, False, 200, 80, True),
     # D = 64: two consumers (as at D = 128) or three (FlashAttention-3's shape there).
     "d64-pp": Variant(64, 128, 128, 2, False, False, 200, 80),
     "d64-c3": Variant(64, 192, 128, 2, False, False, 152, 56),
@@ -54,6 +58,8 @@ VARIANTS = {
     "d64-c3-s3-turns": Variant(64, 192, 128, 3, True, False, 152, 56),
     "d64-c3-turns-persist": Variant(64, 192, 128, 2, True, True, 152, 56),
     "d64-c3-turns-qp-persist": Variant(64, 192, 128, 2, True, True, 152, 56, True),
+    "d64-qp-persist": Variant(64, 128, 128, 2, False, True, 192, 96, True),
+    "d64-c3-qp-persist": Variant(64, 192, 128, 2, False, True, 152, 56, True),
     # D = 256: 64-key tiles (192 KB of shared memory).
     "d256-pp": Variant(256, 128, 64, 2, False, False, 224, 64),
     "d256-turns": Variant(256, 128, 64, 2, True, False, 224, 64),

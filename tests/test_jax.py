@@ -197,6 +197,7 @@ def test_bad_input_raises_at_trace_time():
     [
         pytest.param(Case(1, 2100, 2100, 4, 2, 128, 128, causal=True), "bfloat16", id="gqa-4:2-n2100-causal-bf16"),
         pytest.param(Case(2, 333, 2049, 2, 2, 128, 128, layout="bhnd"), "float16", id="q333-kv2049-bhnd-fp16"),
+        pytest.param(Case(2, 1000, 1000, 40, 8, 128, 128), "bfloat16", id="persistent-gqa-40:8-n1000-bf16"),
         pytest.param(Case(1, 2100, 2100, 6, 2, 64, 64), "bfloat16", id="d64-gqa-6:2-n2100-bf16"),
         pytest.param(Case(1, 1500, 2200, 2, 1, 256, 256, causal=True), "float16", id="d256-mqa-q1500-kv2200-causal-fp16"),
     ],

@@ -293,47 +293,51 @@ def _gluon_kernel():
 
 
 @pytest.mark.parametrize(
-    "change, gluon",
+    "change, tile",
     [
-        pytest.param({}, True, id="dense"),
-        pytest.param(dict(causal=True), True, id="causal"),
-        pytest.param(dict(persistent=True), True, id="persistent"),
-        pytest.param(dict(causal=True, persistent=True, hq=100), True, id="persistent-more-tiles-than-sms"),
-        pytest.param(dict(window=(-1, 0)), True, id="window-as-causal"),
-        pytest.param(dict(hkv=2), True, id="gqa"),
-        pytest.param(dict(dtype="float16"), True, id="fp16"),
-        pytest.param(dict(nq=17), True, id="short-q"),
-        pytest.param(dict(nkv=2047), False, id="short-kv"),
-        pytest.param(dict(d=64, dv=64), True, id="d64"),
-        pytest.param(dict(d=64, dv=64, nkv=2047), False, id="d64-short-kv"),
-        pytest.param(dict(d=64, dv=64, causal=True), False, id="d64-causal-4k"),
-        pytest.param(dict(d=64, dv=64, causal=True, nkv=16384), True, id="d64-causal-16k"),
-        pytest.param(dict(d=256, dv=256), True, id="d256"),
-        pytest.param(dict(d=256, dv=256, causal=True, hkv=1), True, id="d256-causal-mqa"),
-        pytest.param(dict(d=96, dv=96), False, id="d96"),
-        pytest.param(dict(dv=64), False, id="dv64"),
-        pytest.param(dict(dtype="float32"), False, id="fp32"),
-        pytest.param(dict(window=(256, 0)), False, id="window"),
-        pytest.param(dict(window=(-1, 3)), False, id="window-right"),
-        pytest.param(dict(softcap=20.0), False, id="softcap"),
-        pytest.param(dict(scale=-0.1), False, id="negative-scale"),
-        pytest.param(dict(row_stride=2 * 128 + 4), False, id="rows-4-aligned"),
-        pytest.param(dict(d_stride=2), False, id="strided-d"),
+        pytest.param({}, "pp", id="dense"),
+        pytest.param(dict(causal=True), "pp", id="causal"),
+        pytest.param(dict(persistent=True), "pp", id="persistent"),
+        pytest.param(dict(causal=True, persistent=True, hq=100), "pp", id="persistent-more-tiles-than-sms"),
+        pytest.param(dict(window=(-1, 0)), "pp", id="window-as-causal"),
+        pytest.param(dict(hkv=2), "pp", id="gqa"),
+        pytest.param(dict(dtype="float16"), "pp", id="fp16"),
+        pytest.param(dict(nq=17), "pp", id="short-q"),
+        pytest.param(dict(nkv=2047), "pp-qp-persist", id="short-kv"),
+        pytest.param(dict(nq=300, nkv=256, hq=100), "pp-qp-persist", id="short-kv-more-tiles-than-sms"),
+        pytest.param(dict(nkv=255), None, id="shorter-kv"),
+        pytest.param(dict(nkv=2047, causal=True), None, id="short-kv-causal"),
+        pytest.param(dict(d=64, dv=64), "d64-c3-turns", id="d64"),
+        pytest.param(dict(d=64, dv=64, nkv=2047), None, id="d64-short-kv"),
+        pytest.param(dict(d=64, dv=64, causal=True), None, id="d64-causal-4k"),
+        pytest.param(dict(d=64, dv=64, causal=True, nkv=16384), "d64-c3-turns", id="d64-causal-16k"),
+        pytest.param(dict(d=256, dv=256), "d256-pp", id="d256"),
+        pytest.param(dict(d=256, dv=256, causal=True, hkv=1), "d256-pp", id="d256-causal-mqa"),
+        pytest.param(dict(d=96, dv=96), None, id="d96"),
+        pytest.param(dict(dv=64), None, id="dv64"),
+        pytest.param(dict(dtype="float32"), None, id="fp32"),
+        pytest.param(dict(window=(256, 0)), None, id="window"),
+        pytest.param(dict(window=(-1, 3)), None, id="window-right"),
+        pytest.param(dict(softcap=20.0), None, id="softcap"),
+        pytest.param(dict(scale=-0.1), None, id="negative-scale"),
+        pytest.param(dict(row_stride=2 * 128 + 4), None, id="rows-4-aligned"),
+        pytest.param(dict(d_stride=2), None, id="strided-d"),
     ],
 )
-def test_gluon_forward_route(monkeypatch, change, gluon):
-    """Where the device allows it (runtime.hopper_gluon), dense 16-bit calls with D = Dv in
-    GLUON_FORWARD_TILES, at least the tile's MIN_SEQLEN_KV keys (causal: MIN_SEQLEN_KV_CAUSAL) and
-    16-byte rows take the Gluon forward, causal or not; every other call keeps the tl kernel. The
-    Gluon launch's template finds every kernel argument."""
+def test_gluon_forward_route(monkeypatch, change, tile):
+    """Where the device allows it (runtime.hopper_gluon), dense 16-bit calls with D = Dv and 16-byte
+    rows take the Gluon tile that GLUON_FORWARD_ROUTE gives their head dim, causality and Nkv;
+    every other call keeps the tl kernel. The launch has the tile's constexprs and grid (one
+    program per tile, or at most one per SM when persistent), and its template finds every kernel
+    argument."""
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
     c = dict(nq=2100, nkv=2100, hq=4, hkv=4, d=128, dv=128, dtype="bfloat16", row_stride=None, d_stride=1,
-             persistent=False)
+             persistent=None)
     c.update(change)
-    if c["d"] in plan_mod.GLUON_FORWARD_TILES:
-        tile = dict(plan_mod.GLUON_FORWARD_TILES[c["d"]], PERSISTENT=c["persistent"])
-        monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, c["d"], tile)
+    if tile is not None and c["persistent"] is not None:
+        monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, tile,
+                            dict(plan_mod.GLUON_FORWARD_TILES[tile], PERSISTENT=c["persistent"]))
     options = {k: c[k] for k in ("causal", "window", "softcap", "scale") if k in c}
 
     def array(n, h, d):
@@ -344,22 +348,39 @@ def test_gluon_forward_route(monkeypatch, change, gluon):
 
     plan = core.plan_attention(array(c["nq"], c["hq"], c["d"]), array(c["nkv"], c["hkv"], c["d"]),
                                array(c["nkv"], c["hkv"], c["dv"]), **options)
-    assert plan.gluon_forward == gluon
+    assert plan.gluon_tile == tile
+    assert plan.gluon_forward == (tile is not None)
     call = plan.forward_call({}, None)
-    assert (call.kernel is _gluon_kernel()) == gluon
-    if gluon:
-        tiles = (-(-c["nq"] // tile["BLOCK_M"]), c["hq"], 2)
-        assert call.grid == ((min(tiles[0] * tiles[1] * tiles[2], 132), 1, 1) if c["persistent"] else tiles)
+    assert (call.kernel is _gluon_kernel()) == (tile is not None)
+    if tile is not None:
+        constexprs = plan_mod.GLUON_FORWARD_TILES[tile]
+        tiles = (-(-c["nq"] // constexprs["BLOCK_M"]), c["hq"], 2)
+        persistent = constexprs["PERSISTENT"]
+        assert call.grid == ((min(tiles[0] * tiles[1] * tiles[2], 132), 1, 1) if persistent else tiles)
         args = dict(zip(kernel_params(call.kernel)[0], call.args))
         assert (args["num_heads"], args["num_batches"], args["seqlen_q"]) == (c["hq"], 2, c["nq"])
-        assert {k: call.constexprs[k] for k in ("BLOCK_M", "BLOCK_N", "TURNS", "PERSISTENT", "HEAD_DIM")} == dict(
-            BLOCK_M=tile["BLOCK_M"], BLOCK_N=tile["BLOCK_N"], TURNS=tile["TURNS"], PERSISTENT=c["persistent"],
-            HEAD_DIM=c["d"])
+        assert {k: call.constexprs[k] for k in constexprs} == constexprs
+        assert call.constexprs["HEAD_DIM"] == c["d"]
         assert call.constexprs["LIMIT_RIGHT"] == ("causal" in c or "window" in c)
         # The caller may decline it (a torch view that starts off a 16-byte boundary).
         assert plan.forward_call({}, None, gluon=False).kernel is not _gluon_kernel()
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
     assert not plan.gluon_forward
+
+
+def test_gluon_forward_route_table():
+    """Every routed tile exists and names only the Gluon kernel's constexprs; the fewest keys of a
+    (head dim, causal) route rise, so each tile owns a span of Nkv."""
+    constexprs = set(kernel_params(_gluon_kernel())[1])
+    for name, tile in plan_mod.GLUON_FORWARD_TILES.items():
+        assert set(tile) <= constexprs, name
+    for (head_dim, causal), route in plan_mod.GLUON_FORWARD_ROUTE.items():
+        fewest = [n for n, _ in route]
+        assert fewest == sorted(set(fewest)), (head_dim, causal)
+        for n, name in route:
+            assert name in plan_mod.GLUON_FORWARD_TILES
+            assert plan_mod.gluon_forward_tile(head_dim, causal, n) == name
+            assert plan_mod.gluon_forward_tile(head_dim, causal, n - 1) != name
 
 
 class _FakeLibcuda:

@@ -612,6 +612,9 @@ GLUON_CASES = [
     pytest.param(Case(1, 333, 2500, 8, 2, 128, 128, causal=True), "bfloat16", id="gqa-8:2-q333-kv2500-causal"),
     pytest.param(Case(1, 3000, 2049, 2, 1, 128, 128, causal=True, layout="bhnd"), "bfloat16",
                  id="mqa-q3000-kv2049-causal-rows-without-keys-bhnd"),
+    # D = 128 non-causal under 2k keys: persistent, Q by the producer; more tiles than SMs.
+    pytest.param(Case(3, 1000, 1000, 50, 10, 128, 128), "bfloat16", id="persistent-gqa-50:10-n1000"),
+    pytest.param(Case(2, 700, 300, 6, 3, 128, 128, layout="bhnd"), "float16", id="persistent-q700-kv300-bhnd"),
     # D = 64: three consumers taking turns; causal only from 16k keys.
     pytest.param(Case(1, 2100, 2100, 4, 2, 64, 64), "bfloat16", id="d64-gqa-4:2-n2100"),
     pytest.param(Case(1, 300, 16400, 2, 1, 64, 64, causal=True), "float16", id="d64-mqa-q300-kv16400-causal"),
@@ -625,7 +628,7 @@ GLUON_CASES = [
 @pytest.mark.parametrize("case, dtype", GLUON_CASES)
 def test_gpu_gluon_forward(forward_kernels, case, dtype):
     """On Hopper, dense 16-bit calls at D = 64, 128 or 256 with enough keys (the plan's
-    GLUON_FORWARD_TILES) take the warp-specialized Gluon forward: out and lse against float64 on
+    GLUON_FORWARD_ROUTE) take the warp-specialized Gluon forward: out and lse against float64 on
     ragged lengths, GQA, causal rows without keys and
     both layouts; a q that starts off a 16-byte boundary takes the tl kernel, with the same
     results; the backward reads the Gluon forward's lse."""

@@ -77,26 +77,53 @@ class KernelTiles:
 # warns that 3.10 will turn it off by default.
 LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 
-# The Gluon forward (core/gluon_forward.py) on Hopper, per head dim: its tile and the fewest keys
-# (MIN_SEQLEN_KV, causal calls MIN_SEQLEN_KV_CAUSAL) where it led the tl forward, timed beside it
-# on the H200 (bf16, bnhd, benchmarks/gluon_forward_check.py; NOTES v0.12-v0.13):
-# - D = 128: two consumer warpgroups of 64 rows, 128-key K and V tiles in rings of 2 stages, a
-#   4-warp cp.async producer at 80 registers, consumers at 200: 516 / 476 TFLOP/s non-causal /
-#   causal at N = 4k vs tl 496 / 440 (2026-11-30 13:50); at N = 1k tl led causal. Turns and a
-#   persistent grid did not pay (2026-11-30 16:22 UTC).
-# - D = 64: three consumers (192 rows) taking turns, consumers at 152 registers: 441 / 482 at
-#   N = 4k / 16k non-causal vs tl 421 / 433; causal 449 vs 436 at 16k but 369 vs 387 at 4k, and
-#   the tl forward led at N = 1k (2026-11-30 16:22 UTC).
-# - D = 256: two consumers, 64-key tiles (192 KB of shared memory), consumers at 224 registers:
-#   549 / 479 at N = 4k (non-causal / causal) vs tl 464 / 429, 588 / 574 at 16k vs 473 / 470.
+# The Gluon forward's tiles (core/gluon_forward.py, on Hopper), named as in
+# benchmarks/gluon_forward_check.py, which times each beside the tl forward on the H200 (bf16, bnhd;
+# NOTES v0.12-v0.14):
+# - "pp", D = 128: two consumer warpgroups of 64 rows, 128-key K and V tiles in rings of 2 stages,
+#   a 4-warp cp.async producer at 80 registers, consumers at 200: 516 / 476 TFLOP/s non-causal /
+#   causal at N = 4k vs tl 496 / 440 (2026-11-30 13:50). Turns and a persistent grid did not pay
+#   from 4k keys (2026-11-30 16:22 UTC).
+# - "pp-qp-persist", D = 128 under 2k keys: the same with a persistent grid and Q copied by the
+#   producer into two buffer sets, so a program's next Q and K/V arrive while it finishes a tile:
+#   non-causal 457-467 vs tl 388-390 at N = 1k, 400-404 vs 329-336 at 512, 301-303 vs 259-261 at
+#   256 (B*N = 16k / 32k, 2026-11-30 17:13 / 17:15 UTC); causal it trailed tl below 4k keys.
+# - "d64-c3-turns", D = 64: three consumers (192 rows) taking turns, consumers at 152 registers:
+#   441 / 482 at N = 4k / 16k non-causal vs tl 421 / 433; causal 449 vs 436 at 16k but 369 vs 387
+#   at 4k, and the tl forward led at N = 1k (2026-11-30 16:22 UTC).
+# - "d256-pp", D = 256: two consumers, 64-key tiles (192 KB of shared memory), consumers at 224
+#   registers: 549 / 479 at N = 4k (non-causal / causal) vs tl 464 / 429, 588 / 574 at 16k vs 473 / 470.
 GLUON_FORWARD_TILES = {
-    64: dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=False, Q_BY_PRODUCER=False,
-             PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152, MIN_SEQLEN_KV=2048, MIN_SEQLEN_KV_CAUSAL=16384),
-    128: dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
-              PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200, MIN_SEQLEN_KV=2048, MIN_SEQLEN_KV_CAUSAL=2048),
-    256: dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
-              PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224, MIN_SEQLEN_KV=2048, MIN_SEQLEN_KV_CAUSAL=2048),
+    "pp": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
+               PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200),
+    "pp-qp-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
+                          PRODUCER_WARPS=4, PRODUCER_REGS=96, CONSUMER_REGS=192),
+    "d64-c3-turns": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=False, Q_BY_PRODUCER=False,
+                         PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152),
+    "d256-pp": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
+                    PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224),
 }
+
+# Which Gluon tile a call takes, by (head dim, causal): (fewest keys, tile name) pairs in rising
+# order; a call takes the last whose fewest keys its Nkv reaches, and the tl forward below the
+# first (where the tl forward led, or nothing was measured).
+GLUON_FORWARD_ROUTE = {
+    (64, False): ((2048, "d64-c3-turns"),),
+    (64, True): ((16384, "d64-c3-turns"),),
+    (128, False): ((256, "pp-qp-persist"), (2048, "pp")),
+    (128, True): ((2048, "pp"),),
+    (256, False): ((2048, "d256-pp"),),
+    (256, True): ((2048, "d256-pp"),),
+}
+
+
+def gluon_forward_tile(head_dim: int, causal: bool, seqlen_kv: int) -> Optional[str]:
+    """The name of the Gluon forward tile (GLUON_FORWARD_TILES) for a dense call, or None (tl)."""
+    chosen = None
+    for fewest_keys, name in GLUON_FORWARD_ROUTE.get((head_dim, causal), ()):
+        if seqlen_kv >= fewest_keys:
+            chosen = name
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -601,24 +628,28 @@ class AttentionPlan:
     @property
     def gluon_forward(self) -> bool:
         """Whether the forward may take the warp-specialized Gluon kernel (core/gluon_forward.py):
-        on Hopper, for dense 16-bit calls at D = Dv in GLUON_FORWARD_TILES (causal or not, GQA, any
-        Nq, Nkv at least the tile's MIN_SEQLEN_KV), whose rows start at 16-byte multiples (its
-        cp.async copies 16 bytes)."""
+        on Hopper, for dense 16-bit calls (causal or not, GQA, any Nq) whose head dim, causality
+        and Nkv GLUON_FORWARD_ROUTE gives a tile, with D = Dv and rows that start at 16-byte
+        multiples (its cp.async copies 16 bytes)."""
         # The call's own part is decided once per plan (forward calls ask on every launch).
-        return self._memoized("gluon_call", self._gluon_call) and runtime.hopper_gluon()
+        return self.gluon_tile is not None and runtime.hopper_gluon()
 
-    def _gluon_call(self) -> bool:
+    @property
+    def gluon_tile(self) -> Optional[str]:
+        """The Gluon forward tile this call would take on Hopper (GLUON_FORWARD_TILES), or None."""
+        return self._memoized("gluon_tile", self._gluon_tile)
+
+    def _gluon_tile(self) -> Optional[str]:
         f, s = self.flags, self.scalars
         # FOLD_SCALE: a positive scale and no score_mod, softcap, ALiBi or bias.
         plain = f["FOLD_SCALE"] and not any(f[name] for name in (
             "LIMIT_LEFT", "VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_MASK_MOD", "HAS_DENSE_MASK", "BLOCK_MAP"))
         causal_at_most = not f["LIMIT_RIGHT"] or s["window_right"] == 0
         rows_contiguous = all(s[f"stride_{x}d"] == 1 for x in "qkv")
-        tile = GLUON_FORWARD_TILES.get(self.head_dim)
-        if not (plain and causal_at_most and rows_contiguous and tile and f["STRIDE_ALIGN"] >= 8
+        if not (plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
                 and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v):
-            return False
-        return self.max_seqlen_kv >= tile["MIN_SEQLEN_KV_CAUSAL" if f["LIMIT_RIGHT"] else "MIN_SEQLEN_KV"]
+            return None
+        return gluon_forward_tile(self.head_dim, bool(f["LIMIT_RIGHT"]), self.max_seqlen_kv)
 
     def forward_call(self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name.
@@ -646,7 +677,7 @@ class AttentionPlan:
     def _gluon_forward_static(self) -> tuple:
         from .gluon_forward import gluon_attention_forward_kernel as kernel  # imported only where it runs
 
-        tile = GLUON_FORWARD_TILES[self.head_dim]
+        tile = GLUON_FORWARD_TILES[self.gluon_tile]
         grid = (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch)
         if tile["PERSISTENT"]:
             grid = (min(grid[0] * grid[1] * grid[2], runtime.multiprocessor_count()), 1, 1)
