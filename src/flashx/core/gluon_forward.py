@@ -74,13 +74,20 @@ def _tile_walk(num_tiles, PERSISTENT: gl.constexpr):
 
 
 @gluon.jit
-def _tile(t, num_heads, num_batches, seqlen_q, BLOCK_M: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
+def _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
           PERSISTENT: gl.constexpr):
     """(query block, head, batch) of tile t. Under causal masks the last query blocks see the most
     keys: they start first (persistent: every head's last block before any head's next)."""
     if PERSISTENT:
         num_blocks = gl.cdiv(seqlen_q, BLOCK_M)
         if LIMIT_RIGHT:
+            # Round k hands program p tile k * programs + p. Heaviest first, the low programs would
+            # take the heavier tile of every round; every other full round runs backwards, so the
+            # rounds even out in pairs.
+            programs = gl.num_programs(0)
+            round_ = t // programs
+            if (round_ % 2 == 1) and ((round_ + 1) * programs <= num_tiles):
+                t = round_ * programs + (programs - 1 - t % programs)
             heads = num_heads * num_batches
             block = num_blocks - 1 - t // heads
             head_batch = t % heads
@@ -158,7 +165,7 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
     i = 0  # ring steps so far, over all of this program's tiles
     tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q goes to buffer n % 2)
     for t in range(first, end, step):
-        block, head, batch = _tile(t, num_heads, num_batches, seqlen_q, BLOCK_M, LIMIT_RIGHT, PERSISTENT)
+        block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, LIMIT_RIGHT, PERSISTENT)
         if Q_BY_PRODUCER:
             _copy_q(Q, stride_qb, stride_qn, stride_qh, block * BLOCK_M, head, batch, seqlen_q, tiles,
                     q_buffers, q_ready, q_empty, layout, BLOCK_M, BLOCK_D)
@@ -262,7 +269,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
     turn = 0  # turns taken so far
     tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q is in buffer set n % 2)
     for t in range(first, end, step):
-        block, head, batch = _tile(t, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, PERSISTENT)
+        block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, PERSISTENT)
         tile_row0 = block * BLOCK_M
         n_blocks, n_unmasked = _key_blocks(tile_row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, CAUSAL)
         row0 = tile_row0 + CONSUMER * CONSUMER_ROWS
