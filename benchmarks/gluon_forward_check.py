@@ -197,7 +197,8 @@ def bench(quick: bool, head_dims: tuple, names: tuple) -> None:
 
     rows = []
     shapes = [(4, 4096, 16, 128), (1, 16384, 16, 128), (16, 1024, 16, 128), (64, 512, 16, 128), (64, 256, 16, 128),
-              (4, 4096, 32, 64), (1, 16384, 32, 64), (16, 1024, 32, 64), (4, 4096, 8, 256), (1, 16384, 8, 256)]
+              (4, 4096, 32, 64), (1, 16384, 32, 64), (16, 1024, 32, 64), (16, 1024, 8, 256), (4, 4096, 8, 256),
+              (1, 16384, 8, 256)]
     shapes = [shape for shape in shapes if shape[3] in head_dims]
     for (b, n, h, d) in shapes[:2] if quick else shapes:
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))

@@ -200,6 +200,7 @@ def test_bad_input_raises_at_trace_time():
         pytest.param(Case(2, 1000, 1000, 40, 8, 128, 128), "bfloat16", id="persistent-gqa-40:8-n1000-bf16"),
         pytest.param(Case(1, 2100, 2100, 6, 2, 64, 64), "bfloat16", id="d64-gqa-6:2-n2100-bf16"),
         pytest.param(Case(1, 1500, 2200, 2, 1, 256, 256, causal=True), "float16", id="d256-mqa-q1500-kv2200-causal-fp16"),
+        pytest.param(Case(1, 1040, 1040, 4, 2, 256, 256), "bfloat16", id="d256-gqa-4:2-n1040-bf16"),
     ],
 )
 def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):

@@ -313,6 +313,8 @@ def _gluon_kernel():
         pytest.param(dict(d=64, dv=64, causal=True, nkv=16384), "d64-c3-turns", id="d64-causal-16k"),
         pytest.param(dict(d=256, dv=256), "d256-pp", id="d256"),
         pytest.param(dict(d=256, dv=256, causal=True, hkv=1), "d256-pp", id="d256-causal-mqa"),
+        pytest.param(dict(d=256, dv=256, nkv=1024), "d256-pp", id="d256-1k-keys"),
+        pytest.param(dict(d=256, dv=256, nkv=1023, causal=True), None, id="d256-causal-short-kv"),
         pytest.param(dict(d=96, dv=96), None, id="d96"),
         pytest.param(dict(dv=64), None, id="dv64"),
         pytest.param(dict(dtype="float32"), None, id="fp32"),

@@ -92,7 +92,8 @@ LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 #   441 / 482 at N = 4k / 16k non-causal vs tl 421 / 433; causal 449 vs 436 at 16k but 369 vs 387
 #   at 4k, and the tl forward led at N = 1k (2026-11-30 16:22 UTC).
 # - "d256-pp", D = 256: two consumers, 64-key tiles (192 KB of shared memory), consumers at 224
-#   registers: 549 / 479 at N = 4k (non-causal / causal) vs tl 464 / 429, 588 / 574 at 16k vs 473 / 470.
+#   registers: 549 / 479 at N = 4k (non-causal / causal) vs tl 464 / 429, 588 / 574 at 16k vs 473 / 470;
+#   464 / 335 at N = 1k vs tl 403 / 292 (2026-11-30 17:35 UTC; shorter untimed).
 GLUON_FORWARD_TILES = {
     "pp": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
                PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200),
@@ -112,8 +113,8 @@ GLUON_FORWARD_ROUTE = {
     (64, True): ((16384, "d64-c3-turns"),),
     (128, False): ((256, "pp-qp-persist"), (2048, "pp")),
     (128, True): ((2048, "pp"),),
-    (256, False): ((2048, "d256-pp"),),
-    (256, True): ((2048, "d256-pp"),),
+    (256, False): ((1024, "d256-pp"),),
+    (256, True): ((1024, "d256-pp"),),
 }
 
 
