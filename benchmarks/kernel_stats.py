@@ -17,7 +17,9 @@ of Triton 3.6 to 3.9). --offline compiles the same kernels for sm_90 on any mach
 (`triton.compile` with the plan's tiles and options, integer arguments specialized as Triton's
 launcher does: 1 becomes a constant, multiples of 16 are marked; --jax: as jax-triton does,
 nothing marked and floats as fp64) and reads registers and stack (spill) bytes from ptxas's
-output through the cuobjdump Triton bundles. With the GPU's Triton (3.6.0) installed it gives
+output through the cuobjdump Triton bundles. Where the H200 runs the Gluon forward instead
+(core.plan.GLUON_FORWARD_ROUTE), a "Gluon forward" line follows the forward's: its registers are
+the launch's, which the kernel then splits between its warp groups (setmaxnreg). With the GPU's Triton (3.6.0) installed it gives
 the H200's figures exactly (checked on main at 03f9c36: 126/127 and 255 registers, the same
 spills); another Triton version compiles differently.
 """
@@ -66,10 +68,14 @@ def offline(d_list, jax_like: bool, window=None) -> None:
     stub.INTERPRETER = False
     stub.warn_once_if_interpreted = lambda: None
     stub.repair_triton_cache_dir = lambda: None
+    stub.multiprocessor_count = lambda: 132  # the H200's
+    gluon_on = [False]  # the Gluon forward's route: off but for its own line
+    stub.hopper_gluon = lambda: gluon_on[0]
     sys.modules["flashx.core.runtime"] = stub
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource
 
     from flashx import core
     from flashx.core.launch import kernel_params
@@ -98,7 +104,8 @@ def offline(d_list, jax_like: bool, window=None) -> None:
         for j, name in enumerate(constexpr_names):
             signature[name] = "constexpr"
             constants[(first + j,)] = call.constexprs[name]
-        compiled = triton.compile(ASTSource(call.kernel, signature, constants, attrs),
+        source = GluonASTSource if call.kernel.__class__.__name__ == "GluonJITFunction" else ASTSource
+        compiled = triton.compile(source(call.kernel, signature, constants, attrs),
                                   target=GPUTarget("cuda", 90, 32), options=dict(call.options))
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(compiled.asm["cubin"])
@@ -117,13 +124,17 @@ def offline(d_list, jax_like: bool, window=None) -> None:
             plan = core.plan_attention(spec, spec, spec, causal=causal, window=None if window is None else (window, 0))
             label = f"window {window:<4d}" if window is not None else "causal    " if causal else "non-causal"
             calls = [("forward", plan.forward_call({}, None))]
+            gluon_on[0] = True
+            if plan.gluon_forward:  # what an H200 runs instead, at this shape (core.plan.GLUON_FORWARD_ROUTE)
+                calls.append(("Gluon forward", plan.forward_call({}, None)))
+            gluon_on[0] = False
             _, *dkdv, dq = plan.backward_calls({}, None, False, spec, split=True)
             _, both = plan.backward_calls({}, None, False, spec, split=False)
             # dK/dV in two passes (TileConfig.dkdv_passes) compiles once per pass.
             calls += [("dV" if call.writes == ("DV",) else "dK" if call.writes == ("DK",) else "dK/dV", call) for call in dkdv]
             calls += [("dQ", dq), ("both", both)]
             for name, call in calls:
-                print(f"D={d:3d} {label} {name:7s} {resources(call, 'bf16')}", flush=True)
+                print(f"D={d:3d} {label} {name:13s} {resources(call, 'bf16')}", flush=True)
 
 
 def main(argv=None) -> int:
