@@ -34,6 +34,8 @@ class Variant(NamedTuple):
     consumer_regs: int
     producer_regs: int
     q_by_producer: bool = False  # the producer copies each tile's Q (two buffers) with cp.async
+    tma: bool = False  # Q, K and V through host tensor descriptors (torch only; needs q_by_producer)
+    producer_warps: int = 4
 
 
 VARIANTS = {
@@ -47,6 +49,12 @@ VARIANTS = {
     "pp-qp": Variant(128, 128, 128, 2, False, False, 200, 80, True),
     "pp-qp-persist": Variant(128, 128, 128, 2, False, True, 192, 96, True),
     "pp-turns-qp-persist": Variant(128, 128, 128, 2, True, True, 192, 96, True),
+    # TMA (session 14; not yet run): one producer thread issues each copy, so the producer needs
+    # few registers and the consumers may take more. Offline (sm_90): no stack at 240 / 32; three
+    # stages at D = 128 would need 257 KB of shared memory with Q's two buffer sets.
+    "pp-tma": Variant(128, 128, 128, 2, False, False, 200, 80, True, True),
+    "pp-tma-c240": Variant(128, 128, 128, 2, False, False, 240, 32, True, True),
+    "pp-tma-persist": Variant(128, 128, 128, 2, False, True, 232, 48, True, True),
     # 64-key tiles for short causal calls (session 14): half the diagonal block's wasted columns.
     "pp-n64-qp-persist": Variant(128, 128, 64, 2, False, True, 192, 96, True),
     "pp-n64-s3-qp-persist": Variant(128, 128, 64, 3, False, True, 192, 96, True),
@@ -60,6 +68,7 @@ VARIANTS = {
     "d64-c3-turns-qp-persist": Variant(64, 192, 128, 2, True, True, 152, 56, True),
     "d64-qp-persist": Variant(64, 128, 128, 2, False, True, 192, 96, True),
     "d64-c3-qp-persist": Variant(64, 192, 128, 2, False, True, 152, 56, True),
+    "d64-c3-turns-tma": Variant(64, 192, 128, 2, True, False, 160, 32, True, True),
     # D = 256: 64-key tiles (192 KB of shared memory).
     "d256-pp": Variant(256, 128, 64, 2, False, False, 224, 64),
     "d256-turns": Variant(256, 128, 64, 2, True, False, 224, 64),
@@ -71,8 +80,8 @@ JAX_VARIANTS = {128: "pp-turns-qp-persist", 64: "d64-c3-turns-qp-persist", 256: 
 def _constexprs(variant: Variant, causal: bool) -> dict:
     return dict(HEAD_DIM=variant.head_dim, BLOCK_M=variant.block_m, BLOCK_N=variant.block_n, LIMIT_RIGHT=causal,
                 STRIDE_ALIGN=8, STAGES=variant.stages, TURNS=variant.turns, PERSISTENT=variant.persistent,
-                Q_BY_PRODUCER=variant.q_by_producer,
-                PRODUCER_WARPS=4, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs)
+                Q_BY_PRODUCER=variant.q_by_producer, TMA=variant.tma,
+                PRODUCER_WARPS=variant.producer_warps, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs)
 
 
 def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:
@@ -82,14 +91,27 @@ def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:
     return (blocks, hq, b)
 
 
+def descriptor(x, rows):
+    """A TMA descriptor over x (B, N, H, D) whose block is [1, rows, 1, D]: rows of one (batch, head)."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    block = [1, rows, 1, x.shape[3]]
+    layout = gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16 if x.dtype == torch.bfloat16 else gl.float16)
+    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
+
+
 def launch_torch(q, k, v, name, causal=False, bottom_right=True):
     """q (B, Nq, Hq, D), k / v (B, Nkv, Hkv, D): (out, lse [B, Hq, Nq])."""
     variant = VARIANTS[name]
     b, nq, hq, d = q.shape
     out = torch.empty_like(q)
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
+    inputs = (q, k, v)
+    if variant.tma:
+        inputs = (descriptor(q, 64), descriptor(k, variant.block_n), descriptor(v, variant.block_n))
     gluon_forward.gluon_attention_forward_kernel[_grid(variant, b, nq, hq)](
-        q, k, v, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2], hq, b,
+        *inputs, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2], hq, b,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *lse.stride(),
         out, lse, num_warps=4, **_constexprs(variant, causal),
     )
@@ -105,6 +127,7 @@ def launch_jax(q, k, v, name, causal=False):
 
     assert gluon.install(), "this jax-triton's kernel builder could not be wrapped for Gluon"
     variant = VARIANTS[name]
+    assert not variant.tma, "jax-triton cannot pass tensor descriptors"
     b, nq, hq, d = q.shape
     nkv, hkv = k.shape[1], k.shape[2]
     qs = (nq * hq * d, hq * d, d)

@@ -16,8 +16,11 @@ PERSISTENT: at most one program an SM (grid (programs, 1, 1)), each walking the 
 program + programs, ...; ring stages and turns carry from tile to tile, so a program's next K/V
 copies start while its consumers finish the last tile, and no wave is left half full.
 
-No TMA: jaxlib can neither pass host tensor descriptors nor give device-side ones their global
-scratch, and the same kernel must launch from torch and from JAX.
+TMA (prepared, not routed): Q, K and V come as host tensor descriptors (torch's launcher builds
+them; jaxlib can neither pass host descriptors nor give device-side ones their global scratch, so
+JAX keeps cp.async), each over the array's [B, N, H, D] shape and strides with a [1, rows, 1, D]
+block: the copy engine fills rows past N with zeros, and one producer thread issues each copy,
+where cp.async spends every producer thread's registers on addresses. Needs Q_BY_PRODUCER.
 
 Q [B, Nq, Hq, D], K / V [B, Nkv, Hkv, D], O [B, Nq, Hq, D] through their strides (the last
 axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE [B, Hq, Nq] float32, natural
@@ -31,6 +34,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
+    tma,
     warpgroup_mma,
 )
 
@@ -57,6 +61,16 @@ def _ring_slot(step, STAGES: gl.constexpr):
     """(stage, phase) of ring step `step`: its buffer, and the parity of the buffer's round that
     the step's barrier waits complete."""
     return step % STAGES, (step // STAGES) & 1
+
+
+@gluon.jit
+def _as_tile(buffer, ROWS: gl.constexpr, BLOCK_D: gl.constexpr, TMA: gl.constexpr):
+    """A K, V or Q buffer as the [ROWS, BLOCK_D] tile wgmma reads (TMA's hold the descriptor's
+    [1, ROWS, 1, BLOCK_D] block)."""
+    tile = buffer
+    if TMA:
+        tile = buffer.reshape([ROWS, BLOCK_D])
+    return tile
 
 
 @gluon.jit
@@ -125,12 +139,27 @@ def _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M: gl.constexpr, B
 
 @gluon.jit
 def _copy_q(Q, stride_qb, stride_qn, stride_qh, row0, head, batch, seqlen_q, tile, q_buffers, q_ready, q_empty,
-            layout: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_D: gl.constexpr):
+            layout: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_D: gl.constexpr, TMA: gl.constexpr):
     """Q rows row0 .. row0 + BLOCK_M into buffer tile % 2 (a consumer's 64 rows a slab; rows past Nq
     zero-filled) once both readers of its last use have handed it back."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     buffer = tile % 2
     mbarrier.wait(q_empty.index(buffer), ((tile // 2) & 1) ^ 1)
+    if TMA:
+        mbarrier.expect(q_ready.index(buffer), NUM_CONSUMERS * Q.block_type.nbytes)
+        for c in gl.static_range(NUM_CONSUMERS):
+            tma.async_copy_global_to_shared(Q, [batch, row0 + c * CONSUMER_ROWS, head, 0], q_ready.index(buffer),
+                                            q_buffers.index(buffer * NUM_CONSUMERS + c))
+    else:
+        _copy_q_async(Q, stride_qb, stride_qn, stride_qh, row0, head, batch, seqlen_q, buffer, q_buffers, q_ready,
+                      layout, BLOCK_M, BLOCK_D)
+
+
+@gluon.jit
+def _copy_q_async(Q, stride_qb, stride_qn, stride_qh, row0, head, batch, seqlen_q, buffer, q_buffers, q_ready,
+                  layout: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_D: gl.constexpr):
+    """_copy_q by cp.async: every producer thread copies 16-byte chunks and arrives once."""
+    NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     offs_m = gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
     q_base = batch.to(gl.int64) * stride_qb + head.to(gl.int64) * stride_qh + row0.to(gl.int64) * stride_qn
@@ -147,9 +176,10 @@ def _copy_q(Q, stride_qb, stride_qn, stride_qh, row0, head, batch, seqlen_q, til
 def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
               PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr,
-              Q_BY_PRODUCER: gl.constexpr):
+              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr):
     """Copy K_j then V_j into ring step i's stage (i % STAGES) once the consumers have handed it back;
-    with Q_BY_PRODUCER, first each tile's Q into one of two Q buffers.
+    with Q_BY_PRODUCER, first each tile's Q into one of two Q buffers. TMA: Q, K and V are tensor
+    descriptors, each copy one message that completes on its barrier by byte count.
 
     strides: Q's, K's and V's (batch, row, head) strides; sizes, q_ring and rings as _consumer's."""
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
@@ -168,9 +198,10 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
         block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, LIMIT_RIGHT, PERSISTENT)
         if Q_BY_PRODUCER:
             _copy_q(Q, stride_qb, stride_qn, stride_qh, block * BLOCK_M, head, batch, seqlen_q, tiles,
-                    q_buffers, q_ready, q_empty, layout, BLOCK_M, BLOCK_D)
+                    q_buffers, q_ready, q_empty, layout, BLOCK_M, BLOCK_D, TMA)
             tiles += 1
-        kv_head = (head // gqa_group).to(gl.int64)
+        kv_head32 = head // gqa_group
+        kv_head = kv_head32.to(gl.int64)
         k_base = batch.to(gl.int64) * stride_kb + kv_head * stride_kh
         v_base = batch.to(gl.int64) * stride_vb + kv_head * stride_vh
         n_blocks, _ = _key_blocks(block * BLOCK_M, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, LIMIT_RIGHT)
@@ -179,16 +210,27 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
             # A fresh barrier counts the phase before 0 as complete: the first round does not wait.
             phase = phase ^ 1
             start = (j * BLOCK_N).to(gl.int64)
-            # Keys past the sequence are zero-filled: a stale V row would turn 0 * garbage into NaN.
+            # Keys past the sequence are zero-filled (TMA: by the copy engine): a stale V row would
+            # turn 0 * garbage into NaN.
             in_bounds = (j * BLOCK_N + offs_n)[:, None] < seqlen_kv
             mbarrier.wait(k_empty.index(stage), phase)
-            async_copy.async_copy_global_to_shared(k_smem.index(stage), K + (k_base + start * stride_kn) + k_offs,
-                                                   mask=in_bounds)
-            async_copy.mbarrier_arrive(k_ready.index(stage), increment_count=False)
+            if TMA:
+                mbarrier.expect(k_ready.index(stage), K.block_type.nbytes)
+                tma.async_copy_global_to_shared(K, [batch, j * BLOCK_N, kv_head32, 0], k_ready.index(stage),
+                                                k_smem.index(stage))
+            else:
+                async_copy.async_copy_global_to_shared(k_smem.index(stage), K + (k_base + start * stride_kn) + k_offs,
+                                                       mask=in_bounds)
+                async_copy.mbarrier_arrive(k_ready.index(stage), increment_count=False)
             mbarrier.wait(v_empty.index(stage), phase)
-            async_copy.async_copy_global_to_shared(v_smem.index(stage), V + (v_base + start * stride_vn) + v_offs,
-                                                   mask=in_bounds)
-            async_copy.mbarrier_arrive(v_ready.index(stage), increment_count=False)
+            if TMA:
+                mbarrier.expect(v_ready.index(stage), V.block_type.nbytes)
+                tma.async_copy_global_to_shared(V, [batch, j * BLOCK_N, kv_head32, 0], v_ready.index(stage),
+                                                v_smem.index(stage))
+            else:
+                async_copy.async_copy_global_to_shared(v_smem.index(stage), V + (v_base + start * stride_vn) + v_offs,
+                                                       mask=in_bounds)
+                async_copy.mbarrier_arrive(v_ready.index(stage), increment_count=False)
             i += 1
 
 
@@ -235,7 +277,7 @@ def _pass_turn(turns, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
               CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
-              Q_BY_PRODUCER: gl.constexpr):
+              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr):
     """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles.
 
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
@@ -248,7 +290,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
     q_buffers, q_ready, q_empty = q_ring
     q_smem = q_buffers.index(CONSUMER)
     BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
-    dtype: gl.constexpr = Q.dtype.element_ty
+    dtype: gl.constexpr = O.dtype.element_ty
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -279,7 +321,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
 
         if Q_BY_PRODUCER:
             q_set = tiles % 2
-            q_tile = q_buffers.index(q_set * NUM_CONSUMERS + CONSUMER)
+            q_tile = _as_tile(q_buffers.index(q_set * NUM_CONSUMERS + CONSUMER), CONSUMER_ROWS, BLOCK_D, TMA)
             mbarrier.wait(q_ready.index(q_set), (tiles // 2) & 1)
         else:
             # Q through registers into shared memory (the wgmma A operand of S); rows past Nq read
@@ -307,8 +349,9 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                     prev, prev_phase = _ring_slot(i + j - 1, STAGES)
                     mbarrier.wait(v_ready.index(prev), prev_phase)
                     acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                    acc = warpgroup_mma(p, v_smem.index(prev), acc)
-                s = warpgroup_mma(q_tile, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
+                    acc = warpgroup_mma(p, _as_tile(v_smem.index(prev), BLOCK_N, BLOCK_D, TMA), acc)
+                s = warpgroup_mma(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
+                                  use_acc=False)
                 _pass_turn(turns, CONSUMER, NUM_CONSUMERS)
                 turn += 1
                 mbarrier.arrive(k_empty.index(stage))
@@ -322,7 +365,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
             mbarrier.wait(v_ready.index(last), last_phase)
             _take_turn(turns, turn, CONSUMER)
             acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-            acc = warpgroup_mma(p, v_smem.index(last), acc)
+            acc = warpgroup_mma(p, _as_tile(v_smem.index(last), BLOCK_N, BLOCK_D, TMA), acc)
             _pass_turn(turns, CONSUMER, NUM_CONSUMERS)
             turn += 1
             mbarrier.arrive(v_empty.index(last))
@@ -330,14 +373,16 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
             for j in range(n_blocks):
                 stage, phase = _ring_slot(i + j, STAGES)
                 mbarrier.wait(k_ready.index(stage), phase)
-                s = warpgroup_mma(q_tile, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False)
+                s = warpgroup_mma(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
+                                  use_acc=False)
                 mbarrier.arrive(k_empty.index(stage))
                 if j >= n_unmasked:
                     s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
                 p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
                 acc = acc * gl.convert_layout(alpha, row_o)[:, None]
                 mbarrier.wait(v_ready.index(stage), phase)
-                acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), v_smem.index(stage), acc)
+                acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D,
+                                                                                       TMA), acc)
                 mbarrier.arrive(v_empty.index(stage))
         i += n_blocks
         if Q_BY_PRODUCER:
@@ -366,15 +411,17 @@ def gluon_attention_forward_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
     STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
     Q_BY_PRODUCER: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
 ):
     """Grid (cdiv(Nq, BLOCK_M), Hq, B), or PERSISTENT (at most the SM count, 1, 1); launch with
     num_warps=4 (the first consumer's warpgroup: Triton adds the other partitions' warps).
-    BLOCK_M: 128 or 192 (two or three consumers). LIMIT_RIGHT: causal."""
+    BLOCK_M: 128 or 192 (two or three consumers). LIMIT_RIGHT: causal. TMA: Q, K and V are tensor
+    descriptors over [B, N, H, D] with blocks [1, 64, 1, D] (Q) and [1, BLOCK_N, 1, D] (K, V), and
+    Q_BY_PRODUCER holds."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     gl.static_assert(NUM_CONSUMERS * CONSUMER_ROWS == BLOCK_M)
     gl.static_assert(NUM_CONSUMERS == 2 or NUM_CONSUMERS == 3)
-    dtype: gl.constexpr = Q.dtype.element_ty
+    dtype: gl.constexpr = O.dtype.element_ty
     # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
     A: gl.constexpr = STRIDE_ALIGN
     stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
@@ -384,14 +431,22 @@ def gluon_attention_forward_kernel(
     diag_offset = (seqlen_kv - seqlen_q) * bottom_right
     num_tiles = gl.cdiv(seqlen_q, BLOCK_M) * num_heads * num_batches
 
-    smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
-    q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([CONSUMER_ROWS, HEAD_DIM], dtype)
-    if Q_BY_PRODUCER:  # two sets of buffers: the next tile's Q arrives while this one's is read
-        q_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
+    if TMA:  # the descriptors' blocks and shared layouts
+        gl.static_assert(Q_BY_PRODUCER)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], K.layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], V.layout)
+        q_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, HEAD_DIM], Q.layout)
+        COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
     else:
-        q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
+        smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
+        q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([CONSUMER_ROWS, HEAD_DIM], dtype)
+        if Q_BY_PRODUCER:  # two sets of buffers: the next tile's Q arrives while this one's is read
+            q_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
+        else:
+            q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
+        COPY_ARRIVALS: gl.constexpr = 32 * PRODUCER_WARPS  # one cp.async arrival a producer thread
     q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -400,15 +455,15 @@ def gluon_attention_forward_kernel(
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     turns = gl.allocate_shared_memory(gl.int64, [NUM_CONSUMERS, 1], mbarrier.MBarrierLayout())
     for stage in gl.static_range(STAGES):
-        mbarrier.init(k_ready.index(stage), count=32 * PRODUCER_WARPS)  # one cp.async arrival a producer thread
-        mbarrier.init(v_ready.index(stage), count=32 * PRODUCER_WARPS)
+        mbarrier.init(k_ready.index(stage), count=COPY_ARRIVALS)
+        mbarrier.init(v_ready.index(stage), count=COPY_ARRIVALS)
         mbarrier.init(k_empty.index(stage), count=NUM_CONSUMERS)  # each consumer hands a stage back on its own
         mbarrier.init(v_empty.index(stage), count=NUM_CONSUMERS)
     for consumer in gl.static_range(NUM_CONSUMERS):
         mbarrier.init(turns.index(consumer), count=1)
     if Q_BY_PRODUCER:
         for q_set in gl.static_range(2):
-            mbarrier.init(q_ready.index(q_set), count=32 * PRODUCER_WARPS)
+            mbarrier.init(q_ready.index(q_set), count=COPY_ARRIVALS)
             mbarrier.init(q_empty.index(q_set), count=NUM_CONSUMERS)
 
     qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
@@ -423,12 +478,12 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER)),
+                          Q_BY_PRODUCER, TMA)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER)),
+                          Q_BY_PRODUCER, TMA)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
-                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER))],
+                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA))],
             [CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
         )
@@ -436,15 +491,15 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER)),
+                          Q_BY_PRODUCER, TMA)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER)),
+                          Q_BY_PRODUCER, TMA)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER)),
+                          Q_BY_PRODUCER, TMA)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
-                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER))],
+                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA))],
             [CONSUMER_WARPS, CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
         )

@@ -94,15 +94,17 @@ LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 # - "d256-pp", D = 256: two consumers, 64-key tiles (192 KB of shared memory), consumers at 224
 #   registers: 549 / 479 at N = 4k (non-causal / causal) vs tl 464 / 429, 588 / 574 at 16k vs 473 / 470;
 #   464 / 335 at N = 1k vs tl 403 / 292 (2026-11-30 17:35 UTC; shorter untimed).
+# TMA (Q, K and V by host tensor descriptors, which jax-triton cannot pass) is prepared in the
+# kernel and not routed: it has not yet run on the GPU (NOTES v0.14).
 GLUON_FORWARD_TILES = {
     "pp": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
-               PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200),
+               TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200),
     "pp-qp-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
-                          PRODUCER_WARPS=4, PRODUCER_REGS=96, CONSUMER_REGS=192),
+                          TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=96, CONSUMER_REGS=192),
     "d64-c3-turns": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=False, Q_BY_PRODUCER=False,
-                         PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152),
+                         TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152),
     "d256-pp": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
-                    PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224),
+                    TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224),
 }
 
 # Which Gluon tile a call takes, by (head dim, causal): (fewest keys, tile name) pairs in rising
