@@ -158,19 +158,27 @@ def reference(q, k, v, causal, bottom_right=True):
 def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple, names: tuple) -> int:
     torch.manual_seed(0)
     failures = 0
-    shapes = [  # (B, Nq, Nkv, Hq, Hkv, D, causal)
+    shapes = [  # (B, Nq, Nkv, Hq, Hkv, D, causal, stored as (B, H, N, D))
         shape for d in head_dims for shape in (
-            (2, 1000, 1000, 3, 3, d, False), (2, 1000, 1000, 3, 3, d, True), (1, 333, 1111, 4, 2, d, True),
-            (1, 777, 300, 2, 1, d, True), (2, 517, 517, 3, 1, d, False),
+            (2, 1000, 1000, 3, 3, d, False, False), (2, 1000, 1000, 3, 3, d, True, False),
+            (1, 333, 1111, 4, 2, d, True, False), (1, 777, 300, 2, 1, d, True, False),
+            (2, 517, 517, 3, 1, d, False, False),
             # more tiles than SMs: a persistent program walks several, its ring phases carried over
-            (1, 2100, 2100, 16, 4, d, True), (1, 2100, 2100, 16, 4, d, False))
+            (1, 2100, 2100, 16, 4, d, True, False), (1, 2100, 2100, 16, 4, d, False, False),
+            # heads outermost: other strides (a TMA descriptor takes them as they are)
+            (2, 700, 1300, 4, 2, d, True, True))
     ]
-    for (b, nq, nkv, hq, hkv, d, causal) in shapes:
+    for (b, nq, nkv, hq, hkv, d, causal, bhnd) in shapes:
         variants = [name for name, v in VARIANTS.items() if v.head_dim == d and torch_side and name in names]
         if quick:
             variants = variants[:1]
-        q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.bfloat16)
-        k, v = (torch.randn(b, nkv, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+
+        def randn(b, n, h, d):
+            if bhnd:
+                return torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+            return torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16)
+        q = randn(b, nq, hq, d)
+        k, v = (randn(b, nkv, hkv, d) for _ in range(2))
         ref, ref_lse = reference(q, k, v, causal)
         rows = ref_lse.isfinite()
         for variant in variants:
@@ -180,7 +188,7 @@ def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple, names
             lse_inf_ok = bool((lse[~rows] == float("-inf")).all())
             ok = err < 1e-2 and lse_err < 1e-2 and lse_inf_ok and bool(out.isfinite().all())
             failures += not ok
-            print(f"torch {variant:10s} B={b} Nq={nq} Nkv={nkv} Hq={hq} Hkv={hkv} D={d} causal={causal}: "
+            print(f"torch {variant:10s} B={b} Nq={nq} Nkv={nkv} Hq={hq} Hkv={hkv} D={d} causal={causal} bhnd={bhnd}: "
                   f"rel err {err:.1e} lse err {lse_err:.1e} empty rows {int((~rows).sum())} {'OK' if ok else 'WRONG'}",
                   flush=True)
         if not jax_side:
