@@ -625,6 +625,54 @@ GLUON_CASES = [
 ]
 
 
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_tma_twin_binds_descriptors(monkeypatch, layout):
+    """Where a routed Gluon tile has a TMA twin (plan.GLUON_TMA_TILES, empty until the TMA forward
+    is measured) and the launcher passes descriptors (torch's), the forward takes the twin and
+    binds Q, K and V as TMA descriptors over their logical [B, N, H, D] shapes and strides, in
+    either layout; without descriptors (JAX's launcher) or with a broadcast K it keeps the routed
+    tile and the arrays. Runs on the CPU: nothing is launched."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from flashx import core
+    from flashx.core import launch, plan as plan_mod
+
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
+    twin = dict(plan_mod.GLUON_FORWARD_TILES["pp"], Q_BY_PRODUCER=True, TMA=True, PRODUCER_REGS=32, CONSUMER_REGS=240)
+    monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, "pp-tma-test", twin)
+    monkeypatch.setitem(plan_mod.GLUON_TMA_TILES, "pp", "pp-tma-test")
+    b, nq, nkv, hq, hkv, d = 2, 2100, 2200, 4, 2, 128
+
+    def make(n, h, broadcast=False):
+        x = torch.randn((1 if broadcast else b, h, n, d) if layout == "bhnd" else (1 if broadcast else b, n, h, d),
+                        dtype=torch.bfloat16)
+        return x.expand(b, *x.shape[1:]) if broadcast else x
+
+    def call(q, k, v, descriptors):
+        specs = [core.ArraySpec(tuple(x.shape), x.stride(), "bfloat16", "cuda:0") for x in (q, k, v)]
+        plan = core.plan_attention(*specs, layout=layout)
+        assert plan.gluon_tile == "pp"
+        return plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors=descriptors)
+
+    q, k, v = make(nq, hq), make(nkv, hkv), make(nkv, hkv)
+    bound = call(q, k, v, descriptors=True)
+    args = dict(zip(launch.kernel_params(bound.kernel)[0], bound.args))
+    assert bound.constexprs["TMA"] and bound.constexprs["CONSUMER_REGS"] == 240
+    axes = (0, 2, 1, 3) if layout == "bhnd" else (0, 1, 2, 3)  # (B, N, H, D) of the stored array
+    for name, x, n, h, rows in (("Q", q, nq, hq, 64), ("K", k, nkv, hkv, 128), ("V", v, nkv, hkv, 128)):
+        descriptor = args[name]
+        assert isinstance(descriptor, TensorDescriptor) and descriptor.base is x
+        assert list(descriptor.shape) == [b, n, h, d]
+        assert list(descriptor.strides) == [x.stride(a) for a in axes]
+        assert list(descriptor.block_shape) == [1, rows, 1, d]
+        assert launch._specialization(descriptor) == ((1, rows, 1, d), torch.bfloat16, True)
+
+    for plain in (call(q, k, v, descriptors=False), call(q, make(nkv, hkv, broadcast=True), v, descriptors=True)):
+        args = dict(zip(launch.kernel_params(plain.kernel)[0], plain.args))
+        assert not plain.constexprs["TMA"] and args["Q"] is q
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("case, dtype", GLUON_CASES)
 def test_gpu_gluon_forward(forward_kernels, case, dtype):

@@ -36,6 +36,14 @@ def kernel_params(kernel: Any) -> tuple:
     return tuple(runtime_names), constexprs
 
 
+def _specialization(array: Any) -> tuple:
+    """What Triton specializes a kernel on for one array argument: its dtype and 16-byte
+    alignment; for a TMA descriptor (block_shape, base), its block and its array's."""
+    if hasattr(array, "block_shape"):
+        return (tuple(array.block_shape),) + _specialization(array.base)
+    return (array.dtype, array.data_ptr() % 16 == 0)
+
+
 class CompiledRunners:
     """Runners of one memoized launch, by (device, dtype and 16-byte alignment of each array)."""
 
@@ -47,7 +55,7 @@ class CompiledRunners:
     def key(arrays: Sequence[Any]) -> tuple:
         from triton.runtime import driver
 
-        return (driver.active.get_current_device(),) + tuple((a.dtype, a.data_ptr() % 16 == 0) for a in arrays)
+        return (driver.active.get_current_device(),) + tuple(_specialization(a) for a in arrays)
 
     def get(self, key: tuple) -> Any:
         return self._runners.get(key)

@@ -94,8 +94,6 @@ LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 # - "d256-pp", D = 256: two consumers, 64-key tiles (192 KB of shared memory), consumers at 224
 #   registers: 549 / 479 at N = 4k (non-causal / causal) vs tl 464 / 429, 588 / 574 at 16k vs 473 / 470;
 #   464 / 335 at N = 1k vs tl 403 / 292 (2026-11-30 17:35 UTC; shorter untimed).
-# TMA (Q, K and V by host tensor descriptors, which jax-triton cannot pass) is prepared in the
-# kernel and not routed: it has not yet run on the GPU (NOTES v0.14).
 GLUON_FORWARD_TILES = {
     "pp": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
                TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200),
@@ -118,6 +116,14 @@ GLUON_FORWARD_ROUTE = {
     (256, False): ((1024, "d256-pp"),),
     (256, True): ((1024, "d256-pp"),),
 }
+
+
+# A routed tile's TMA twin (Q, K and V by host tensor descriptors, TMA=True in its constexprs),
+# taken where the launcher can pass descriptors (torch's; jax-triton cannot). Empty: the TMA
+# forward has not yet run on the GPU (NOTES v0.14); an entry goes here once it is measured ahead.
+GLUON_TMA_TILES: dict = {}
+# Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
+GLUON_TMA_Q_ROWS = 64
 
 
 def gluon_forward_tile(head_dim: int, causal: bool, seqlen_kv: int) -> Optional[str]:
@@ -654,17 +660,49 @@ class AttentionPlan:
             return None
         return gluon_forward_tile(self.head_dim, bool(f["LIMIT_RIGHT"]), self.max_seqlen_kv)
 
-    def forward_call(self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True) -> "KernelCall":
+    def forward_call(
+        self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True, descriptors: bool = False,
+    ) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name.
 
         gluon: whether this launch may take the Gluon forward where gluon_forward allows it: the
         caller's Q, K and V start at 16-byte boundaries (its cp.async copies 16 bytes; a torch
-        view may not) and its launcher compiles Gluon."""
+        view may not) and its launcher compiles Gluon. descriptors: whether the launcher passes
+        host tensor descriptors (Triton's does, jax-triton's not); then a tile with a TMA twin
+        (GLUON_TMA_TILES) takes it, and the call binds descriptors of Q, K and V (triton's
+        TensorDescriptor, over arrays that have data_ptr() and dtype) in their places."""
         if gluon and self.gluon_forward:
+            # A TMA descriptor's strides must be positive multiples of 16 bytes (no broadcast axis).
+            positive = all(self.scalars[f"stride_{x}{a}"] > 0 for x in "qkv" for a in "bnh")
+            tma_tile = GLUON_TMA_TILES.get(self.gluon_tile) if descriptors and positive else None
+            if tma_tile is not None:
+                static = self._memoized(("gluon_forward", tma_tile), lambda: self._gluon_forward_static(tma_tile))
+                return self._call(static, {**arrays, **self._tma_descriptors(arrays, tma_tile)}, placeholder)
             key, build = "gluon_forward", self._gluon_forward_static
         else:
             key, build = "forward", self._tl_forward_static
         return self._call(self._memoized(key, build), arrays, placeholder)
+
+    def _tma_descriptors(self, arrays: Mapping[str, Any], tile_name: str) -> dict:
+        """Q, K and V as TMA descriptors over their logical [B, N, H, D] shapes and strides (any
+        layout), with blocks of [1, rows, 1, D]: the Gluon kernel's TMA copies."""
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        element = {"bfloat16": gl.bfloat16, "float16": gl.float16}[self.dtype]
+        s, d = self.scalars, self.head_dim
+        rows = dict(q=GLUON_TMA_Q_ROWS, k=GLUON_FORWARD_TILES[tile_name]["BLOCK_N"])
+        rows["v"] = rows["k"]
+        sizes = dict(q=(self.max_seqlen_q, self.heads_q), k=(self.max_seqlen_kv, self.heads_kv))
+        sizes["v"] = sizes["k"]
+        out = {}
+        for x in "qkv":
+            block = [1, rows[x], 1, d]
+            out[x.upper()] = TensorDescriptor(
+                arrays[x.upper()], [self.batch, sizes[x][0], sizes[x][1], d],
+                [s[f"stride_{x}b"], s[f"stride_{x}n"], s[f"stride_{x}h"], 1], block,
+                gl.NVMMASharedLayout.get_default_for(block, element))
+        return out
 
     def _forward_static(self, kernel: Any, grid: tuple, constexprs: dict, options: dict) -> tuple:
         """Either forward kernel's launch: Q, K, V in, O and LSE (dense) out (the sizes for the
@@ -677,10 +715,11 @@ class AttentionPlan:
         kernel = attention_forward_kernel
         return self._forward_static(kernel, self.forward_grid, self._constexprs(kernel), self.tiles.forward.options)
 
-    def _gluon_forward_static(self) -> tuple:
+    def _gluon_forward_static(self, tile_name: Optional[str] = None) -> tuple:
+        """The Gluon forward's launch with the routed tile (or tile_name, its TMA twin)."""
         from .gluon_forward import gluon_attention_forward_kernel as kernel  # imported only where it runs
 
-        tile = GLUON_FORWARD_TILES[self.gluon_tile]
+        tile = GLUON_FORWARD_TILES[tile_name or self.gluon_tile]
         grid = (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch)
         if tile["PERSISTENT"]:
             grid = (min(grid[0] * grid[1] * grid[2], runtime.multiprocessor_count()), 1, 1)

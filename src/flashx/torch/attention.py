@@ -124,7 +124,7 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors) -> tuple[tor
         with _on_device(q):
             # The Gluon forward's cp.async copies 16 bytes: a view that starts off a boundary takes tl.
             gluon = plan.gluon_forward and all(x.data_ptr() % 16 == 0 for x in (q, k, v))
-            plan.forward_call(arrays, _placeholder(q), gluon=gluon).launch((out, lse))
+            plan.forward_call(arrays, _placeholder(q), gluon=gluon, descriptors=True).launch((out, lse))
     return out, lse
 
 
