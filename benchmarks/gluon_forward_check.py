@@ -55,6 +55,8 @@ VARIANTS = {
     "pp-tma": Variant(128, 128, 128, 2, False, False, 200, 80, True, True),
     "pp-tma-c240": Variant(128, 128, 128, 2, False, False, 240, 32, True, True),
     "pp-tma-persist": Variant(128, 128, 128, 2, False, True, 232, 48, True, True),
+    "pp-tma-turns-c240": Variant(128, 128, 128, 2, True, False, 240, 32, True, True),
+    "pp-tma-turns-persist": Variant(128, 128, 128, 2, True, True, 232, 48, True, True),
     # 64-key tiles for short causal calls (session 14): half the diagonal block's wasted columns.
     "pp-n64-qp-persist": Variant(128, 128, 64, 2, False, True, 192, 96, True),
     "pp-n64-s3-qp-persist": Variant(128, 128, 64, 3, False, True, 192, 96, True),
@@ -69,6 +71,7 @@ VARIANTS = {
     "d64-qp-persist": Variant(64, 128, 128, 2, False, True, 192, 96, True),
     "d64-c3-qp-persist": Variant(64, 192, 128, 2, False, True, 152, 56, True),
     "d64-c3-turns-tma": Variant(64, 192, 128, 2, True, False, 160, 32, True, True),
+    "d64-c3-turns-tma-persist": Variant(64, 192, 128, 2, True, True, 160, 32, True, True),
     # D = 256: 64-key tiles (192 KB of shared memory).
     "d256-pp": Variant(256, 128, 64, 2, False, False, 224, 64),
     "d256-turns": Variant(256, 128, 64, 2, True, False, 224, 64),
