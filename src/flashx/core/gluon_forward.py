@@ -13,8 +13,9 @@ NUM_CONSUMERS + 1 partitions on it:
   O += P_{j-1} V_{j-1} and S_j = Q K_j^T, hands the turn on, and runs block j's softmax while the
   next consumer's products run.
 PERSISTENT: at most one program an SM (grid (programs, 1, 1)), each walking the tiles program,
-program + programs, ...; ring stages and turns carry from tile to tile, so a program's next K/V
-copies start while its consumers finish the last tile, and no wave is left half full.
+program + programs, ... (causal: every other full round backwards, see _tile); ring stages and
+turns carry from tile to tile, so a program's next K/V copies start while its consumers finish
+the last tile, and no wave is left half full.
 
 TMA (prepared, not routed): Q, K and V come as host tensor descriptors (torch's launcher builds
 them; jaxlib can neither pass host descriptors nor give device-side ones their global scratch, so
