@@ -174,6 +174,22 @@ def _copy_q_async(Q, stride_qb, stride_qn, stride_qh, row0, head, batch, seqlen_
 
 
 @gluon.jit
+def _copy_block(X, base, start, stride_n, offs, in_bounds, coord, buffers, ready, empty, stage, phase,
+                TMA: gl.constexpr):
+    """Rows start .. of one K or V block into ring buffer `stage` once the consumers have handed it
+    back: by TMA (X a descriptor, coord the block's; rows past N arrive as zeros) or by cp.async
+    (X a pointer; rows outside in_bounds zero-filled)."""
+    mbarrier.wait(empty.index(stage), phase)
+    if TMA:
+        mbarrier.expect(ready.index(stage), X.block_type.nbytes)
+        tma.async_copy_global_to_shared(X, coord, ready.index(stage), buffers.index(stage))
+    else:
+        async_copy.async_copy_global_to_shared(buffers.index(stage), X + (base + start * stride_n) + offs,
+                                               mask=in_bounds)
+        async_copy.mbarrier_arrive(ready.index(stage), increment_count=False)
+
+
+@gluon.jit
 def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
               PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr,
@@ -214,24 +230,11 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
             # Keys past the sequence are zero-filled (TMA: by the copy engine): a stale V row would
             # turn 0 * garbage into NaN.
             in_bounds = (j * BLOCK_N + offs_n)[:, None] < seqlen_kv
-            mbarrier.wait(k_empty.index(stage), phase)
-            if TMA:
-                mbarrier.expect(k_ready.index(stage), K.block_type.nbytes)
-                tma.async_copy_global_to_shared(K, [batch, j * BLOCK_N, kv_head32, 0], k_ready.index(stage),
-                                                k_smem.index(stage))
-            else:
-                async_copy.async_copy_global_to_shared(k_smem.index(stage), K + (k_base + start * stride_kn) + k_offs,
-                                                       mask=in_bounds)
-                async_copy.mbarrier_arrive(k_ready.index(stage), increment_count=False)
-            mbarrier.wait(v_empty.index(stage), phase)
-            if TMA:
-                mbarrier.expect(v_ready.index(stage), V.block_type.nbytes)
-                tma.async_copy_global_to_shared(V, [batch, j * BLOCK_N, kv_head32, 0], v_ready.index(stage),
-                                                v_smem.index(stage))
-            else:
-                async_copy.async_copy_global_to_shared(v_smem.index(stage), V + (v_base + start * stride_vn) + v_offs,
-                                                       mask=in_bounds)
-                async_copy.mbarrier_arrive(v_ready.index(stage), increment_count=False)
+            coord = (batch, j * BLOCK_N, kv_head32, 0)  # TMA's, in the descriptor's [B, N, H, D]
+            _copy_block(K, k_base, start, stride_kn, k_offs, in_bounds, coord, k_smem, k_ready, k_empty, stage, phase,
+                        TMA)
+            _copy_block(V, v_base, start, stride_vn, v_offs, in_bounds, coord, v_smem, v_ready, v_empty, stage, phase,
+                        TMA)
             i += 1
 
 
