@@ -13,7 +13,6 @@ Every variant at every head dim takes longer than one 10-minute GPU call: split 
 --variants (the torch checks of all of them took over 170 s on the H200).
 """
 import argparse
-import math
 import sys
 from typing import NamedTuple
 
@@ -22,7 +21,7 @@ import torch
 import triton
 
 import flashx.torch as ft
-from flashx.core import gluon_forward, runtime
+from flashx.core import gluon_forward, plan, runtime
 
 class Variant(NamedTuple):
     head_dim: int
@@ -88,20 +87,12 @@ def _constexprs(variant: Variant, causal: bool) -> dict:
 
 
 def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:
-    blocks = math.ceil(nq / variant.block_m)
-    if variant.persistent:
-        return (min(blocks * hq * b, runtime.multiprocessor_count()), 1, 1)
-    return (blocks, hq, b)
+    return plan.gluon_forward_grid(dict(BLOCK_M=variant.block_m, PERSISTENT=variant.persistent), b, nq, hq)
 
 
 def descriptor(x, rows):
     """A TMA descriptor over x (B, N, H, D) whose block is [1, rows, 1, D]: rows of one (batch, head)."""
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    block = [1, rows, 1, x.shape[3]]
-    layout = gl.NVMMASharedLayout.get_default_for(block, gl.bfloat16 if x.dtype == torch.bfloat16 else gl.float16)
-    return TensorDescriptor(x, list(x.shape), list(x.stride()), block, layout)
+    return plan.gluon_tma_descriptor(x, x.shape, x.stride(), rows, str(x.dtype).removeprefix("torch."))
 
 
 def launch_torch(q, k, v, name, causal=False, bottom_right=True):

@@ -135,6 +135,33 @@ def gluon_forward_tile(head_dim: int, causal: bool, seqlen_kv: int) -> Optional[
     return chosen
 
 
+def gluon_forward_grid(tile: Mapping[str, Any], batch: int, seqlen_q: int, heads_q: int) -> tuple:
+    """The Gluon forward's grid for a tile (a GLUON_FORWARD_TILES entry): a program per tile of
+    BLOCK_M query rows of one (batch, head), or (PERSISTENT) at most one per SM."""
+    grid = (_cdiv(seqlen_q, tile["BLOCK_M"]), heads_q, batch)
+    if tile["PERSISTENT"]:
+        grid = (min(grid[0] * grid[1] * grid[2], runtime.multiprocessor_count()), 1, 1)
+    return grid
+
+
+def gluon_tma_descriptor(array: Any, shape: Sequence[int], strides: Sequence[int], rows: int, dtype: str) -> Any:
+    """A TMA descriptor of the Gluon forward (TMA=True) over `array`: its logical [B, N, H, D]
+    shape and strides (elements), blocks of [1, rows, 1, D] (one (batch, head)'s rows). array:
+    anything with data_ptr() and a dtype triton knows (a torch tensor)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    block = (1, rows, 1, shape[3])
+    return TensorDescriptor(array, list(shape), list(strides), list(block), _tma_layout(block, dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _tma_layout(block: tuple, dtype: str) -> Any:
+    from triton.experimental.gluon import language as gl
+
+    element = {"bfloat16": gl.bfloat16, "float16": gl.float16}[dtype]
+    return gl.NVMMASharedLayout.get_default_for(list(block), element)
+
+
 @dataclass(frozen=True)
 class TileConfig:
     """Tiles of the forward, dK/dV and dQ kernels (the backward's preprocess uses the forward's).
@@ -672,9 +699,7 @@ class AttentionPlan:
         (GLUON_TMA_TILES) takes it, and the call binds descriptors of Q, K and V (triton's
         TensorDescriptor, over arrays that have data_ptr() and dtype) in their places."""
         if gluon and self.gluon_forward:
-            # A TMA descriptor's strides must be positive multiples of 16 bytes (no broadcast axis).
-            positive = all(self.scalars[f"stride_{x}{a}"] > 0 for x in "qkv" for a in "bnh")
-            tma_tile = GLUON_TMA_TILES.get(self.gluon_tile) if descriptors and positive else None
+            tma_tile = self._memoized("gluon_tma_tile", self._gluon_tma_tile) if descriptors else None
             if tma_tile is not None:
                 static = self._memoized(("gluon_forward", tma_tile), lambda: self._gluon_forward_static(tma_tile))
                 return self._call(static, {**arrays, **self._tma_descriptors(arrays, tma_tile)}, placeholder)
@@ -683,26 +708,23 @@ class AttentionPlan:
             key, build = "forward", self._tl_forward_static
         return self._call(self._memoized(key, build), arrays, placeholder)
 
-    def _tma_descriptors(self, arrays: Mapping[str, Any], tile_name: str) -> dict:
-        """Q, K and V as TMA descriptors over their logical [B, N, H, D] shapes and strides (any
-        layout), with blocks of [1, rows, 1, D]: the Gluon kernel's TMA copies."""
-        from triton.experimental.gluon import language as gl
-        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    def _gluon_tma_tile(self) -> Optional[str]:
+        """The routed tile's TMA twin (GLUON_TMA_TILES), or None; none where an input has a
+        broadcast axis (a descriptor's strides must be positive multiples of 16 bytes)."""
+        positive = all(self.scalars[f"stride_{x}{a}"] > 0 for x in "qkv" for a in "bnh")
+        return GLUON_TMA_TILES.get(self.gluon_tile) if positive else None
 
-        element = {"bfloat16": gl.bfloat16, "float16": gl.float16}[self.dtype]
-        s, d = self.scalars, self.head_dim
-        rows = dict(q=GLUON_TMA_Q_ROWS, k=GLUON_FORWARD_TILES[tile_name]["BLOCK_N"])
-        rows["v"] = rows["k"]
-        sizes = dict(q=(self.max_seqlen_q, self.heads_q), k=(self.max_seqlen_kv, self.heads_kv))
-        sizes["v"] = sizes["k"]
-        out = {}
-        for x in "qkv":
-            block = [1, rows[x], 1, d]
-            out[x.upper()] = TensorDescriptor(
-                arrays[x.upper()], [self.batch, sizes[x][0], sizes[x][1], d],
-                [s[f"stride_{x}b"], s[f"stride_{x}n"], s[f"stride_{x}h"], 1], block,
-                gl.NVMMASharedLayout.get_default_for(block, element))
-        return out
+    def _tma_descriptors(self, arrays: Mapping[str, Any], tile_name: str) -> dict:
+        """Q, K and V as the Gluon kernel's TMA descriptors over their logical [B, N, H, D] shapes
+        and strides (any layout)."""
+        s, d, block_n = self.scalars, self.head_dim, GLUON_FORWARD_TILES[tile_name]["BLOCK_N"]
+        return {
+            x.upper(): gluon_tma_descriptor(arrays[x.upper()], (self.batch, n, h, d),
+                                            (s[f"stride_{x}b"], s[f"stride_{x}n"], s[f"stride_{x}h"], 1), rows, self.dtype)
+            for x, n, h, rows in (("q", self.max_seqlen_q, self.heads_q, GLUON_TMA_Q_ROWS),
+                                  ("k", self.max_seqlen_kv, self.heads_kv, block_n),
+                                  ("v", self.max_seqlen_kv, self.heads_kv, block_n))
+        }
 
     def _forward_static(self, kernel: Any, grid: tuple, constexprs: dict, options: dict) -> tuple:
         """Either forward kernel's launch: Q, K, V in, O and LSE (dense) out (the sizes for the
@@ -720,9 +742,7 @@ class AttentionPlan:
         from .gluon_forward import gluon_attention_forward_kernel as kernel  # imported only where it runs
 
         tile = GLUON_FORWARD_TILES[tile_name or self.gluon_tile]
-        grid = (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch)
-        if tile["PERSISTENT"]:
-            grid = (min(grid[0] * grid[1] * grid[2], runtime.multiprocessor_count()), 1, 1)
+        grid = gluon_forward_grid(tile, self.batch, self.max_seqlen_q, self.heads_q)
         # num_warps: the first consumer warpgroup's; Triton adds the other partitions' warps.
         return self._forward_static(kernel, grid, self._constexprs(kernel, tile), dict(num_warps=4, num_stages=1))
 
