@@ -24,5 +24,6 @@ def test_gluon_tiles_are_the_measured_variants():
     for name, tile in plan_mod.GLUON_FORWARD_TILES.items():
         measured = check._constexprs(check.VARIANTS[name], causal=False)
         assert {k: measured[k] for k in tile} == tile, name
-    for (head_dim, _causal), route in plan_mod.GLUON_FORWARD_ROUTE.items():
-        assert all(check.VARIANTS[name].head_dim == head_dim for _, name in route)
+    for table in (plan_mod.GLUON_FORWARD_ROUTE, plan_mod.GLUON_TMA_ROUTE):
+        for (head_dim, _causal), route in table.items():
+            assert all(check.VARIANTS[name].head_dim == head_dim for _, name in route)

@@ -376,13 +376,56 @@ def test_gluon_forward_route_table():
     constexprs = set(kernel_params(_gluon_kernel())[1])
     for name, tile in plan_mod.GLUON_FORWARD_TILES.items():
         assert set(tile) <= constexprs, name
-    for (head_dim, causal), route in plan_mod.GLUON_FORWARD_ROUTE.items():
-        fewest = [n for n, _ in route]
-        assert fewest == sorted(set(fewest)), (head_dim, causal)
-        for n, name in route:
-            assert name in plan_mod.GLUON_FORWARD_TILES
-            assert plan_mod.gluon_forward_tile(head_dim, causal, n) == name
-            assert plan_mod.gluon_forward_tile(head_dim, causal, n - 1) != name
+    for table, tma in ((plan_mod.GLUON_FORWARD_ROUTE, False), (plan_mod.GLUON_TMA_ROUTE, True)):
+        for (head_dim, causal), route in table.items():
+            fewest = [n for n, _ in route]
+            assert fewest == sorted(set(fewest)), (head_dim, causal)
+            for n, name in route:
+                assert plan_mod.GLUON_FORWARD_TILES[name]["TMA"] == tma, name
+                assert plan_mod.gluon_forward_tile(head_dim, causal, n, table) == name
+                assert plan_mod.gluon_forward_tile(head_dim, causal, n - 1, table) != name
+
+
+@pytest.mark.parametrize(
+    "change, tile",
+    [
+        pytest.param({}, "pp-tma-turns-persist", id="dense"),
+        pytest.param(dict(nkv=1024, hkv=1), "pp-tma-turns-persist", id="1k-keys-mqa"),
+        pytest.param(dict(nkv=1023, layout="bhnd"), "pp-tma-persist", id="short-kv-bhnd"),
+        pytest.param(dict(nkv=255), None, id="shorter-kv"),
+        pytest.param(dict(causal=True), "pp-tma-persist", id="causal"),
+        pytest.param(dict(causal=True, nkv=2047), None, id="causal-short-kv"),
+        pytest.param(dict(d=64), "d64-c3-turns-tma-persist", id="d64-1k-keys"),
+        pytest.param(dict(d=64, nkv=1023), None, id="d64-short-kv"),
+        pytest.param(dict(d=64, causal=True, nkv=16384), "d64-c3-turns-tma-persist", id="d64-causal-16k"),
+        pytest.param(dict(d=64, causal=True), None, id="d64-causal-4k"),
+        # No TMA tile: the cp.async route's tile.
+        pytest.param(dict(d=256), "d256-pp", id="d256"),
+        pytest.param(dict(broadcast_k=True), "pp", id="broadcast-k"),
+        pytest.param(dict(window=(256, 0)), None, id="window"),
+    ],
+)
+def test_gluon_tma_route(monkeypatch, change, tile):
+    """A launcher that passes tensor descriptors (torch's) takes GLUON_TMA_ROUTE's tile where it
+    gives one and no input has a broadcast axis, else GLUON_FORWARD_ROUTE's; one that does not
+    (JAX's) always takes the latter, and off Hopper neither takes a Gluon tile."""
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    c = dict(dict(nq=2100, nkv=2100, d=128, causal=False, window=None, layout="bnhd", broadcast_k=False), **change)
+    if c["nkv"] == 2100 and c["d"] == 64:
+        c["nkv"] = 1024
+
+    def shape(n, h):
+        return (2, h, n, c["d"]) if c["layout"] == "bhnd" else (2, n, h, c["d"])
+
+    q, kv = spec(shape(c["nq"], 4)), spec(shape(c["nkv"], 2))
+    k = spec(kv.shape, "bfloat16", (0,) + kv.strides[1:]) if c["broadcast_k"] else kv
+    options = dict(causal=c["causal"]) if c["window"] is None else dict(window=c["window"])
+    plan = core.plan_attention(q, k, kv, layout=c["layout"], **options)
+    assert plan.gluon_forward_tile(descriptors=True) == tile
+    assert plan.gluon_forward_tile(descriptors=False) == plan.gluon_tile
+    assert plan.gluon_tile is None or not plan_mod.GLUON_FORWARD_TILES[plan.gluon_tile]["TMA"]
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
+    assert plan.gluon_forward_tile(descriptors=True) is None
 
 
 class _FakeLibcuda:

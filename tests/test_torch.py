@@ -618,6 +618,8 @@ GLUON_CASES = [
     # D = 64: three consumers taking turns; causal only from 16k keys.
     pytest.param(Case(1, 2100, 2100, 4, 2, 64, 64), "bfloat16", id="d64-gqa-4:2-n2100"),
     pytest.param(Case(1, 300, 16400, 2, 1, 64, 64, causal=True), "float16", id="d64-mqa-q300-kv16400-causal"),
+    # D = 64 from 1k keys: the TMA route only (JAX's launcher takes the tl forward there).
+    pytest.param(Case(2, 1100, 1030, 4, 2, 64, 64, layout="bhnd"), "float16", id="d64-tma-q1100-kv1030-bhnd"),
     # D = 256: 64-key tiles, from 1k keys.
     pytest.param(Case(1, 2049, 2049, 2, 2, 256, 256, causal=True), "bfloat16", id="d256-n2049-causal"),
     pytest.param(Case(2, 700, 2300, 3, 1, 256, 256, layout="bhnd"), "float16", id="d256-mqa-q700-kv2300-bhnd"),
@@ -626,23 +628,20 @@ GLUON_CASES = [
 
 
 @pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
-def test_tma_twin_binds_descriptors(monkeypatch, layout):
-    """Where a routed Gluon tile has a TMA twin (plan.GLUON_TMA_TILES, empty until the TMA forward
-    is measured) and the launcher passes descriptors (torch's), the forward takes the twin and
-    binds Q, K and V as TMA descriptors over their logical [B, N, H, D] shapes and strides, in
-    either layout; without descriptors (JAX's launcher) or with a broadcast K it keeps the routed
-    tile and the arrays. Runs on the CPU: nothing is launched."""
+def test_tma_route_binds_descriptors(monkeypatch, layout):
+    """Where the launcher passes descriptors (torch's), a call that plan.GLUON_TMA_ROUTE covers
+    takes its TMA tile and binds Q, K and V as TMA descriptors over their logical [B, N, H, D]
+    shapes and strides, in either layout; without descriptors (JAX's launcher) or with a broadcast
+    K it takes the cp.async route (GLUON_FORWARD_ROUTE) and the arrays. Runs on the CPU: nothing is
+    launched."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from flashx import core
     from flashx.core import launch, plan as plan_mod
 
-    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
-    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
-    twin = dict(plan_mod.GLUON_FORWARD_TILES["pp"], Q_BY_PRODUCER=True, TMA=True, PRODUCER_REGS=32, CONSUMER_REGS=240)
-    monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, "pp-tma-test", twin)
-    monkeypatch.setitem(plan_mod.GLUON_TMA_TILES, "pp", "pp-tma-test")
     b, nq, nkv, hq, hkv, d = 2, 2100, 2200, 4, 2, 128
+    tma_tile = plan_mod.gluon_forward_tile(d, False, nkv, plan_mod.GLUON_TMA_ROUTE)
+    assert tma_tile is not None and plan_mod.GLUON_FORWARD_TILES[tma_tile]["TMA"]
 
     def make(n, h, broadcast=False):
         x = torch.randn((1 if broadcast else b, h, n, d) if layout == "bhnd" else (1 if broadcast else b, n, h, d),
@@ -655,10 +654,13 @@ def test_tma_twin_binds_descriptors(monkeypatch, layout):
         assert plan.gluon_tile == "pp"
         return plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors=descriptors)
 
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
     q, k, v = make(nq, hq), make(nkv, hkv), make(nkv, hkv)
     bound = call(q, k, v, descriptors=True)
     args = dict(zip(launch.kernel_params(bound.kernel)[0], bound.args))
-    assert bound.constexprs["TMA"] and bound.constexprs["CONSUMER_REGS"] == 240
+    assert {n: bound.constexprs[n] for n in plan_mod.GLUON_FORWARD_TILES[tma_tile]} == plan_mod.GLUON_FORWARD_TILES[tma_tile]
+    assert bound.grid == (132, 1, 1)
     axes = (0, 2, 1, 3) if layout == "bhnd" else (0, 1, 2, 3)  # (B, N, H, D) of the stored array
     for name, x, n, h, rows in (("Q", q, nq, hq, 64), ("K", k, nkv, hkv, 128), ("V", v, nkv, hkv, 128)):
         descriptor = args[name]
@@ -671,27 +673,40 @@ def test_tma_twin_binds_descriptors(monkeypatch, layout):
     for plain in (call(q, k, v, descriptors=False), call(q, make(nkv, hkv, broadcast=True), v, descriptors=True)):
         args = dict(zip(launch.kernel_params(plain.kernel)[0], plain.args))
         assert not plain.constexprs["TMA"] and args["Q"] is q
+        assert {n: plain.constexprs[n] for n in plan_mod.GLUON_FORWARD_TILES["pp"]} == plan_mod.GLUON_FORWARD_TILES["pp"]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case, dtype", GLUON_CASES)
-def test_gpu_gluon_forward(forward_kernels, case, dtype):
-    """On Hopper, dense 16-bit calls at D = 64, 128 or 256 with enough keys (the plan's
-    GLUON_FORWARD_ROUTE) take the warp-specialized Gluon forward: out and lse against float64 on
-    ragged lengths, GQA, causal rows without keys and
-    both layouts; a q that starts off a 16-byte boundary takes the tl kernel, with the same
-    results; the backward reads the Gluon forward's lse."""
+def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
+    """On Hopper, dense 16-bit calls at D = 64, 128 or 256 with enough keys take the
+    warp-specialized Gluon forward, with the TMA tile that the plan's GLUON_TMA_ROUTE gives (torch
+    passes descriptors), else GLUON_FORWARD_ROUTE's cp.async tile: out and lse against float64 on
+    ragged lengths, GQA, causal rows without keys and both layouts; a q that starts off a 16-byte
+    boundary takes the tl kernel, with the same results; the backward reads the Gluon forward's lse."""
     from flashx import core
-    from flashx.core import gluon_forward
+    from flashx.core import gluon_forward, plan as plan_mod
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon forward runs on sm_90 devices only")
     assert core.runtime.hopper_gluon(), "an sm_90 device, yet the Gluon forward is off"
+    routes = (plan_mod.GLUON_TMA_ROUTE, plan_mod.GLUON_FORWARD_ROUTE)
+    tile = next(filter(None, (plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, r) for r in routes)))
+    calls = []
+    forward_call = core.AttentionPlan.forward_call
+
+    def recorded(self, *args, **kwargs):
+        calls.append(forward_call(self, *args, **kwargs))
+        return calls[-1]
+
+    monkeypatch.setattr(core.AttentionPlan, "forward_call", recorded)
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
     q, k, v = (torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(TORCH_DTYPES[dtype])
                for s in shapes(*case[:7], case.layout))
     out, lse = flashx.torch.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
     assert forward_kernels == [gluon_forward.gluon_attention_forward_kernel]
+    constexprs = plan_mod.GLUON_FORWARD_TILES[tile]
+    assert {name: calls[0].constexprs[name] for name in constexprs} == constexprs, tile
     check_against_references(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
 
     base = torch.empty(q.numel() + 8, device="cuda", dtype=q.dtype)

@@ -103,11 +103,30 @@ GLUON_FORWARD_TILES = {
                          TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152),
     "d256-pp": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
                     TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224),
+    # TMA tiles (Q, K and V by host tensor descriptors, one producer thread issuing bulk copies, so
+    # the consumers get more registers), persistent with two Q buffer sets; 2026-11-30 18:49 UTC,
+    # bnhd, against the cp.async tiles above in the same run:
+    # - "pp-tma-persist", D = 128: non-causal 554 vs pp 529 at N = 4k, 430 vs pp-qp-persist 406 at
+    #   512; causal 500 vs 451 at 4k, 580 vs 532 at 16k.
+    # - "pp-tma-turns-persist", D = 128, the two consumers taking turns: non-causal 586 vs 529 at
+    #   4k, 594 vs 536 at 16k, 513 vs 467 at 1k.
+    # - "d64-c3-turns-tma-persist", D = 64: non-causal 471 vs 443 at 4k, 510 vs 479 at 16k, 382 vs
+    #   tl 373 at 1k; causal 468 vs 450 at 16k, but 387 vs tl 392 at 4k.
+    "pp-tma-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
+                           TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
+    "pp-tma-turns-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True, Q_BY_PRODUCER=True,
+                                 TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
+    "d64-c3-turns-tma-persist": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
+                                     Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
+                                     CONSUMER_REGS=160),
 }
 
 # Which Gluon tile a call takes, by (head dim, causal): (fewest keys, tile name) pairs in rising
 # order; a call takes the last whose fewest keys its Nkv reaches, and the tl forward below the
-# first (where the tl forward led, or nothing was measured).
+# first (where the tl forward led, or nothing was measured). GLUON_FORWARD_ROUTE holds cp.async
+# tiles, for any launcher; GLUON_TMA_ROUTE holds TMA tiles, for launchers that pass host tensor
+# descriptors (Triton's; jax-triton's cannot) and inputs with no broadcast axis. A call that the
+# TMA route leaves out falls back to GLUON_FORWARD_ROUTE.
 GLUON_FORWARD_ROUTE = {
     (64, False): ((2048, "d64-c3-turns"),),
     (64, True): ((16384, "d64-c3-turns"),),
@@ -116,20 +135,21 @@ GLUON_FORWARD_ROUTE = {
     (256, False): ((1024, "d256-pp"),),
     (256, True): ((1024, "d256-pp"),),
 }
-
-
-# A routed tile's TMA twin (Q, K and V by host tensor descriptors, TMA=True in its constexprs),
-# taken where the launcher can pass descriptors (torch's; jax-triton cannot). Empty: the TMA
-# forward has not yet run on the GPU (NOTES v0.14); an entry goes here once it is measured ahead.
-GLUON_TMA_TILES: dict = {}
+GLUON_TMA_ROUTE = {
+    (64, False): ((1024, "d64-c3-turns-tma-persist"),),
+    (64, True): ((16384, "d64-c3-turns-tma-persist"),),
+    (128, False): ((256, "pp-tma-persist"), (1024, "pp-tma-turns-persist")),
+    (128, True): ((2048, "pp-tma-persist"),),
+}
 # Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
 GLUON_TMA_Q_ROWS = 64
 
 
-def gluon_forward_tile(head_dim: int, causal: bool, seqlen_kv: int) -> Optional[str]:
-    """The name of the Gluon forward tile (GLUON_FORWARD_TILES) for a dense call, or None (tl)."""
+def gluon_forward_tile(head_dim: int, causal: bool, seqlen_kv: int, route: Mapping = GLUON_FORWARD_ROUTE) -> Optional[str]:
+    """The name of the Gluon forward tile (GLUON_FORWARD_TILES) that `route` (GLUON_FORWARD_ROUTE
+    or GLUON_TMA_ROUTE) gives a dense call, or None."""
     chosen = None
-    for fewest_keys, name in GLUON_FORWARD_ROUTE.get((head_dim, causal), ()):
+    for fewest_keys, name in route.get((head_dim, causal), ()):
         if seqlen_kv >= fewest_keys:
             chosen = name
     return chosen
@@ -663,19 +683,33 @@ class AttentionPlan:
 
     @property
     def gluon_forward(self) -> bool:
-        """Whether the forward may take the warp-specialized Gluon kernel (core/gluon_forward.py):
+        """Whether the forward takes the warp-specialized Gluon kernel (core/gluon_forward.py) from
+        a launcher without tensor descriptors (see gluon_forward_tile)."""
+        return self.gluon_forward_tile() is not None
+
+    def gluon_forward_tile(self, descriptors: bool = False) -> Optional[str]:
+        """The Gluon forward tile (GLUON_FORWARD_TILES) this call takes, or None (the tl forward):
         on Hopper, for dense 16-bit calls (causal or not, GQA, any Nq) whose head dim, causality
-        and Nkv GLUON_FORWARD_ROUTE gives a tile, with D = Dv and rows that start at 16-byte
-        multiples (its cp.async copies 16 bytes)."""
+        and Nkv a route gives a tile, with D = Dv and rows that start at 16-byte multiples (its
+        copies move 16 bytes). descriptors: whether the launcher passes host tensor descriptors
+        (Triton's does, jax-triton's not); then GLUON_TMA_ROUTE comes first, for inputs with no
+        broadcast axis (a descriptor's strides must be positive multiples of 16 bytes)."""
+        if not runtime.hopper_gluon():
+            return None
         # The call's own part is decided once per plan (forward calls ask on every launch).
-        return self.gluon_tile is not None and runtime.hopper_gluon()
+        tma_tile = self._memoized("gluon_tma_tile", self._gluon_tma_tile) if descriptors else None
+        return tma_tile or self.gluon_tile
 
     @property
     def gluon_tile(self) -> Optional[str]:
-        """The Gluon forward tile this call would take on Hopper (GLUON_FORWARD_TILES), or None."""
-        return self._memoized("gluon_tile", self._gluon_tile)
+        """The cp.async Gluon tile (GLUON_FORWARD_ROUTE) this call would take on Hopper, or None."""
+        return self._memoized("gluon_tile", lambda: self._gluon_route(GLUON_FORWARD_ROUTE))
 
-    def _gluon_tile(self) -> Optional[str]:
+    def _gluon_tma_tile(self) -> Optional[str]:
+        positive = all(self.scalars[f"stride_{x}{a}"] > 0 for x in "qkv" for a in "bnh")
+        return self._gluon_route(GLUON_TMA_ROUTE) if positive else None
+
+    def _gluon_route(self, route: Mapping) -> Optional[str]:
         f, s = self.flags, self.scalars
         # FOLD_SCALE: a positive scale and no score_mod, softcap, ALiBi or bias.
         plain = f["FOLD_SCALE"] and not any(f[name] for name in (
@@ -685,34 +719,25 @@ class AttentionPlan:
         if not (plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
                 and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v):
             return None
-        return gluon_forward_tile(self.head_dim, bool(f["LIMIT_RIGHT"]), self.max_seqlen_kv)
+        return gluon_forward_tile(self.head_dim, bool(f["LIMIT_RIGHT"]), self.max_seqlen_kv, route)
 
     def forward_call(
         self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True, descriptors: bool = False,
     ) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name.
 
-        gluon: whether this launch may take the Gluon forward where gluon_forward allows it: the
-        caller's Q, K and V start at 16-byte boundaries (its cp.async copies 16 bytes; a torch
+        gluon: whether this launch may take the Gluon forward where gluon_forward_tile gives one:
+        the caller's Q, K and V start at 16-byte boundaries (its copies move 16 bytes; a torch
         view may not) and its launcher compiles Gluon. descriptors: whether the launcher passes
-        host tensor descriptors (Triton's does, jax-triton's not); then a tile with a TMA twin
-        (GLUON_TMA_TILES) takes it, and the call binds descriptors of Q, K and V (triton's
-        TensorDescriptor, over arrays that have data_ptr() and dtype) in their places."""
-        if gluon and self.gluon_forward:
-            tma_tile = self._memoized("gluon_tma_tile", self._gluon_tma_tile) if descriptors else None
-            if tma_tile is not None:
-                static = self._memoized(("gluon_forward", tma_tile), lambda: self._gluon_forward_static(tma_tile))
-                return self._call(static, {**arrays, **self._tma_descriptors(arrays, tma_tile)}, placeholder)
-            key, build = "gluon_forward", self._gluon_forward_static
-        else:
-            key, build = "forward", self._tl_forward_static
-        return self._call(self._memoized(key, build), arrays, placeholder)
-
-    def _gluon_tma_tile(self) -> Optional[str]:
-        """The routed tile's TMA twin (GLUON_TMA_TILES), or None; none where an input has a
-        broadcast axis (a descriptor's strides must be positive multiples of 16 bytes)."""
-        positive = all(self.scalars[f"stride_{x}{a}"] > 0 for x in "qkv" for a in "bnh")
-        return GLUON_TMA_TILES.get(self.gluon_tile) if positive else None
+        host tensor descriptors; where a TMA tile is taken, the call binds descriptors of Q, K and
+        V (triton's TensorDescriptor, over arrays that have data_ptr() and dtype) in their places."""
+        tile = self.gluon_forward_tile(descriptors) if gluon else None
+        if tile is None:
+            return self._call(self._memoized("forward", self._tl_forward_static), arrays, placeholder)
+        static = self._memoized(("gluon_forward", tile), lambda: self._gluon_forward_static(tile))
+        if GLUON_FORWARD_TILES[tile]["TMA"]:
+            arrays = {**arrays, **self._tma_descriptors(arrays, tile)}
+        return self._call(static, arrays, placeholder)
 
     def _tma_descriptors(self, arrays: Mapping[str, Any], tile_name: str) -> dict:
         """Q, K and V as the Gluon kernel's TMA descriptors over their logical [B, N, H, D] shapes
@@ -737,11 +762,11 @@ class AttentionPlan:
         kernel = attention_forward_kernel
         return self._forward_static(kernel, self.forward_grid, self._constexprs(kernel), self.tiles.forward.options)
 
-    def _gluon_forward_static(self, tile_name: Optional[str] = None) -> tuple:
-        """The Gluon forward's launch with the routed tile (or tile_name, its TMA twin)."""
+    def _gluon_forward_static(self, tile_name: str) -> tuple:
+        """The Gluon forward's launch with a tile of GLUON_FORWARD_TILES."""
         from .gluon_forward import gluon_attention_forward_kernel as kernel  # imported only where it runs
 
-        tile = GLUON_FORWARD_TILES[tile_name or self.gluon_tile]
+        tile = GLUON_FORWARD_TILES[tile_name]
         grid = gluon_forward_grid(tile, self.batch, self.max_seqlen_q, self.heads_q)
         # num_warps: the first consumer warpgroup's; Triton adds the other partitions' warps.
         return self._forward_static(kernel, grid, self._constexprs(kernel, tile), dict(num_warps=4, num_stages=1))

@@ -122,8 +122,9 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors) -> tuple[tor
     if plan.needs_launch:
         arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias)
         with _on_device(q):
-            # The Gluon forward's cp.async copies 16 bytes: a view that starts off a boundary takes tl.
-            gluon = plan.gluon_forward and all(x.data_ptr() % 16 == 0 for x in (q, k, v))
+            # The Gluon forward copies 16 bytes (cp.async or TMA): a view that starts off a boundary takes tl.
+            gluon = (plan.gluon_forward_tile(descriptors=True) is not None
+                     and all(x.data_ptr() % 16 == 0 for x in (q, k, v)))
             plan.forward_call(arrays, _placeholder(q), gluon=gluon, descriptors=True).launch((out, lse))
     return out, lse
 
