@@ -38,7 +38,8 @@ class Variant(NamedTuple):
 
 
 VARIANTS = {
-    # D = 128; the plan routes "pp" from 2k keys and "pp-qp-persist" below (non-causal), by these names.
+    # D = 128; for launchers without descriptors (JAX) the plan routes "pp" from 2k keys and
+    # "pp-qp-persist" below (non-causal), by these names; GLUON_TMA_ROUTE (torch) the TMA ones.
     "pp": Variant(128, 128, 128, 2, False, False, 200, 80),
     "pp-turns": Variant(128, 128, 128, 2, True, False, 200, 80),
     "pp-s3-turns": Variant(128, 128, 128, 3, True, False, 200, 80),
@@ -48,9 +49,10 @@ VARIANTS = {
     "pp-qp": Variant(128, 128, 128, 2, False, False, 200, 80, True),
     "pp-qp-persist": Variant(128, 128, 128, 2, False, True, 192, 96, True),
     "pp-turns-qp-persist": Variant(128, 128, 128, 2, True, True, 192, 96, True),
-    # TMA (session 14; not yet run): one producer thread issues each copy, so the producer needs
+    # TMA (session 14, first run in 15): one producer thread issues each copy, so the producer needs
     # few registers and the consumers may take more. Offline (sm_90): no stack at 240 / 32; three
-    # stages at D = 128 would need 257 KB of shared memory with Q's two buffer sets.
+    # stages at D = 128 would need 257 KB of shared memory with Q's two buffer sets. Torch routes
+    # pp-tma-persist, pp-tma-turns-persist and d64-c3-turns-tma-persist (NOTES v0.15).
     "pp-tma": Variant(128, 128, 128, 2, False, False, 200, 80, True, True),
     "pp-tma-c240": Variant(128, 128, 128, 2, False, False, 240, 32, True, True),
     "pp-tma-persist": Variant(128, 128, 128, 2, False, True, 232, 48, True, True),
