@@ -1,6 +1,6 @@
 """The Gluon forward's variants (flashx/core/gluon_forward.py), launched directly rather than
 through the plan (whose GLUON_FORWARD_ROUTE picks one by head dim, causality and Nkv): correctness of each against
-float64 on odd shapes (torch; JAX for one per head dim), then TFLOP/s beside flashx's forward as
+float64 on odd shapes (torch; JAX for one per head dim, or each of --variants), then TFLOP/s beside flashx's forward as
 the plan picks it, its tl kernel (the Gluon route switched off for the call), FA2 and cuDNN, in
 one process.
 
@@ -14,7 +14,7 @@ Every variant at every head dim takes longer than one 10-minute GPU call: split 
 """
 import argparse
 import sys
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -33,7 +33,7 @@ class Variant(NamedTuple):
     consumer_regs: int
     producer_regs: int
     q_by_producer: bool = False  # the producer copies each tile's Q (two buffers) with cp.async
-    tma: bool = False  # Q, K and V through host tensor descriptors (torch only; needs q_by_producer)
+    tma: bool = False  # Q, K and V by TMA (needs q_by_producer): torch passes host descriptors, JAX's are built on the device
     producer_warps: int = 4
 
 
@@ -81,11 +81,12 @@ VARIANTS = {
 JAX_VARIANTS = {128: "pp-turns-qp-persist", 64: "d64-c3-turns-qp-persist", 256: "d256-turns"}
 
 
-def _constexprs(variant: Variant, causal: bool) -> dict:
+def _constexprs(variant: Variant, causal: bool, device_descriptors: bool = False) -> dict:
     return dict(HEAD_DIM=variant.head_dim, BLOCK_M=variant.block_m, BLOCK_N=variant.block_n, LIMIT_RIGHT=causal,
                 STRIDE_ALIGN=8, STAGES=variant.stages, TURNS=variant.turns, PERSISTENT=variant.persistent,
                 Q_BY_PRODUCER=variant.q_by_producer, TMA=variant.tma,
-                PRODUCER_WARPS=variant.producer_warps, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs)
+                PRODUCER_WARPS=variant.producer_warps, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs,
+                DEVICE_DESCRIPTORS=device_descriptors)
 
 
 def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:
@@ -109,7 +110,7 @@ def launch_torch(q, k, v, name, causal=False, bottom_right=True):
     gluon_forward.gluon_attention_forward_kernel[_grid(variant, b, nq, hq)](
         *inputs, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2], hq, b,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *lse.stride(),
-        out, lse, num_warps=4, **_constexprs(variant, causal),
+        out, lse, lse, num_warps=4, **_constexprs(variant, causal),  # DESCRIPTOR_SCRATCH: unused here
     )
     return out, lse
 
@@ -123,17 +124,22 @@ def launch_jax(q, k, v, name, causal=False):
 
     assert gluon.install(), "this jax-triton's kernel builder could not be wrapped for Gluon"
     variant = VARIANTS[name]
-    assert not variant.tma, "jax-triton cannot pass tensor descriptors"
     b, nq, hq, d = q.shape
     nkv, hkv = k.shape[1], k.shape[2]
     qs = (nq * hq * d, hq * d, d)
     ks = (nkv * hkv * d, hkv * d, d)
-    return jt.triton_call(
+    grid = _grid(variant, b, nq, hq)
+    # A TMA variant builds its descriptors on the device, in DESCRIPTOR_SCRATCH (jax-triton cannot
+    # pass host descriptors); the others leave that output alone.
+    scratch = plan.descriptor_scratch_bytes(grid) if variant.tma else 1
+    out, lse, _ = jt.triton_call(
         q, k, v, d ** -0.5, 1, nq, nkv, hq // hkv, hq, b, *qs, *ks, *ks, *qs, hq * nq, nq, 1,
         kernel=gluon_forward.gluon_attention_forward_kernel,
-        out_shape=(jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((b, hq, nq), jnp.float32)),
-        grid=_grid(variant, b, nq, hq), num_warps=4, num_stages=1, **_constexprs(variant, causal),
+        out_shape=(jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((b, hq, nq), jnp.float32),
+                   jax.ShapeDtypeStruct((scratch,), jnp.uint8)),
+        grid=grid, num_warps=4, num_stages=1, **_constexprs(variant, causal, device_descriptors=variant.tma),
     )
+    return out, lse
 
 
 def reference(q, k, v, causal, bottom_right=True):
@@ -151,7 +157,11 @@ def reference(q, k, v, causal, bottom_right=True):
     return (p @ v).transpose(1, 2), lse
 
 
-def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple, names: tuple) -> int:
+def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple, names: tuple,
+          jax_names: Optional[dict] = None) -> int:
+    """Each variant in `names` from torch, and jax_names[d] (default JAX_VARIANTS') from JAX,
+    against float64; returns the number of failures."""
+    jax_names = jax_names or {d: (name,) for d, name in JAX_VARIANTS.items()}
     torch.manual_seed(0)
     failures = 0
     shapes = [  # (B, Nq, Nkv, Hq, Hkv, D, causal, stored as (B, H, N, D))
@@ -194,17 +204,17 @@ def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple, names
             import jax.numpy as jnp
 
             arrays = [jnp.asarray(x.float().cpu().numpy()).astype(jnp.bfloat16) for x in (q, k, v)]
-            variant = JAX_VARIANTS[d]
-            out, lse = jax.jit(lambda a, b_, c: launch_jax(a, b_, c, variant, causal))(*arrays)
-            out = torch.from_numpy(np.asarray(out.astype(jnp.float32))).double()
-            err = ((out - ref.cpu()).norm() / ref.norm().cpu()).item()
-            ok = err < 1e-2
-            print(f"jax   {variant:10s} B={b} Nq={nq} Nkv={nkv} causal={causal}: rel err {err:.1e} {'OK' if ok else 'WRONG'}",
-                  flush=True)
+            for variant in jax_names.get(d, ()):
+                out, lse = jax.jit(lambda a, b_, c: launch_jax(a, b_, c, variant, causal))(*arrays)
+                out = torch.from_numpy(np.asarray(out.astype(jnp.float32))).double()
+                err = ((out - ref.cpu()).norm() / ref.norm().cpu()).item()
+                ok = err < 1e-2
+                failures += not ok
+                print(f"jax   {variant:10s} B={b} Nq={nq} Nkv={nkv} causal={causal}: rel err {err:.1e} "
+                      f"{'OK' if ok else 'WRONG'}", flush=True)
         except Exception as e:  # noqa: BLE001
-            ok = False
+            failures += 1
             print(f"jax: FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
-        failures += not ok
     return failures
 
 
@@ -268,13 +278,18 @@ def main() -> int:
     parser.add_argument("--only", choices=("torch", "jax"), help="check one frontend only, and skip the timings")
     parser.add_argument("--timings-only", action="store_true", help="skip the correctness checks")
     parser.add_argument("--d", type=int, nargs="+", default=[128, 64, 256], help="only these head dims")
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
-                        help="only these variants (the peers and the plan's choice are always timed)")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS),
+                        help="only these variants, also checked from JAX (TMA ones with descriptors built "
+                             "on the device); default: all, and one a head dim from JAX (JAX_VARIANTS). "
+                             "The peers and the plan's choice are always timed")
     args = parser.parse_args()
-    head_dims, names = tuple(args.d), tuple(args.variants)
+    head_dims, names = tuple(args.d), tuple(args.variants or VARIANTS)
+    jax_names = None
+    if args.variants:
+        jax_names = {d: tuple(n for n in names if VARIANTS[n].head_dim == d) for d in head_dims}
     failures = 0
     if not args.timings_only:
-        failures = check(args.quick, args.only != "jax", args.only != "torch", head_dims, names)
+        failures = check(args.quick, args.only != "jax", args.only != "torch", head_dims, names, jax_names)
         print(f"correctness failures: {failures}", flush=True)
     if args.only is None:
         bench(args.quick, head_dims, names)

@@ -232,3 +232,57 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
                                            q, k, v), argnums=(0, 1, 2))(q, k, v)
     for name, g, r, n in zip("qkv", ours, ref, native):
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), dtype, f"d{name}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "case, dtype",
+    [
+        pytest.param(Case(2, 1000, 1100, 8, 2, 128, 128), "bfloat16", id="gqa-8:2-q1000-kv1100-bf16"),
+        pytest.param(Case(1, 2100, 2100, 4, 4, 128, 128, causal=True, layout="bhnd"), "float16",
+                     id="n2100-causal-bhnd-fp16"),
+        pytest.param(Case(2, 1100, 1030, 4, 2, 64, 64), "bfloat16", id="d64-q1100-kv1030-bf16"),
+    ],
+)
+def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, dtype):
+    """With plan.GLUON_DEVICE_DESCRIPTORS (off by default: prepared, first to run here), JAX's
+    launches take the TMA tiles, each program building its descriptors in the DESCRIPTOR_SCRATCH
+    output that flashx/jax/gluon.py points the kernel's global scratch at; out and lse agree with
+    float64. Run it under a timeout: a wrong descriptor hangs rather than fails."""
+    from flashx import core
+    from flashx.core import gluon_forward, plan as plan_mod
+
+    if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
+        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
+    tile = plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, plan_mod.GLUON_TMA_ROUTE)
+    assert tile is not None and plan_mod.GLUON_FORWARD_TILES[tile]["TMA"]
+    q, k, v = make_inputs(rng, case, dtype)
+    out, lse = jax.jit(lambda q, k, v: flashx.jax.attention(q, k, v, causal=case.causal, layout=case.layout,
+                                                             return_lse=True))(q, k, v)
+    assert forward_kernels and all(kern is gluon_forward.gluon_attention_forward_kernel for kern in forward_kernels)
+    check_against_reference(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
+    assert core.runtime.hopper_gluon()
+
+
+def test_scratch_taken_from_the_argument():
+    """flashx/jax/gluon.py points a kernel's global scratch (Triton's hidden parameter after its
+    own, which jaxlib does not fill) at its DESCRIPTOR_SCRATCH argument, rounded up to 128 bytes;
+    a kernel without that argument, or needing more scratch than it is sized for, is refused."""
+    from flashx.jax.gluon import _scratch_in_argument
+
+    names = ("Q", "n", "BLOCK", "O", "DESCRIPTOR_SCRATCH")
+    signature = {"Q": "*bf16", "n": "i32", "BLOCK": "constexpr", "O": "*bf16", "DESCRIPTOR_SCRATCH": "*u8"}
+    params = ",\n".join(f"\t.param .u64 k_param_{i}" for i in range(6))
+    ptx = (f".visible .entry k(\n{params}\n)\n{{\n\tld.param.b64 \t%rd3, [k_param_0];\n"
+           "\tld.param.b64 \t%rd7, [k_param_4];\n\tadd.s64 %rd8, %rd7, %rd2;\n}\n")
+    rewritten = _scratch_in_argument(ptx, "k", names, signature, 384)
+    assert "[k_param_4]" not in rewritten.split(")", 1)[1]
+    assert "ld.param.b64 %rd7, [k_param_3];\n\tadd.s64 %rd7, %rd7, 127;\n\tand.b64 %rd7, %rd7, -128;" in rewritten
+    assert "[k_param_0]" in rewritten and "add.s64 %rd8, %rd7, %rd2;" in rewritten
+    with pytest.raises(ValueError, match="DESCRIPTOR_SCRATCH"):
+        _scratch_in_argument(ptx, "k", names[:-1], signature, 384)
+    with pytest.raises(ValueError, match="sized for 384"):
+        _scratch_in_argument(ptx, "k", names, signature, 512)
+    with pytest.raises(ValueError, match="hidden"):
+        _scratch_in_argument(ptx.replace(",\n\t.param .u64 k_param_5", ""), "k", names, signature, 384)

@@ -421,11 +421,43 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     k = spec(kv.shape, "bfloat16", (0,) + kv.strides[1:]) if c["broadcast_k"] else kv
     options = dict(causal=c["causal"]) if c["window"] is None else dict(window=c["window"])
     plan = core.plan_attention(q, k, kv, layout=c["layout"], **options)
-    assert plan.gluon_forward_tile(descriptors=True) == tile
-    assert plan.gluon_forward_tile(descriptors=False) == plan.gluon_tile
+    assert plan.gluon_forward_tile(descriptors="host") == tile
+    assert plan.gluon_forward_tile() == plan.gluon_tile
     assert plan.gluon_tile is None or not plan_mod.GLUON_FORWARD_TILES[plan.gluon_tile]["TMA"]
+    # Descriptors built on the device (JAX's launcher) take the same route, once enabled.
+    assert plan.gluon_forward_tile(descriptors="device") == plan.gluon_tile
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
+    assert plan.gluon_forward_tile(descriptors="device") == tile
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
-    assert plan.gluon_forward_tile(descriptors=True) is None
+    assert plan.gluon_forward_tile(descriptors="host") is None
+    assert plan.gluon_forward_tile(descriptors="device") is None
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gluon_device_descriptors_call(monkeypatch, causal):
+    """With GLUON_DEVICE_DESCRIPTORS, a launcher without host descriptors (JAX's) takes the TMA
+    tile with DEVICE_DESCRIPTORS: Q, K and V stay arrays, and the call writes DESCRIPTOR_SCRATCH,
+    sized for every program's three descriptors and a 128-byte round-up; without it, the
+    cp.async tile, whose DESCRIPTOR_SCRATCH is never written."""
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
+    plan = core.plan_attention(spec((2, 2100, 4, 128)), spec((2, 2100, 2, 128)), spec((2, 2100, 2, 128)), causal=causal)
+    q, k, v = object(), object(), object()
+    plain = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="device")
+    assert not plain.constexprs["TMA"] and not plain.constexprs["DEVICE_DESCRIPTORS"]
+    assert plain.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH") and plain.writes == ("O", "LSE")
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
+    call = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="device")
+    tile = plan_mod.GLUON_FORWARD_TILES[plan.gluon_forward_tile(descriptors="device")]
+    assert tile["TMA"] and call.constexprs["DEVICE_DESCRIPTORS"]
+    assert {name: call.constexprs[name] for name in tile} == tile
+    assert call.writes == call.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH")
+    args = dict(zip(kernel_params(call.kernel)[0], call.args))
+    assert (args["Q"], args["K"], args["V"]) == (q, k, v)
+    assert call.grid == (132, 1, 1)
+    assert plan_mod.descriptor_scratch_bytes(call.grid) == 132 * 3 * 128 + 127
+    # The host-descriptor launch of the same plan is a launch of its own.
+    assert not plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors=None).constexprs["DEVICE_DESCRIPTORS"]
 
 
 class _FakeLibcuda:

@@ -657,7 +657,7 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
     q, k, v = make(nq, hq), make(nkv, hkv), make(nkv, hkv)
-    bound = call(q, k, v, descriptors=True)
+    bound = call(q, k, v, descriptors="host")
     args = dict(zip(launch.kernel_params(bound.kernel)[0], bound.args))
     assert {n: bound.constexprs[n] for n in plan_mod.GLUON_FORWARD_TILES[tma_tile]} == plan_mod.GLUON_FORWARD_TILES[tma_tile]
     assert bound.grid == (132, 1, 1)
@@ -670,7 +670,9 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
         assert list(descriptor.block_shape) == [1, rows, 1, d]
         assert launch._specialization(descriptor) == ((1, rows, 1, d), torch.bfloat16, True)
 
-    for plain in (call(q, k, v, descriptors=False), call(q, make(nkv, hkv, broadcast=True), v, descriptors=True)):
+    assert not bound.constexprs["DEVICE_DESCRIPTORS"] and bound.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH")
+    assert bound.writes == ("O", "LSE")  # the scratch output is only a placeholder here
+    for plain in (call(q, k, v, descriptors=None), call(q, make(nkv, hkv, broadcast=True), v, descriptors="host")):
         args = dict(zip(launch.kernel_params(plain.kernel)[0], plain.args))
         assert not plain.constexprs["TMA"] and args["Q"] is q
         assert {n: plain.constexprs[n] for n in plan_mod.GLUON_FORWARD_TILES["pp"]} == plan_mod.GLUON_FORWARD_TILES["pp"]

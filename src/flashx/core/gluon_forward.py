@@ -17,11 +17,13 @@ program + programs, ... (causal: every other full round backwards, see _tile); r
 turns carry from tile to tile, so a program's next K/V copies start while its consumers finish
 the last tile, and no wave is left half full.
 
-TMA (prepared, not routed): Q, K and V come as host tensor descriptors (torch's launcher builds
-them; jaxlib can neither pass host descriptors nor give device-side ones their global scratch, so
-JAX keeps cp.async), each over the array's [B, N, H, D] shape and strides with a [1, rows, 1, D]
-block: the copy engine fills rows past N with zeros, and one producer thread issues each copy,
-where cp.async spends every producer thread's registers on addresses. Needs Q_BY_PRODUCER.
+TMA: Q, K and V come as tensor descriptors, each over the array's [B, N, H, D] shape and
+strides with a [1, rows, 1, D] block: the copy engine fills rows past N with zeros, and one
+producer thread issues each copy, where cp.async spends every producer thread's registers on
+addresses. Needs Q_BY_PRODUCER. torch's launcher passes host descriptors; jax-triton can pass
+neither those nor the global scratch that descriptors built on the device (DEVICE_DESCRIPTORS)
+live in, so for JAX flashx/jax/gluon.py points the compiled kernel's scratch at the
+DESCRIPTOR_SCRATCH output (prepared, not yet run on the GPU: plan.GLUON_DEVICE_DESCRIPTORS).
 
 Q [B, Nq, Hq, D], K / V [B, Nkv, Hkv, D], O [B, Nq, Hq, D] through their strides (the last
 axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE [B, Hq, Nq] float32, natural
@@ -49,6 +51,30 @@ CONSUMER_ROWS = gl.constexpr(64)  # query rows a consumer
 def _copy_layout(block_d, warps):
     """16-byte chunks (8 16-bit values) a thread, a row's chunks across neighbouring lanes."""
     return gl.BlockedLayout([1, 8], [32 * 8 // block_d, block_d // 8], [warps, 1], [1, 0])
+
+
+@gluon.constexpr_function
+def _descriptor_layout(rows, block_d, dtype):
+    """The shared layout of a TMA block [1, rows, 1, block_d] (the plan's host descriptors use the same)."""
+    return gl.NVMMASharedLayout.get_default_for([1, rows, 1, block_d], dtype)
+
+
+@gluon.jit
+def _device_descriptors(Q, K, V, strides, sizes, gqa_group, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr):
+    """Q, K and V (pointers) as TMA descriptors over [B, N, H, D], built by this program in its
+    global scratch (for launchers that cannot pass host descriptors: jax-triton's)."""
+    stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
+    num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
+    dtype: gl.constexpr = Q.dtype.element_ty
+    kv_layout: gl.constexpr = _descriptor_layout(BLOCK_N, BLOCK_D, dtype)
+    q = tma.make_tensor_descriptor(Q, [num_batches, seqlen_q, num_heads, BLOCK_D], [stride_qb, stride_qn, stride_qh, 1],
+                                   [1, CONSUMER_ROWS, 1, BLOCK_D], _descriptor_layout(CONSUMER_ROWS, BLOCK_D, dtype))
+    heads_kv = num_heads // gqa_group
+    k = tma.make_tensor_descriptor(K, [num_batches, seqlen_kv, heads_kv, BLOCK_D], [stride_kb, stride_kn, stride_kh, 1],
+                                   [1, BLOCK_N, 1, BLOCK_D], kv_layout)
+    v = tma.make_tensor_descriptor(V, [num_batches, seqlen_kv, heads_kv, BLOCK_D], [stride_vb, stride_vn, stride_vh, 1],
+                                   [1, BLOCK_N, 1, BLOCK_D], kv_layout)
+    return q, k, v
 
 
 @gluon.jit
@@ -193,7 +219,7 @@ def _copy_block(X, base, start, stride_n, offs, in_bounds, coord, buffers, ready
 def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
               PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr,
-              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr):
+              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr):
     """Copy K_j then V_j into ring step i's stage (i % STAGES) once the consumers have handed it back;
     with Q_BY_PRODUCER, first each tile's Q into one of two Q buffers. TMA: Q, K and V are tensor
     descriptors, each copy one message that completes on its barrier by byte count.
@@ -203,6 +229,8 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, _turns = rings  # the consumers' alone
     q_buffers, q_ready, q_empty = q_ring
+    if DEVICE_DESCRIPTORS:
+        Q, K, V = _device_descriptors(Q, K, V, strides, sizes, gqa_group, BLOCK_N, BLOCK_D)
     layout: gl.constexpr = _copy_layout(BLOCK_D, PRODUCER_WARPS)
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
@@ -411,17 +439,20 @@ def gluon_attention_forward_kernel(
     sm_scale, bottom_right, seqlen_q, seqlen_kv, gqa_group, num_heads, num_batches,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln,
-    O, LSE,
+    O, LSE, DESCRIPTOR_SCRATCH,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
     STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
     Q_BY_PRODUCER: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr,
 ):
     """Grid (cdiv(Nq, BLOCK_M), Hq, B), or PERSISTENT (at most the SM count, 1, 1); launch with
     num_warps=4 (the first consumer's warpgroup: Triton adds the other partitions' warps).
     BLOCK_M: 128 or 192 (two or three consumers). LIMIT_RIGHT: causal. TMA: Q, K and V are tensor
     descriptors over [B, N, H, D] with blocks [1, 64, 1, D] (Q) and [1, BLOCK_N, 1, D] (K, V), and
-    Q_BY_PRODUCER holds."""
+    Q_BY_PRODUCER holds; with DEVICE_DESCRIPTORS, Q, K and V are pointers and the producer builds
+    the descriptors in the program's global scratch (384 bytes a program). DESCRIPTOR_SCRATCH:
+    never touched by the kernel; for launchers that pass no global scratch (jax-triton's), at least
+    programs * 384 + 127 bytes that flashx/jax/gluon.py points the compiled kernel's scratch at."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     gl.static_assert(NUM_CONSUMERS * CONSUMER_ROWS == BLOCK_M)
     gl.static_assert(NUM_CONSUMERS == 2 or NUM_CONSUMERS == 3)
@@ -437,9 +468,11 @@ def gluon_attention_forward_kernel(
 
     if TMA:  # the descriptors' blocks and shared layouts
         gl.static_assert(Q_BY_PRODUCER)
-        k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], K.layout)
-        v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], V.layout)
-        q_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, HEAD_DIM], Q.layout)
+        kv_layout: gl.constexpr = _descriptor_layout(BLOCK_N, HEAD_DIM, dtype)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
+        q_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, HEAD_DIM],
+                                           _descriptor_layout(CONSUMER_ROWS, HEAD_DIM, dtype))
         COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
     else:
         smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
@@ -487,7 +520,8 @@ def gluon_attention_forward_kernel(
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
                           Q_BY_PRODUCER, TMA)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
-                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA))],
+                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
+                          DEVICE_DESCRIPTORS))],
             [CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
         )
@@ -503,7 +537,8 @@ def gluon_attention_forward_kernel(
                           2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
                           Q_BY_PRODUCER, TMA)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
-                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA))],
+                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
+                          DEVICE_DESCRIPTORS))],
             [CONSUMER_WARPS, CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
         )

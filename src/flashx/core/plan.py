@@ -143,6 +143,18 @@ GLUON_TMA_ROUTE = {
 }
 # Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
 GLUON_TMA_Q_ROWS = 64
+# Launchers without host descriptors (jax-triton's) may take GLUON_TMA_ROUTE's tiles with
+# DEVICE_DESCRIPTORS: each program builds Q's, K's and V's descriptors in GLUON_DESCRIPTOR_BYTES of
+# scratch, which flashx/jax/gluon.py points at the kernel's DESCRIPTOR_SCRATCH output. Off: that
+# path compiles for sm_90 offline but has not yet run on the GPU (NOTES v0.15).
+GLUON_DEVICE_DESCRIPTORS = False
+GLUON_DESCRIPTOR_BYTES = 3 * 128  # three CUtensorMaps a program
+
+
+def descriptor_scratch_bytes(grid: Sequence[int]) -> int:
+    """The DESCRIPTOR_SCRATCH a DEVICE_DESCRIPTORS launch needs: every program's descriptors, and
+    room to round the buffer's start up to 128 bytes (a tensor map's alignment)."""
+    return math.prod(grid) * GLUON_DESCRIPTOR_BYTES + 127
 
 
 def gluon_forward_tile(head_dim: int, causal: bool, seqlen_kv: int, route: Mapping = GLUON_FORWARD_ROUTE) -> Optional[str]:
@@ -687,17 +699,20 @@ class AttentionPlan:
         a launcher without tensor descriptors (see gluon_forward_tile)."""
         return self.gluon_forward_tile() is not None
 
-    def gluon_forward_tile(self, descriptors: bool = False) -> Optional[str]:
+    def gluon_forward_tile(self, descriptors: Optional[str] = None) -> Optional[str]:
         """The Gluon forward tile (GLUON_FORWARD_TILES) this call takes, or None (the tl forward):
         on Hopper, for dense 16-bit calls (causal or not, GQA, any Nq) whose head dim, causality
         and Nkv a route gives a tile, with D = Dv and rows that start at 16-byte multiples (its
-        copies move 16 bytes). descriptors: whether the launcher passes host tensor descriptors
-        (Triton's does, jax-triton's not); then GLUON_TMA_ROUTE comes first, for inputs with no
-        broadcast axis (a descriptor's strides must be positive multiples of 16 bytes)."""
+        copies move 16 bytes). descriptors: "host" where the launcher passes host tensor
+        descriptors (Triton's), "device" where it can point the kernel's scratch at an output
+        (jax-triton's, through flashx/jax/gluon.py; taken while GLUON_DEVICE_DESCRIPTORS), else
+        None. With descriptors, GLUON_TMA_ROUTE comes first, for inputs with no broadcast axis (a
+        descriptor's strides must be positive multiples of 16 bytes)."""
         if not runtime.hopper_gluon():
             return None
+        tma = descriptors == "host" or (descriptors == "device" and GLUON_DEVICE_DESCRIPTORS)
         # The call's own part is decided once per plan (forward calls ask on every launch).
-        tma_tile = self._memoized("gluon_tma_tile", self._gluon_tma_tile) if descriptors else None
+        tma_tile = self._memoized("gluon_tma_tile", self._gluon_tma_tile) if tma else None
         return tma_tile or self.gluon_tile
 
     @property
@@ -722,20 +737,24 @@ class AttentionPlan:
         return gluon_forward_tile(self.head_dim, bool(f["LIMIT_RIGHT"]), self.max_seqlen_kv, route)
 
     def forward_call(
-        self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True, descriptors: bool = False,
+        self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True, descriptors: Optional[str] = None,
     ) -> "KernelCall":
-        """The forward launch. arrays: Q, K, V and the optional inputs by kernel name.
+        """The forward launch. arrays: Q, K, V and the optional inputs by kernel name. Its outputs
+        (KernelCall.outputs): O and LSE, and for the Gluon kernel DESCRIPTOR_SCRATCH, which only a
+        DEVICE_DESCRIPTORS launch uses (descriptor_scratch_bytes(grid); KernelCall.writes names it).
 
         gluon: whether this launch may take the Gluon forward where gluon_forward_tile gives one:
         the caller's Q, K and V start at 16-byte boundaries (its copies move 16 bytes; a torch
-        view may not) and its launcher compiles Gluon. descriptors: whether the launcher passes
-        host tensor descriptors; where a TMA tile is taken, the call binds descriptors of Q, K and
-        V (triton's TensorDescriptor, over arrays that have data_ptr() and dtype) in their places."""
+        view may not) and its launcher compiles Gluon. descriptors: as gluon_forward_tile's; where
+        "host" takes a TMA tile, the call binds descriptors of Q, K and V (triton's
+        TensorDescriptor, over arrays that have data_ptr() and dtype) in their places."""
         tile = self.gluon_forward_tile(descriptors) if gluon else None
         if tile is None:
             return self._call(self._memoized("forward", self._tl_forward_static), arrays, placeholder)
-        static = self._memoized(("gluon_forward", tile), lambda: self._gluon_forward_static(tile))
-        if GLUON_FORWARD_TILES[tile]["TMA"]:
+        tma = GLUON_FORWARD_TILES[tile]["TMA"]
+        on_device = tma and descriptors == "device"
+        static = self._memoized(("gluon_forward", tile, on_device), lambda: self._gluon_forward_static(tile, on_device))
+        if tma and not on_device:
             arrays = {**arrays, **self._tma_descriptors(arrays, tile)}
         return self._call(static, arrays, placeholder)
 
@@ -751,25 +770,32 @@ class AttentionPlan:
                                   ("v", self.max_seqlen_kv, self.heads_kv, block_n))
         }
 
-    def _forward_static(self, kernel: Any, grid: tuple, constexprs: dict, options: dict) -> tuple:
+    def _forward_static(
+        self, kernel: Any, grid: tuple, constexprs: dict, options: dict, outputs: tuple = ("O", "LSE"),
+        writes: tuple = (),
+    ) -> tuple:
         """Either forward kernel's launch: Q, K, V in, O and LSE (dense) out (the sizes for the
         Gluon kernel's persistent tile walk)."""
         extra = (self._dense("stride_o", self.out_shape) | self._lse_strides()
                  | dict(num_heads=self.heads_q, num_batches=self.batch))
-        return self._static(kernel, grid, self._template(kernel, extra), ("O", "LSE"), constexprs, options)
+        return self._static(kernel, grid, self._template(kernel, extra), outputs, constexprs, options, writes)
 
     def _tl_forward_static(self) -> tuple:
         kernel = attention_forward_kernel
         return self._forward_static(kernel, self.forward_grid, self._constexprs(kernel), self.tiles.forward.options)
 
-    def _gluon_forward_static(self, tile_name: str) -> tuple:
-        """The Gluon forward's launch with a tile of GLUON_FORWARD_TILES."""
+    def _gluon_forward_static(self, tile_name: str, device_descriptors: bool = False) -> tuple:
+        """The Gluon forward's launch with a tile of GLUON_FORWARD_TILES (a TMA one may build its
+        descriptors on the device)."""
         from .gluon_forward import gluon_attention_forward_kernel as kernel  # imported only where it runs
 
         tile = GLUON_FORWARD_TILES[tile_name]
         grid = gluon_forward_grid(tile, self.batch, self.max_seqlen_q, self.heads_q)
+        constexprs = self._constexprs(kernel, dict(tile, DEVICE_DESCRIPTORS=device_descriptors))
+        outputs = ("O", "LSE", "DESCRIPTOR_SCRATCH")
         # num_warps: the first consumer warpgroup's; Triton adds the other partitions' warps.
-        return self._forward_static(kernel, grid, self._constexprs(kernel, tile), dict(num_warps=4, num_stages=1))
+        return self._forward_static(kernel, grid, constexprs, dict(num_warps=4, num_stages=1), outputs,
+                                    outputs if device_descriptors else outputs[:2])
 
     def backward_calls(
         self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec,

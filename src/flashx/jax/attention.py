@@ -107,10 +107,15 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
         return tuple(jnp.zeros(t.shape, t.dtype) for t in out_types)
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias)
     # varlen padding rows belong to no sequence and are left at zero.
-    # The Gluon forward launches through jax-triton's builder taught Gluon (flashx/jax/gluon.py).
-    gluon_ok = plan.gluon_forward and _gluon.install()
-    return _launch(lambda a, p: (plan.forward_call(a, p, gluon=gluon_ok), ()), arrays, out_types,
-                   zeroed=(0, 1) if plan.varlen else ())
+    # The Gluon forward launches through jax-triton's builder taught Gluon (flashx/jax/gluon.py),
+    # which also points a TMA tile's descriptors at the DESCRIPTOR_SCRATCH output.
+    gluon_ok = plan.gluon_forward_tile(descriptors="device") is not None and _gluon.install()
+    probe = plan.forward_call({}, None, gluon=gluon_ok, descriptors="device")  # its outputs and grid
+    extra = tuple(jax.ShapeDtypeStruct((core.plan.descriptor_scratch_bytes(probe.grid) if name in probe.writes else 1,),
+                                       jnp.uint8) for name in probe.outputs[2:])
+    results = _launch(lambda a, p: (plan.forward_call(a, p, gluon=gluon_ok, descriptors="device"), ()), arrays,
+                      out_types + extra, zeroed=(0, 1) if plan.varlen else ())
+    return results[:2]
 
 
 def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):

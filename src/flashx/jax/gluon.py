@@ -5,8 +5,12 @@ What it hands jaxlib, though, is only PTX, a name, the warp count and the shared
 builder is wrapped: Gluon functions compile through GluonASTSource (every worker partition's
 warps counted in the launch), everything else goes to jax-triton's own builder unchanged.
 benchmarks/gluon_jax_probe.py showed the mechanism on the H200, warp-specialized kernels included.
+A kernel that needs Triton's global scratch (TMA descriptors built on the device) gets it from its
+DESCRIPTOR_SCRATCH output (_scratch_in_argument): jaxlib passes no scratch (prepared, not yet run
+on the GPU; plan.GLUON_DEVICE_DESCRIPTORS).
 """
 import functools
+import re
 
 from .. import core
 
@@ -26,7 +30,10 @@ def _wrap(original):
                                 {index: [list(a) for a in attr] for index, attr in attrs})
         compiled = triton_compile(source, target=GPUTarget("cuda", cc, 32), options=dict(num_warps=num_warps))
         md = compiled.metadata
-        return gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, compiled.asm["ptx"], "", cc)
+        ptx = compiled.asm["ptx"]
+        if md.global_scratch_size:
+            ptx = _scratch_in_argument(ptx, md.name, fn.arg_names, dict(signature), md.global_scratch_size)
+        return gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, ptx, "", cc)
 
     def build(backend_init_func, platform, fn, arg_dtypes, scalar_args, *, num_warps, num_stages, num_ctas,
               compute_capability, enable_fp_fusion, metaparams, dump):
@@ -51,6 +58,42 @@ def _wrap(original):
 
     build.wraps_for_gluon = original
     return build
+
+
+SCRATCH_ARGUMENT = "DESCRIPTOR_SCRATCH"
+
+
+def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict, scratch_bytes: int) -> str:
+    """A kernel's PTX with its global scratch taken from its SCRATCH_ARGUMENT output instead.
+
+    Triton gives a kernel that needs global scratch (TMA descriptors built on the device) a hidden
+    pointer parameter after its own, which Triton's launcher fills and jaxlib's does not. Here the
+    kernel reads its scratch base from SCRATCH_ARGUMENT (an output the caller sized with
+    plan.descriptor_scratch_bytes), rounded up to 128 bytes, a tensor map's alignment.
+    signature: name -> Triton type or "constexpr"; only non-constexpr arguments are PTX parameters."""
+    runtime_names = [name for name in arg_names if signature[name] != "constexpr"]
+    if SCRATCH_ARGUMENT not in runtime_names:
+        raise ValueError(f"{kernel_name} needs {scratch_bytes} bytes of global scratch a program, which jax-triton "
+                         f"does not pass, and has no {SCRATCH_ARGUMENT} argument to take it from")
+    if scratch_bytes > core.plan.GLUON_DESCRIPTOR_BYTES:
+        raise ValueError(f"{kernel_name} needs {scratch_bytes} bytes of global scratch a program; "
+                         f"{SCRATCH_ARGUMENT} is sized for {core.plan.GLUON_DESCRIPTOR_BYTES}")
+    argument, hidden = runtime_names.index(SCRATCH_ARGUMENT), len(runtime_names)
+    entry = re.search(rf"\.entry\s+{kernel_name}\s*\(([^)]*)\)", ptx)
+    if entry is None or entry.group(1).count(".param") != hidden + 2:
+        raise ValueError(f"{kernel_name}'s PTX does not have {hidden} parameters and Triton's two hidden ones")
+    load = re.compile(rf"ld\.param\.[bu]64\s+(%rd\d+),\s*\[{kernel_name}_param_{hidden}\];")
+
+    def from_argument(match) -> str:
+        register = match.group(1)
+        return (f"ld.param.b64 {register}, [{kernel_name}_param_{argument}];\n\t"
+                f"add.s64 {register}, {register}, 127;\n\tand.b64 {register}, {register}, -128;")
+
+    rewritten, loads = load.subn(from_argument, ptx)
+    body = rewritten[entry.end():]
+    if loads == 0 or f"{kernel_name}_param_{hidden}]" in body:
+        raise ValueError(f"{kernel_name}'s PTX reads its global scratch other than by ld.param")
+    return rewritten
 
 
 def install() -> bool:

@@ -123,9 +123,11 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors) -> tuple[tor
         arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias)
         with _on_device(q):
             # The Gluon forward copies 16 bytes (cp.async or TMA): a view that starts off a boundary takes tl.
-            gluon = (plan.gluon_forward_tile(descriptors=True) is not None
+            gluon = (plan.gluon_forward_tile(descriptors="host") is not None
                      and all(x.data_ptr() % 16 == 0 for x in (q, k, v)))
-            plan.forward_call(arrays, _placeholder(q), gluon=gluon, descriptors=True).launch((out, lse))
+            call = plan.forward_call(arrays, _placeholder(q), gluon=gluon, descriptors="host")
+            outputs = dict(O=out, LSE=lse)  # the Gluon kernel's DESCRIPTOR_SCRATCH: unused here
+            call.launch(tuple(outputs.get(name, _placeholder(q)) for name in call.outputs))
     return out, lse
 
 
