@@ -286,3 +286,39 @@ def test_scratch_taken_from_the_argument():
         _scratch_in_argument(ptx, "k", names, signature, 512)
     with pytest.raises(ValueError, match="hidden"):
         _scratch_in_argument(ptx.replace(",\n\t.param .u64 k_param_5", ""), "k", names, signature, 384)
+
+
+@pytest.mark.parametrize("device_descriptors", [False, True])
+def test_forward_asks_for_descriptor_scratch(monkeypatch, device_descriptors):
+    """Traced as on Hopper (nothing runs: jax.eval_shape), the JAX forward's Gluon launch asks for
+    O, LSE and DESCRIPTOR_SCRATCH: descriptor_scratch_bytes(grid) bytes where its TMA tile builds
+    descriptors on the device (plan.GLUON_DEVICE_DESCRIPTORS), else one byte for the cp.async
+    tile; the caller gets O and LSE only."""
+    import sys
+
+    from flashx import core
+    from flashx.core import plan as plan_mod
+
+    module = sys.modules["flashx.jax.attention"]  # flashx.jax.attention is also the function
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
+    monkeypatch.setattr(module._gluon, "install", lambda: True)
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", device_descriptors)
+    asked = []
+    launch = module._launch
+
+    def recorded(build, arrays, out_types, zeroed=()):
+        call, _ = build({}, None)
+        asked.append((call, out_types))
+        return launch(build, arrays, out_types, zeroed)
+
+    monkeypatch.setattr(module, "_launch", recorded)
+    q, k, v = (jax.ShapeDtypeStruct((2, 2100, h, 128), jnp.bfloat16) for h in (4, 2, 2))
+    out, lse = jax.eval_shape(lambda q, k, v: flashx.jax.attention(q, k, v, return_lse=True), q, k, v)
+    assert (out.shape, lse.shape) == ((2, 2100, 4, 128), (2, 4, 2100))
+    (call, out_types), = asked
+    assert call.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH")
+    assert call.constexprs["TMA"] == call.constexprs["DEVICE_DESCRIPTORS"] == device_descriptors
+    scratch = plan_mod.descriptor_scratch_bytes(call.grid) if device_descriptors else 1
+    assert [t.shape for t in out_types] == [(2, 2100, 4, 128), (2, 4, 2100), (scratch,)]
+    assert out_types[2].dtype == jnp.uint8
