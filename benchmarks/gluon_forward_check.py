@@ -76,6 +76,13 @@ VARIANTS = {
     # D = 256: 64-key tiles (192 KB of shared memory).
     "d256-pp": Variant(256, 128, 64, 2, False, False, 224, 64),
     "d256-turns": Variant(256, 128, 64, 2, True, False, 224, 64),
+    # D = 256 by TMA (session 15, not yet run): one Q buffer set (two would not fit), so the next
+    # tile's Q waits for this one's last S; the consumers at 240 registers. Offline (sm_90): no
+    # stack, 197 KB of shared memory, persistent and with turns too (the persistent cp.async form
+    # spills 216 bytes at 224 / 64).
+    "d256-tma": Variant(256, 128, 64, 2, False, False, 240, 24, True, True),
+    "d256-tma-persist": Variant(256, 128, 64, 2, False, True, 240, 24, True, True),
+    "d256-tma-turns-persist": Variant(256, 128, 64, 2, True, True, 240, 24, True, True),
 }
 # One variant per head dim also runs from JAX (the same kernel through flashx.jax.gluon's builder).
 JAX_VARIANTS = {128: "pp-turns-qp-persist", 64: "d64-c3-turns-qp-persist", 256: "d256-turns"}

@@ -54,6 +54,13 @@ def _copy_layout(block_d, warps):
 
 
 @gluon.constexpr_function
+def _q_sets(block_d):
+    """Q buffer sets with Q_BY_PRODUCER: two (the next tile's Q arrives while this one's is read),
+    one at D = 256, where two would not fit beside the K and V rings (256 KB)."""
+    return 2 if block_d <= 128 else 1
+
+
+@gluon.constexpr_function
 def _descriptor_layout(rows, block_d, dtype):
     """The shared layout of a TMA block [1, rows, 1, block_d] (the plan's host descriptors use the same)."""
     return gl.NVMMASharedLayout.get_default_for([1, rows, 1, block_d], dtype)
@@ -167,11 +174,12 @@ def _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M: gl.constexpr, B
 @gluon.jit
 def _copy_q(Q, stride_qb, stride_qn, stride_qh, row0, head, batch, seqlen_q, tile, q_buffers, q_ready, q_empty,
             layout: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_D: gl.constexpr, TMA: gl.constexpr):
-    """Q rows row0 .. row0 + BLOCK_M into buffer tile % 2 (a consumer's 64 rows a slab; rows past Nq
-    zero-filled) once both readers of its last use have handed it back."""
+    """Q rows row0 .. row0 + BLOCK_M into buffer set tile % Q_SETS (a consumer's 64 rows a slab; rows
+    past Nq zero-filled) once every reader of its last use has handed it back."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
-    buffer = tile % 2
-    mbarrier.wait(q_empty.index(buffer), ((tile // 2) & 1) ^ 1)
+    Q_SETS: gl.constexpr = _q_sets(BLOCK_D)
+    buffer = tile % Q_SETS
+    mbarrier.wait(q_empty.index(buffer), ((tile // Q_SETS) & 1) ^ 1)
     if TMA:
         mbarrier.expect(q_ready.index(buffer), NUM_CONSUMERS * Q.block_type.nbytes)
         for c in gl.static_range(NUM_CONSUMERS):
@@ -221,7 +229,7 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
               PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr,
               Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr):
     """Copy K_j then V_j into ring step i's stage (i % STAGES) once the consumers have handed it back;
-    with Q_BY_PRODUCER, first each tile's Q into one of two Q buffers. TMA: Q, K and V are tensor
+    with Q_BY_PRODUCER, first each tile's Q into one of its Q buffer sets (_q_sets). TMA: Q, K and V are tensor
     descriptors, each copy one message that completes on its barrier by byte count.
 
     strides: Q's, K's and V's (batch, row, head) strides; sizes, q_ring and rings as _consumer's."""
@@ -322,6 +330,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
     q_buffers, q_ready, q_empty = q_ring
     q_smem = q_buffers.index(CONSUMER)
     BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
+    Q_SETS: gl.constexpr = _q_sets(BLOCK_D)
     dtype: gl.constexpr = O.dtype.element_ty
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
@@ -341,7 +350,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
     first, end, step = _tile_walk(num_tiles, PERSISTENT)
     i = 0  # ring steps so far, over all of this program's tiles
     turn = 0  # turns taken so far
-    tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q is in buffer set n % 2)
+    tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q is in buffer set n % Q_SETS)
     for t in range(first, end, step):
         block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, PERSISTENT)
         tile_row0 = block * BLOCK_M
@@ -352,9 +361,9 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
         r64 = row0.to(gl.int64)
 
         if Q_BY_PRODUCER:
-            q_set = tiles % 2
+            q_set = tiles % Q_SETS
             q_tile = _as_tile(q_buffers.index(q_set * NUM_CONSUMERS + CONSUMER), CONSUMER_ROWS, BLOCK_D, TMA)
-            mbarrier.wait(q_ready.index(q_set), (tiles // 2) & 1)
+            mbarrier.wait(q_ready.index(q_set), (tiles // Q_SETS) & 1)
         else:
             # Q through registers into shared memory (the wgmma A operand of S); rows past Nq read
             # 0. The last tile's products, the only readers of q_smem, have completed.
@@ -454,6 +463,7 @@ def gluon_attention_forward_kernel(
     never touched by the kernel; for launchers that pass no global scratch (jax-triton's), at least
     programs * 384 + 127 bytes that flashx/jax/gluon.py points the compiled kernel's scratch at."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
+    Q_SETS: gl.constexpr = _q_sets(HEAD_DIM)
     gl.static_assert(NUM_CONSUMERS * CONSUMER_ROWS == BLOCK_M)
     gl.static_assert(NUM_CONSUMERS == 2 or NUM_CONSUMERS == 3)
     dtype: gl.constexpr = O.dtype.element_ty
@@ -471,7 +481,7 @@ def gluon_attention_forward_kernel(
         kv_layout: gl.constexpr = _descriptor_layout(BLOCK_N, HEAD_DIM, dtype)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
-        q_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, HEAD_DIM],
+        q_smem = gl.allocate_shared_memory(dtype, [Q_SETS * NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, HEAD_DIM],
                                            _descriptor_layout(CONSUMER_ROWS, HEAD_DIM, dtype))
         COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
     else:
@@ -479,8 +489,8 @@ def gluon_attention_forward_kernel(
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
         q_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([CONSUMER_ROWS, HEAD_DIM], dtype)
-        if Q_BY_PRODUCER:  # two sets of buffers: the next tile's Q arrives while this one's is read
-            q_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
+        if Q_BY_PRODUCER:  # Q_SETS sets of buffers: the next tile's Q may arrive while this one's is read
+            q_smem = gl.allocate_shared_memory(dtype, [Q_SETS * NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
         else:
             q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
         COPY_ARRIVALS: gl.constexpr = 32 * PRODUCER_WARPS  # one cp.async arrival a producer thread
@@ -499,7 +509,7 @@ def gluon_attention_forward_kernel(
     for consumer in gl.static_range(NUM_CONSUMERS):
         mbarrier.init(turns.index(consumer), count=1)
     if Q_BY_PRODUCER:
-        for q_set in gl.static_range(2):
+        for q_set in gl.static_range(Q_SETS):
             mbarrier.init(q_ready.index(q_set), count=COPY_ARRIVALS)
             mbarrier.init(q_empty.index(q_set), count=NUM_CONSUMERS)
 
