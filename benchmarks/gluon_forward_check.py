@@ -73,6 +73,11 @@ VARIANTS = {
     "d64-c3-qp-persist": Variant(64, 192, 128, 2, False, True, 152, 56, True),
     "d64-c3-turns-tma": Variant(64, 192, 128, 2, True, False, 160, 32, True, True),
     "d64-c3-turns-tma-persist": Variant(64, 192, 128, 2, True, True, 160, 32, True, True),
+    # Two consumers (128-row tiles) by TMA (session 15, not yet run): for causal D = 64, where the
+    # 192-row tiles trail tl (their diagonal and their last tile waste more); no stack offline.
+    "d64-tma-persist": Variant(64, 128, 128, 2, False, True, 232, 48, True, True),
+    "d64-tma-s3-persist": Variant(64, 128, 128, 3, False, True, 232, 48, True, True),
+    "d64-tma-turns-persist": Variant(64, 128, 128, 2, True, True, 232, 48, True, True),
     # D = 256: 64-key tiles (192 KB of shared memory).
     "d256-pp": Variant(256, 128, 64, 2, False, False, 224, 64),
     "d256-turns": Variant(256, 128, 64, 2, True, False, 224, 64),
