@@ -15,7 +15,9 @@ NUM_CONSUMERS + 1 partitions on it:
 PERSISTENT: at most one program an SM (grid (programs, 1, 1)), each walking the tiles program,
 program + programs, ... (causal: every other full round backwards, see _tile); ring stages and
 turns carry from tile to tile, so a program's next K/V copies start while its consumers finish
-the last tile, and no wave is left half full.
+the last tile, and no wave is left half full. Q_BY_PRODUCER: the producer also copies each tile's
+Q, into one of two buffer sets (one at D = 256, _q_sets), so a persistent program's next Q arrives
+while its consumers finish the last tile.
 
 TMA: Q, K and V come as tensor descriptors, each over the array's [B, N, H, D] shape and
 strides with a [1, rows, 1, D] block: the copy engine fills rows past N with zeros, and one
