@@ -19,7 +19,9 @@ launcher does: 1 becomes a constant, multiples of 16 are marked; --jax: as jax-t
 nothing marked and floats as fp64) and reads registers and stack (spill) bytes from ptxas's
 output through the cuobjdump Triton bundles. Where the H200 runs the Gluon forward instead
 (core.plan.GLUON_FORWARD_ROUTE), a "Gluon forward" line follows the forward's: its registers are
-the launch's, which the kernel then splits between its warp groups (setmaxnreg). With the GPU's Triton (3.6.0) installed it gives
+the launch's, which the kernel then splits between its warp groups (setmaxnreg); where torch's
+launches take a TMA tile instead (core.plan.GLUON_TMA_ROUTE; needs torch for the descriptors), a
+"Gluon TMA fwd" line. With the GPU's Triton (3.6.0) installed it gives
 the H200's figures exactly (checked on main at 03f9c36: 126/127 and 255 registers, the same
 spills); another Triton version compiles differently.
 """
@@ -82,13 +84,24 @@ def offline(d_list, jax_like: bool, window=None) -> None:
 
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
+    def tma_call(plan, shape):
+        """The plan's TMA forward, its descriptors over (CPU) torch tensors: only compiled."""
+        import torch
+
+        arrays = {name: torch.empty(shape, dtype=torch.bfloat16) for name in "QKV"}
+        return plan.forward_call(arrays, None, descriptors="host")
+
     def resources(call, dtype: str) -> str:
+        from triton.runtime.jit import mangle_type
+
         names, constexpr_names = kernel_params(call.kernel)
         values = list(call.args) + [None] * len(call.outputs)
         signature, attrs, constants = {}, {}, {}
         for i, name in enumerate(list(names) + list(call.outputs)):
             value = values[i]
-            if name.isupper():  # an array
+            if hasattr(value, "block_shape"):  # a TMA descriptor
+                signature[name] = mangle_type(value)
+            elif name.isupper():  # an array
                 signature[name] = "*" + ("fp32" if name in _FLOAT32_ARRAYS else "i32" if name in _INT32_ARRAYS else dtype)
                 attrs[(i,)] = [["tt.divisibility", 16]]
             elif isinstance(value, float):
@@ -127,6 +140,9 @@ def offline(d_list, jax_like: bool, window=None) -> None:
             gluon_on[0] = True
             if plan.gluon_forward:  # what an H200 runs instead, at this shape (core.plan.GLUON_FORWARD_ROUTE)
                 calls.append(("Gluon forward", plan.forward_call({}, None)))
+            tma_tile = plan.gluon_forward_tile(descriptors="host")
+            if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.plan.GLUON_TMA_ROUTE)
+                calls.append(("Gluon TMA fwd", tma_call(plan, shape)))
             gluon_on[0] = False
             _, *dkdv, dq = plan.backward_calls({}, None, False, spec, split=True)
             _, both = plan.backward_calls({}, None, False, spec, split=False)
