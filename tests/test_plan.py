@@ -431,6 +431,8 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
     assert plan.gluon_forward_tile(descriptors="host") is None
     assert plan.gluon_forward_tile(descriptors="device") is None
+    with pytest.raises(ValueError, match="descriptors"):
+        plan.gluon_forward_tile(descriptors=True)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -708,6 +708,8 @@ class AttentionPlan:
         (jax-triton's, through flashx/jax/gluon.py; taken while GLUON_DEVICE_DESCRIPTORS), else
         None. With descriptors, GLUON_TMA_ROUTE comes first, for inputs with no broadcast axis (a
         descriptor's strides must be positive multiples of 16 bytes)."""
+        if descriptors not in (None, "host", "device"):
+            raise ValueError(f'descriptors must be None, "host" or "device", got {descriptors!r}')
         if not runtime.hopper_gluon():
             return None
         tma = descriptors == "host" or (descriptors == "device" and GLUON_DEVICE_DESCRIPTORS)
