@@ -52,11 +52,28 @@ _INT32_ARRAYS = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_
                  "MAP_T_INDICES", "MASK")
 
 
-def offline(d_list, jax_like: bool, window=None) -> None:
+def normalized_ptx(ptx: str) -> str:
+    """PTX without what changes when nothing a kernel does changes: comments, line info, debug
+    sections, register and label numbers, and parameter declarations and numbering (a new unused
+    argument shifts them)."""
+    import re
+
+    ptx = ptx.split(".section")[0]  # the debug sections carry line numbers
+    ptx = re.sub(r"//.*|\.loc.*|\.file.*", "", ptx)
+    ptx = re.sub(r"%(r|rd|f|fd|p|rs)\d+", r"%\1", ptx)
+    ptx = re.sub(r"\$L__\w+", "L", ptx)
+    ptx = re.sub(r"_param_\d+", "_param_N", ptx)
+    lines = (line.strip() for line in ptx.splitlines())
+    return "\n".join(line for line in lines if line not in ("", "L:") and not line.startswith(".param"))
+
+
+def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False) -> None:
     """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
-    for sm_90 without a GPU; print their resources.
+    for sm_90 without a GPU; print their resources (ptx_hash: and a hash of normalized_ptx, to
+    compare two trees' kernels).
 
     window: a left window size; then only the causal sliding window (window=(window, 0)) is built."""
+    import hashlib
     import os
     import re
     import subprocess
@@ -126,8 +143,9 @@ def offline(d_list, jax_like: bool, window=None) -> None:
             usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
         found = re.search(r"REG:(\d+) STACK:(\d+)", usage)
         md = compiled.metadata
+        digest = hashlib.sha1(normalized_ptx(compiled.asm["ptx"]).encode()).hexdigest()[:12] if ptx_hash else ""
         return (f"warps {md.num_warps}  stages {md.num_stages}  shared {md.shared // 1024:4d} KiB  "
-                f"registers {found.group(1):>3}  stack {found.group(2)} bytes")
+                f"registers {found.group(1):>3}  stack {found.group(2)} bytes" + (f"  ptx {digest}" if digest else ""))
 
     print(f"Triton {triton.__version__}, sm_90, {'jax-triton' if jax_like else 'torch (Triton launcher)'} specialization")
     for d in d_list:
@@ -160,9 +178,11 @@ def main(argv=None) -> int:
     p.add_argument("--offline", action="store_true", help="compile for sm_90 without a GPU (see above)")
     p.add_argument("--jax", action="store_true", help="--offline: jax-triton's integer specialization")
     p.add_argument("--window", type=int, default=None, help="--offline: the causal sliding window (LEFT, 0) instead")
+    p.add_argument("--ptx-hash", action="store_true",
+                   help="--offline: also a hash of each kernel's normalized PTX (equal on two trees: the same instructions)")
     args = p.parse_args(argv)
     if args.offline:
-        offline(args.d, args.jax, args.window)
+        offline(args.d, args.jax, args.window, args.ptx_hash)
         return 0
 
     import torch

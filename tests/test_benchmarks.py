@@ -27,3 +27,22 @@ def test_gluon_tiles_are_the_measured_variants():
     for table in (plan_mod.GLUON_FORWARD_ROUTE, plan_mod.GLUON_TMA_ROUTE):
         for (head_dim, _causal), route in table.items():
             assert all(check.VARIANTS[name].head_dim == head_dim for _, name in route)
+
+
+def test_normalized_ptx_keeps_only_what_a_kernel_does():
+    """kernel_stats.py --ptx-hash compares two trees' kernels by normalized PTX: register and label
+    numbers, comments, line info and parameter declarations (a new unused argument) drop out; an
+    instruction does not."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import kernel_stats
+    finally:
+        sys.path.pop(0)
+    before = (".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u64 k_param_1\n)\n{\n"
+              "\tld.param.b64 \t%rd3, [k_param_1];\t// note\n$L__BB0_2:\n\t.loc 1 20 4\n"
+              "\tadd.s64 \t%rd4, %rd3, 8;\n\tbra.uni \t$L__BB0_2;\n}\n.section .debug_info { 1 }\n")
+    after = (".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u64 k_param_1,\n\t.param .u64 k_param_2\n)\n{\n"
+             "\tld.param.b64 \t%rd7, [k_param_2];\n$L__BB0_5:\n\t.loc 1 31 4\n"
+             "\tadd.s64 \t%rd9, %rd7, 8;\n\tbra.uni \t$L__BB0_5;\n}\n.section .debug_info { 2 }\n")
+    assert kernel_stats.normalized_ptx(before) == kernel_stats.normalized_ptx(after)
+    assert kernel_stats.normalized_ptx(before) != kernel_stats.normalized_ptx(after.replace("8;", "16;"))
