@@ -63,8 +63,9 @@ def _q_sets(block_d):
 
 
 @gluon.constexpr_function
-def _descriptor_layout(rows, block_d, dtype):
-    """The shared layout of a TMA block [1, rows, 1, block_d] (the plan's host descriptors use the same)."""
+def descriptor_layout(rows, block_d, dtype):
+    """The shared layout of a TMA block [1, rows, 1, block_d]: the kernel's buffers and the plan's
+    host descriptors (plan.gluon_tma_descriptor) both take it from here."""
     return gl.NVMMASharedLayout.get_default_for([1, rows, 1, block_d], dtype)
 
 
@@ -75,9 +76,9 @@ def _device_descriptors(Q, K, V, strides, sizes, gqa_group, BLOCK_N: gl.constexp
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     dtype: gl.constexpr = Q.dtype.element_ty
-    kv_layout: gl.constexpr = _descriptor_layout(BLOCK_N, BLOCK_D, dtype)
+    kv_layout: gl.constexpr = descriptor_layout(BLOCK_N, BLOCK_D, dtype)
     q = tma.make_tensor_descriptor(Q, [num_batches, seqlen_q, num_heads, BLOCK_D], [stride_qb, stride_qn, stride_qh, 1],
-                                   [1, CONSUMER_ROWS, 1, BLOCK_D], _descriptor_layout(CONSUMER_ROWS, BLOCK_D, dtype))
+                                   [1, CONSUMER_ROWS, 1, BLOCK_D], descriptor_layout(CONSUMER_ROWS, BLOCK_D, dtype))
     heads_kv = num_heads // gqa_group
     k = tma.make_tensor_descriptor(K, [num_batches, seqlen_kv, heads_kv, BLOCK_D], [stride_kb, stride_kn, stride_kh, 1],
                                    [1, BLOCK_N, 1, BLOCK_D], kv_layout)
@@ -248,7 +249,7 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
     v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
     first, end, step = _tile_walk(num_tiles, PERSISTENT)
     i = 0  # ring steps so far, over all of this program's tiles
-    tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q goes to buffer n % 2)
+    tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q goes to buffer set n % _q_sets)
     for t in range(first, end, step):
         block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, LIMIT_RIGHT, PERSISTENT)
         if Q_BY_PRODUCER:
@@ -324,7 +325,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
 
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
     num_tiles, seqlen_q, seqlen_kv, diag_offset); q_ring: (Q buffers, a consumer's 64 rows each,
-    and with Q_BY_PRODUCER two sets of them; q_ready, q_empty: a barrier a set); rings:
+    and with Q_BY_PRODUCER _q_sets sets of them; q_ready, q_empty: a barrier a set); rings:
     (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns)."""
     stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
@@ -480,11 +481,11 @@ def gluon_attention_forward_kernel(
 
     if TMA:  # the descriptors' blocks and shared layouts
         gl.static_assert(Q_BY_PRODUCER)
-        kv_layout: gl.constexpr = _descriptor_layout(BLOCK_N, HEAD_DIM, dtype)
+        kv_layout: gl.constexpr = descriptor_layout(BLOCK_N, HEAD_DIM, dtype)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
         v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], kv_layout)
         q_smem = gl.allocate_shared_memory(dtype, [Q_SETS * NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, HEAD_DIM],
-                                           _descriptor_layout(CONSUMER_ROWS, HEAD_DIM, dtype))
+                                           descriptor_layout(CONSUMER_ROWS, HEAD_DIM, dtype))
         COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
     else:
         smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)

@@ -183,15 +183,17 @@ def gluon_tma_descriptor(array: Any, shape: Sequence[int], strides: Sequence[int
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     block = (1, rows, 1, shape[3])
-    return TensorDescriptor(array, list(shape), list(strides), list(block), _tma_layout(block, dtype))
+    return TensorDescriptor(array, list(shape), list(strides), list(block), _tma_layout(rows, shape[3], dtype))
 
 
 @functools.lru_cache(maxsize=None)
-def _tma_layout(block: tuple, dtype: str) -> Any:
+def _tma_layout(rows: int, head_dim: int, dtype: str) -> Any:
+    """The kernel's own layout of a [1, rows, 1, head_dim] block (its shared buffers must match)."""
     from triton.experimental.gluon import language as gl
 
-    element = {"bfloat16": gl.bfloat16, "float16": gl.float16}[dtype]
-    return gl.NVMMASharedLayout.get_default_for(list(block), element)
+    from .gluon_forward import descriptor_layout  # imported only where descriptors are built
+
+    return descriptor_layout(rows, head_dim, {"bfloat16": gl.bfloat16, "float16": gl.float16}[dtype])
 
 
 @dataclass(frozen=True)
