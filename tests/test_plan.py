@@ -424,7 +424,8 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     assert plan.gluon_forward_tile(descriptors="host") == tile
     assert plan.gluon_forward_tile() == plan.gluon_tile
     assert plan.gluon_tile is None or not plan_mod.GLUON_FORWARD_TILES[plan.gluon_tile]["TMA"]
-    # Descriptors built on the device (JAX's launcher) take the same route, once enabled.
+    # Descriptors built on the device (JAX's launcher) take the same route while enabled.
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", False)
     assert plan.gluon_forward_tile(descriptors="device") == plan.gluon_tile
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
     assert plan.gluon_forward_tile(descriptors="device") == tile
@@ -445,6 +446,7 @@ def test_gluon_device_descriptors_call(monkeypatch, causal):
     monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
     plan = core.plan_attention(spec((2, 2100, 4, 128)), spec((2, 2100, 2, 128)), spec((2, 2100, 2, 128)), causal=causal)
     q, k, v = object(), object(), object()
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", False)
     plain = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="device")
     assert not plain.constexprs["TMA"] and not plain.constexprs["DEVICE_DESCRIPTORS"]
     assert plain.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH") and plain.writes == ("O", "LSE")
