@@ -399,16 +399,20 @@ def test_gluon_forward_route_table():
         pytest.param(dict(d=64, nkv=1023), None, id="d64-short-kv"),
         pytest.param(dict(d=64, causal=True, nkv=16384), "d64-c3-turns-tma-persist", id="d64-causal-16k"),
         pytest.param(dict(d=64, causal=True), None, id="d64-causal-4k"),
+        pytest.param(dict(d=256), "d256-tma-persist", id="d256"),
+        pytest.param(dict(d=256, causal=True), "d256-tma", id="d256-causal"),
+        pytest.param(dict(d=256, causal=True, nkv=4096), "d256-tma-persist", id="d256-causal-4k"),
         # No TMA tile: the cp.async route's tile.
-        pytest.param(dict(d=256), "d256-pp", id="d256"),
+        pytest.param(dict(d=256, broadcast_k=True), "d256-pp", id="d256-broadcast-k"),
         pytest.param(dict(broadcast_k=True), "pp", id="broadcast-k"),
         pytest.param(dict(window=(256, 0)), None, id="window"),
     ],
 )
 def test_gluon_tma_route(monkeypatch, change, tile):
     """A launcher that passes tensor descriptors (torch's) takes GLUON_TMA_ROUTE's tile where it
-    gives one and no input has a broadcast axis, else GLUON_FORWARD_ROUTE's; one that does not
-    (JAX's) always takes the latter, and off Hopper neither takes a Gluon tile."""
+    gives one and no input has a broadcast axis, else GLUON_FORWARD_ROUTE's; one that builds them
+    on the device (JAX's) takes the same tile while GLUON_DEVICE_DESCRIPTORS is on, else the
+    latter; off Hopper none takes a Gluon tile."""
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     c = dict(dict(nq=2100, nkv=2100, d=128, causal=False, window=None, layout="bnhd", broadcast_k=False), **change)
     if c["nkv"] == 2100 and c["d"] == 64:

@@ -119,6 +119,14 @@ GLUON_FORWARD_TILES = {
     "d64-c3-turns-tma-persist": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
                                      Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                      CONSUMER_REGS=160),
+    # D = 256 by TMA: one Q buffer set (_q_sets), the consumers at 240 registers; 2026-11-30 20:45
+    # UTC, bnhd, against d256-pp in the same run: non-causal 515 vs 465 at N = 1k, 603 vs 548 at
+    # 4k, 631 vs 568 at 16k ("d256-tma-persist"); causal 358 vs 335 at 1k ("d256-tma"), 536 vs 480
+    # at 4k ("d256-tma-persist"; "d256-tma" 519), 630 vs 593 at 16k ("d256-tma"; persistent 612).
+    "d256-tma": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
+                     TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240),
+    "d256-tma-persist": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
+                             TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240),
 }
 
 # Which Gluon tile a call takes, by (head dim, causal): (fewest keys, tile name) pairs in rising
@@ -140,6 +148,8 @@ GLUON_TMA_ROUTE = {
     (64, True): ((16384, "d64-c3-turns-tma-persist"),),
     (128, False): ((256, "pp-tma-persist"), (1024, "pp-tma-turns-persist")),
     (128, True): ((2048, "pp-tma-persist"),),
+    (256, False): ((1024, "d256-tma-persist"),),
+    (256, True): ((1024, "d256-tma"), (4096, "d256-tma-persist")),
 }
 # Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
 GLUON_TMA_Q_ROWS = 64
