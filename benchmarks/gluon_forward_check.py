@@ -73,7 +73,8 @@ VARIANTS = {
     "d64-c3-qp-persist": Variant(64, 192, 128, 2, False, True, 152, 56, True),
     "d64-c3-turns-tma": Variant(64, 192, 128, 2, True, False, 160, 32, True, True),
     "d64-c3-turns-tma-persist": Variant(64, 192, 128, 2, True, True, 160, 32, True, True),
-    # Two consumers (128-row tiles) by TMA (session 15, not yet run): for causal D = 64, where the
+    # Two consumers (128-row tiles) by TMA (session 15; timed in 16, behind tl and
+    # d64-c3-turns-tma-persist at 4k causal: 357-372 vs 388 / 391): for causal D = 64, where the
     # 192-row tiles trail tl (their diagonal and their last tile waste more); no stack offline.
     "d64-tma-persist": Variant(64, 128, 128, 2, False, True, 232, 48, True, True),
     "d64-tma-s3-persist": Variant(64, 128, 128, 3, False, True, 232, 48, True, True),
@@ -81,7 +82,7 @@ VARIANTS = {
     # D = 256: 64-key tiles (192 KB of shared memory).
     "d256-pp": Variant(256, 128, 64, 2, False, False, 224, 64),
     "d256-turns": Variant(256, 128, 64, 2, True, False, 224, 64),
-    # D = 256 by TMA (session 15, not yet run): one Q buffer set (two would not fit), so the next
+    # D = 256 by TMA (session 15; routed in 16): one Q buffer set (two would not fit), so the next
     # tile's Q waits for this one's last S; the consumers at 240 registers. Offline (sm_90): no
     # stack, 197 KB of shared memory, persistent and with turns too (the persistent cp.async form
     # spills 216 bytes at 224 / 64).

@@ -245,10 +245,11 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
     ],
 )
 def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, dtype):
-    """With plan.GLUON_DEVICE_DESCRIPTORS (off by default: prepared, first to run here), JAX's
-    launches take the TMA tiles, each program building its descriptors in the DESCRIPTOR_SCRATCH
-    output that flashx/jax/gluon.py points the kernel's global scratch at; out and lse agree with
-    float64. Run it under a timeout: a wrong descriptor hangs rather than fails."""
+    """With plan.GLUON_DEVICE_DESCRIPTORS (the default; set here so the path stays tested if the
+    default changes), JAX's launches take the TMA tiles, each program building its descriptors in
+    the DESCRIPTOR_SCRATCH output that flashx/jax/gluon.py points the kernel's global scratch at;
+    out and lse agree with float64. Run it under a timeout: a wrong descriptor hangs rather than
+    fails."""
     from flashx import core
     from flashx.core import gluon_forward, plan as plan_mod
 

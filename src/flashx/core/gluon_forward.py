@@ -25,7 +25,7 @@ producer thread issues each copy, where cp.async spends every producer thread's 
 addresses. Needs Q_BY_PRODUCER. torch's launcher passes host descriptors; jax-triton can pass
 neither those nor the global scratch that descriptors built on the device (DEVICE_DESCRIPTORS)
 live in, so for JAX flashx/jax/gluon.py points the compiled kernel's scratch at the
-DESCRIPTOR_SCRATCH output (prepared, not yet run on the GPU: plan.GLUON_DEVICE_DESCRIPTORS).
+DESCRIPTOR_SCRATCH output (plan.GLUON_DEVICE_DESCRIPTORS).
 
 Q [B, Nq, Hq, D], K / V [B, Nkv, Hkv, D], O [B, Nq, Hq, D] through their strides (the last
 axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE [B, Hq, Nq] float32, natural

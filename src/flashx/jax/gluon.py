@@ -6,8 +6,8 @@ builder is wrapped: Gluon functions compile through GluonASTSource (every worker
 warps counted in the launch), everything else goes to jax-triton's own builder unchanged.
 benchmarks/gluon_jax_probe.py showed the mechanism on the H200, warp-specialized kernels included.
 A kernel that needs Triton's global scratch (TMA descriptors built on the device) gets it from its
-DESCRIPTOR_SCRATCH output (_scratch_in_argument): jaxlib passes no scratch (prepared, not yet run
-on the GPU; plan.GLUON_DEVICE_DESCRIPTORS).
+DESCRIPTOR_SCRATCH output (_scratch_in_argument): jaxlib passes no scratch
+(plan.GLUON_DEVICE_DESCRIPTORS; first run on the H200 2026-11-30).
 """
 import functools
 import re
