@@ -1,0 +1,316 @@
+"""A warp-specialized dK/dV kernel in Gluon for Hopper (sm_90): the backward's half that loses to
+FlexAttention on windows and documents (NOTES v0.6-v0.9), written the way the Gluon forward is.
+
+PREPARED, NOT ROUTED: no plan launches it yet. benchmarks/gluon_backward_check.py checks it
+against float64 and times it beside the portable backward on the GPU (NOTES v0.16).
+
+Why: the portable dK/dV tile (64 queries x 128 keys, 8 warps) holds dK and dV for 128 keys, K,
+V, and the step's S, dP in the registers of two warpgroups that meet at barriers every step, and
+spills (48-96 bytes of stack at D = 128, 72 on the window). Here one program owns BLOCK_N = 64 *
+NUM_CONSUMERS keys of one (batch, kv head) and runs NUM_CONSUMERS + 1 partitions:
+- the producer (PRODUCER_WARPS warps, few registers) streams each 64-row query block's Q and dO
+  into rings of STAGES shared-memory buffers (TMA, or cp.async), over every q head of the GQA
+  group;
+- each consumer (one warpgroup) owns 64 keys: K and V in shared memory, dK and dV as wgmma
+  accumulators in its registers ([64, D] float32 each), and per query block S^T = K Q^T,
+  dP^T = V dO^T, P^T = exp2(S^T * scale * log2(e) - lse_log2), dS^T = P^T (dP^T - delta),
+  dV += P^T dO and dK += dS^T Q, the last two with P^T and dS^T as register operands.
+The consumers are not synchronized with each other, so one's exponentials run under the
+other's products (the forward's untimed order, without TURNS).
+
+Inputs as the portable backward's: Q, dO [B, Nq, Hq, D]; K, V [B, Nkv, Hkv, D] through their
+strides (the last axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE_LOG2 and
+DELTA [B, Hq, R] float32 with contiguous rows, R >= cdiv(Nq, 64) * 64 (the plan's padded row
+statistics: lse_log2 +inf and delta 0 past Nq, so no step masks a query row). Outputs DK, DV
+[B, Nkv, Hkv, D] (rows past Nkv are not written). LIMIT_RIGHT: causal, aligned bottom-right when
+bottom_right is 1; LIMIT_LEFT: a query i sees keys from i' - window_left (i' = i + Nkv - Nq when
+bottom-right). D = Dv = 64 or 128; 16-bit inputs.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, warpgroup_mma
+
+from .gluon_forward import (
+    CONSUMER_ROWS,
+    CONSUMER_WARPS,
+    LOG2_E,
+    _aligned,
+    _as_tile,
+    _copy_block,
+    _copy_layout,
+    _ring_slot,
+    descriptor_layout,
+)
+
+KEYS_PER_CONSUMER = CONSUMER_ROWS  # 64 keys a warpgroup
+QUERY_BLOCK = CONSUMER_ROWS  # 64 query rows a step
+
+
+@gluon.jit
+def _query_blocks(k0, seqlen_q, diag_offset, window_left, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
+                  LIMIT_LEFT: gl.constexpr):
+    """[first, end) of the 64-row query blocks that see any of keys k0 .. k0 + BLOCK_N: causal
+    starts at the first key's diagonal, a left window ends where the last key leaves it. May be
+    empty (the program then writes zeros)."""
+    q_lo = 0
+    q_hi = seqlen_q  # exclusive
+    if LIMIT_RIGHT:
+        q_lo = gl.maximum(k0 - diag_offset, 0)
+    if LIMIT_LEFT:
+        q_hi = gl.minimum(k0 + BLOCK_N + window_left - diag_offset, seqlen_q)
+    first = q_lo // QUERY_BLOCK
+    end = gl.maximum((gl.maximum(q_hi, 0) + QUERY_BLOCK - 1) // QUERY_BLOCK, first)
+    return first, end
+
+
+@gluon.jit
+def _dkdv_producer(Q, DO, strides, sizes, rings,
+                   BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+                   PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+                   TMA: gl.constexpr):
+    """Copy Q_i then dO_i into ring step s's stage (s % STAGES) once both consumers have handed it
+    back, for every query block i this program's keys see, of every q head of the kv head's group.
+
+    strides: Q's and dO's (batch, row, head) strides; sizes, rings: as _dkdv_consumer's."""
+    stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh = strides
+    seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
+    q_smem, do_smem, q_ready, do_ready, q_empty, do_empty = rings
+    layout: gl.constexpr = _copy_layout(BLOCK_D, PRODUCER_WARPS)
+    offs_m = gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(1, layout))
+    offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
+    q_offs = offs_m[:, None] * stride_qn + offs_d[None, :]
+    do_offs = offs_m[:, None] * stride_don + offs_d[None, :]
+    k_block = gl.program_id(0)
+    kv_head = gl.program_id(1)
+    batch = gl.program_id(2)
+    b64 = batch.to(gl.int64)
+    first, end = _query_blocks(k_block * BLOCK_N, seqlen_q, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
+                               LIMIT_LEFT)
+    s = 0  # ring steps so far
+    for g in range(gqa_group):
+        head = kv_head * gqa_group + g
+        q_base = b64 * stride_qb + head.to(gl.int64) * stride_qh
+        do_base = b64 * stride_dob + head.to(gl.int64) * stride_doh
+        for block in range(first, end):
+            stage, phase = _ring_slot(s, STAGES)
+            phase = phase ^ 1  # a fresh barrier counts the phase before 0 as complete
+            row0 = block * QUERY_BLOCK
+            # Rows past Nq arrive as zeros (TMA: by the copy engine); their lse_log2 is +inf.
+            in_bounds = (row0 + offs_m)[:, None] < seqlen_q
+            coord = (batch, row0, head, 0)
+            start = row0.to(gl.int64)
+            _copy_block(Q, q_base, start, stride_qn, q_offs, in_bounds, coord, q_smem, q_ready, q_empty, stage, phase,
+                        TMA)
+            _copy_block(DO, do_base, start, stride_don, do_offs, in_bounds, coord, do_smem, do_ready, do_empty, stage,
+                        phase, TMA)
+            s += 1
+
+
+@gluon.jit
+def _unmasked_blocks(kc0, first, end, diag_offset, window_left, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr):
+    """[lo, hi) within [first, end): the query blocks in which every query sees all of keys kc0 ..
+    kc0 + 64 (the blocks before lo cross the keys' diagonal, those from hi their window's left
+    edge). Signed division truncates, so the negative cases are settled first."""
+    lo = first
+    hi = end
+    if LIMIT_RIGHT:  # block b is masked while b * 64 + diag_offset < kc0 + 63
+        x = kc0 + KEYS_PER_CONSUMER - 2 - diag_offset
+        lo = gl.minimum(gl.maximum(gl.where(x < 0, 0, x // QUERY_BLOCK + 1), first), end)
+    if LIMIT_LEFT:  # block b is masked once kc0 < b * 64 + 63 + diag_offset - window_left
+        y = kc0 - (QUERY_BLOCK - 1) - diag_offset + window_left
+        hi = gl.minimum(gl.maximum(gl.where(y < 0, 0, y // QUERY_BLOCK + 1), lo), end)
+    return lo, hi
+
+
+@gluon.jit
+def _mask_scores_t(s_t, keys, q0, offs_q, diag_offset, window_left, LIMIT_RIGHT: gl.constexpr,
+                   LIMIT_LEFT: gl.constexpr):
+    """-inf where key keys[r] is outside query q0 + offs_q[c]'s mask (S^T: keys down, queries
+    across). Each row's bounds on offs_q, against offs_q itself: the column indices stay
+    compile-time constants per thread instead of a register each."""
+    first_q = keys - diag_offset - q0  # the row's first visible column (causal)
+    visible = offs_q[None, :] >= first_q[:, None] - (1 << 30)  # all True, in the tile's shape
+    if LIMIT_RIGHT:
+        visible = offs_q[None, :] >= first_q[:, None]
+    if LIMIT_LEFT:
+        visible = visible & (offs_q[None, :] <= (first_q + window_left)[:, None])
+    return gl.where(visible, s_t, float("-inf"))
+
+
+@gluon.jit
+def _dkdv_steps(dk, dv, s, begin, end, stats, operands, rings, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+                MASKED: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr):
+    """dK and dV after query blocks begin .. end of one q head, ring steps s, s + 1, ...; (dk, dv,
+    next step). MASKED: the blocks cross the keys' diagonal or window edge."""
+    lse_log2_row, delta_row = stats
+    k_smem, v_smem, s_zero, keys, offs_q, qk_scale_log2, diag_offset, window_left = operands
+    q_smem, do_smem, q_ready, do_ready, q_empty, do_empty = rings
+    dtype: gl.constexpr = k_smem.dtype
+    operand_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout, k_width=2)
+    for block in range(begin, end):
+        stage, phase = _ring_slot(s, STAGES)
+        q0 = block * QUERY_BLOCK
+        # Padded row statistics: no mask (lse_log2 +inf past Nq makes P^T 0 there).
+        lse_log2 = gl.load(lse_log2_row + q0 + offs_q)
+        mbarrier.wait(q_ready.index(stage), phase)
+        q_tile = _as_tile(q_smem.index(stage), QUERY_BLOCK, BLOCK_D, TMA)
+        s_t = warpgroup_mma(k_smem, q_tile.permute((1, 0)), s_zero, use_acc=False)
+        if MASKED:
+            s_t = _mask_scores_t(s_t, keys, q0, offs_q, diag_offset, window_left, LIMIT_RIGHT, LIMIT_LEFT)
+        # In this order, at most P^T and dP^T ([64, 64] float32 each) live beside dK and dV
+        # ([64, D] each): with S^T, dP^T, lse and delta all live at once the consumer spilled.
+        p_t = gl.exp2(s_t * qk_scale_log2 - lse_log2[None, :])
+        mbarrier.wait(do_ready.index(stage), phase)
+        do_tile = _as_tile(do_smem.index(stage), QUERY_BLOCK, BLOCK_D, TMA)
+        dv = warpgroup_mma(gl.convert_layout(p_t.to(dtype), operand_layout), do_tile, dv)
+        delta = gl.load(delta_row + q0 + offs_q)
+        dp_t = warpgroup_mma(v_smem, do_tile.permute((1, 0)), s_zero, use_acc=False)
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk = warpgroup_mma(gl.convert_layout(ds_t.to(dtype), operand_layout), q_tile, dk)
+        mbarrier.arrive(q_empty.index(stage))
+        mbarrier.arrive(do_empty.index(stage))
+        s += 1
+    return dk, dv, s
+
+
+@gluon.jit
+def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings, kv_smem,
+                   CONSUMER: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+                   LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr):
+    """One warpgroup: keys k0 + CONSUMER * 64 .. + 64 of this program's block; their dK and dV.
+
+    strides: K's, V's, the row statistics' (batch, head), dK's and dV's (batch, row, head);
+    sizes: (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group); rings: (q_smem, do_smem,
+    q_ready, do_ready, q_empty, do_empty); kv_smem: [2 * consumers, 64, D], this consumer's K at
+    2 * CONSUMER, its V after it."""
+    (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_rb, stride_rh,
+     stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = strides
+    seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
+    q_smem, do_smem, q_ready, do_ready, q_empty, do_empty = rings
+    dtype: gl.constexpr = DK.dtype.element_ty
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, QUERY_BLOCK, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+    load_layout: gl.constexpr = _copy_layout(BLOCK_D, CONSUMER_WARPS)
+
+    k_block = gl.program_id(0)
+    kv_head = gl.program_id(1)
+    batch = gl.program_id(2)
+    b64 = batch.to(gl.int64)
+    h64 = kv_head.to(gl.int64)
+    k0 = k_block * BLOCK_N
+    kc0 = k0 + CONSUMER * KEYS_PER_CONSUMER
+
+    # This consumer's K and V, through registers into shared memory (wgmma's A operands of S^T and
+    # dP^T); keys past Nkv read 0 (their dK and dV are never written).
+    offs_n = gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, load_layout))
+    offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, load_layout))
+    keys_ok = (kc0 + offs_n)[:, None] < seqlen_kv
+    key_rows = (kc0 + offs_n).to(gl.int64)[:, None]
+    k_smem = kv_smem.index(2 * CONSUMER)
+    v_smem = kv_smem.index(2 * CONSUMER + 1)
+    k_smem.store(gl.load(K + b64 * stride_kb + h64 * stride_kh + key_rows * stride_kn + offs_d[None, :], mask=keys_ok,
+                         other=0.0))
+    v_smem.store(gl.load(V + b64 * stride_vb + h64 * stride_vh + key_rows * stride_vn + offs_d[None, :], mask=keys_ok,
+                         other=0.0))
+    fence_async_shared()
+
+    keys = kc0 + gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, s_layout))
+    offs_q = gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(0, s_layout))
+    s_zero = gl.zeros([KEYS_PER_CONSUMER, QUERY_BLOCK], gl.float32, layout=s_layout)
+    dk = gl.zeros([KEYS_PER_CONSUMER, BLOCK_D], gl.float32, layout=acc_layout)
+    dv = gl.zeros([KEYS_PER_CONSUMER, BLOCK_D], gl.float32, layout=acc_layout)
+    first, end = _query_blocks(k0, seqlen_q, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT, LIMIT_LEFT)
+    lo, hi = _unmasked_blocks(kc0, first, end, diag_offset, window_left, LIMIT_RIGHT, LIMIT_LEFT)
+    s = 0  # ring steps so far
+    for g in range(gqa_group):
+        head = kv_head * gqa_group + g
+        stats = (LSE_LOG2 + (b64 * stride_rb + head.to(gl.int64) * stride_rh),
+                 DELTA + (b64 * stride_rb + head.to(gl.int64) * stride_rh))
+        operands = (k_smem, v_smem, s_zero, keys, offs_q, qk_scale_log2, diag_offset, window_left)
+        # Three loops, so that only the blocks that cross the keys' diagonal or window edge pay the
+        # mask: a run-time branch in one loop kept both paths' values live (600 bytes of stack).
+        dk, dv, s = _dkdv_steps(dk, dv, s, first, lo, stats, operands, rings, BLOCK_D, STAGES, True,
+                                LIMIT_RIGHT, LIMIT_LEFT, TMA)
+        dk, dv, s = _dkdv_steps(dk, dv, s, lo, hi, stats, operands, rings, BLOCK_D, STAGES, False,
+                                LIMIT_RIGHT, LIMIT_LEFT, TMA)
+        dk, dv, s = _dkdv_steps(dk, dv, s, hi, end, stats, operands, rings, BLOCK_D, STAGES, True,
+                                LIMIT_RIGHT, LIMIT_LEFT, TMA)
+
+    offs_no = gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, acc_layout))
+    offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
+    out_rows = (kc0 + offs_no).to(gl.int64)[:, None]
+    out_ok = (kc0 + offs_no)[:, None] < seqlen_kv
+    gl.store(DK + b64 * stride_dkb + h64 * stride_dkh + out_rows * stride_dkn + offs_do[None, :],
+             (dk * sm_scale).to(dtype), mask=out_ok)
+    gl.store(DV + b64 * stride_dvb + h64 * stride_dvh + out_rows * stride_dvn + offs_do[None, :], dv.to(dtype),
+             mask=out_ok)
+
+
+@gluon.jit
+def gluon_attention_dkdv_kernel(
+    Q, K, V, DO, LSE_LOG2, DELTA,
+    sm_scale, bottom_right, window_left, seqlen_q, seqlen_kv, gqa_group,
+    stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
+    stride_dob, stride_don, stride_doh, stride_rb, stride_rh,
+    stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
+    DK, DV,
+    HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+    STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
+):
+    """Grid (cdiv(Nkv, BLOCK_N), Hkv, B); launch with num_warps=4 (the first consumer's
+    warpgroup: Triton adds the other partitions' warps). BLOCK_N: 128 (two consumers). TMA: Q and
+    dO are tensor descriptors over [B, Nq, Hq, D] with [1, 64, 1, D] blocks (descriptor_layout)."""
+    NUM_CONSUMERS: gl.constexpr = BLOCK_N // KEYS_PER_CONSUMER
+    gl.static_assert(NUM_CONSUMERS == 2)
+    gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
+    dtype: gl.constexpr = DK.dtype.element_ty
+    A: gl.constexpr = STRIDE_ALIGN
+    stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
+    stride_kb, stride_kn, stride_kh = _aligned(stride_kb, A), _aligned(stride_kn, A), _aligned(stride_kh, A)
+    stride_vb, stride_vn, stride_vh = _aligned(stride_vb, A), _aligned(stride_vn, A), _aligned(stride_vh, A)
+    stride_dob, stride_don, stride_doh = _aligned(stride_dob, A), _aligned(stride_don, A), _aligned(stride_doh, A)
+    diag_offset = (seqlen_kv - seqlen_q) * bottom_right
+
+    if TMA:
+        ring_layout: gl.constexpr = descriptor_layout(QUERY_BLOCK, HEAD_DIM, dtype)
+        q_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, QUERY_BLOCK, 1, HEAD_DIM], ring_layout)
+        do_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, QUERY_BLOCK, 1, HEAD_DIM], ring_layout)
+        COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
+    else:
+        ring_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([QUERY_BLOCK, HEAD_DIM], dtype)
+        q_smem = gl.allocate_shared_memory(dtype, [STAGES, QUERY_BLOCK, HEAD_DIM], ring_layout)
+        do_smem = gl.allocate_shared_memory(dtype, [STAGES, QUERY_BLOCK, HEAD_DIM], ring_layout)
+        COPY_ARRIVALS: gl.constexpr = 32 * PRODUCER_WARPS  # one cp.async arrival a producer thread
+    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS_PER_CONSUMER, HEAD_DIM], dtype)
+    kv_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, KEYS_PER_CONSUMER, HEAD_DIM], kv_layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    do_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    do_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for stage in gl.static_range(STAGES):
+        mbarrier.init(q_ready.index(stage), count=COPY_ARRIVALS)
+        mbarrier.init(do_ready.index(stage), count=COPY_ARRIVALS)
+        mbarrier.init(q_empty.index(stage), count=NUM_CONSUMERS)  # each consumer hands a stage back on its own
+        mbarrier.init(do_empty.index(stage), count=NUM_CONSUMERS)
+
+    qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
+    scale = sm_scale.to(gl.float32)
+    sizes = (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group)
+    rings = (q_smem, do_smem, q_ready, do_ready, q_empty, do_empty)
+    copy_strides = (stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh)
+    strides = (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_rb, stride_rh,
+               stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh)
+    gl.warp_specialize(
+        [(_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, kv_smem,
+                           0, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA)),
+         (_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, kv_smem,
+                           1, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA)),
+         (_dkdv_producer, (Q, DO, copy_strides, sizes, rings, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
+                           LIMIT_RIGHT, LIMIT_LEFT, TMA))],
+        [CONSUMER_WARPS, PRODUCER_WARPS],
+        [CONSUMER_REGS, PRODUCER_REGS],
+    )
