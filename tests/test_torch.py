@@ -679,6 +679,49 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(Case(2, 1000, 1000, 3, 3, 128, 128), id="n1000"),
+        pytest.param(Case(1, 333, 1111, 4, 2, 128, 128, causal=True), id="gqa-q333-kv1111-causal"),
+        pytest.param(Case(1, 777, 300, 2, 1, 128, 128, causal=True), id="mqa-q777-kv300-causal-rows-without-keys"),
+        pytest.param(Case(1, 900, 1100, 4, 2, 64, 64, causal=True), id="d64-gqa-q900-kv1100-causal"),
+    ],
+)
+def test_gpu_gluon_dkdv(case):
+    """The Gluon dK/dV kernel (core/gluon_backward.py; prepared, not routed), launched as
+    benchmarks/gluon_backward_check.py does from flashx's own forward (out, lse): dK and dV against
+    float64 within the dtype's bound of torch's own bf16 gradients. Run it under a timeout: a wrong
+    barrier protocol hangs rather than fails."""
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Gluon kernels run on sm_90 devices only")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import gluon_backward_check as check
+    finally:
+        sys.path.pop(0)
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
+    q, k, v = (torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
+               for s in shapes(*case[:7], "bnhd"))
+    grad = torch.randn(q.shape, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
+    out, lse = flashx.torch.attention(q, k, v, causal=case.causal, return_lse=True)
+    lse_log2, delta = check.row_stats(out, grad, lse)
+    options = SimpleNamespace(stages=2, cregs=240, pregs=24, tma=True)  # the script's defaults
+    dk, dv = check.launch(q, k, v, grad, lse_log2, delta, case.causal, -1, options)
+    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    ref = torch.autograd.grad(sdpa(*ref_in, causal=case.causal, upcast=True), ref_in[1:], grad.double())
+    native_in = [x.detach().requires_grad_() for x in (q, k, v)]
+    native = torch.autograd.grad(sdpa(*native_in, causal=case.causal), native_in[1:], grad)
+    for name, g, r, n in zip("kv", (dk, dv), ref, native):
+        r, n = (torch.nan_to_num(x) for x in (r, n))  # rows without keys: SDPA's NaN
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("case, dtype", GLUON_CASES)
 def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
     """On Hopper, dense 16-bit calls at D = 64, 128 or 256 with enough keys take the

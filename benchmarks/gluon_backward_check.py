@@ -1,0 +1,177 @@
+"""The Gluon dK/dV kernel (flashx/core/gluon_backward.py, prepared, not routed), launched
+directly: dK and dV against float64 on odd shapes (dense, causal, GQA, a causal window, Nq != Nkv,
+ragged lengths), then its time beside flashx's whole backward, FA2's and cuDNN's, in one process.
+
+Run it under a timeout: a wrong barrier protocol hangs rather than fails.
+
+    timeout 300 python benchmarks/gluon_backward_check.py [--timings-only] [--cregs 240 --pregs 24]
+
+The timing table counts each system's own FLOPs: the dK/dV kernel's four matmuls (S, dP, dV,
+dK: 8 * B * H * Nq * Nkv * D, over the visible pairs), the whole backward's five (2.5x the
+forward's). "gluon dK/dV share" is the dK/dV kernel's time over flashx's whole backward's: what
+routing it would leave of that backward (its dQ stays the portable kernel's).
+"""
+import argparse
+import math
+import sys
+
+import torch
+import triton
+
+import flashx.torch as ft
+from flashx.core import gluon_backward, plan
+
+LOG2_E = 1.4426950408889634
+
+
+def visible(nq, nkv, causal, window_left, device):
+    """[Nq, Nkv] bool: bottom-right causal, and keys from i' - window_left (-1: unbounded)."""
+    i = torch.arange(nq, device=device)[:, None] + (nkv - nq)
+    j = torch.arange(nkv, device=device)[None, :]
+    mask = torch.ones(nq, nkv, dtype=torch.bool, device=device)
+    if causal:
+        mask &= j <= i
+    if window_left >= 0:
+        mask &= j >= i - window_left
+    return mask
+
+
+def reference(q, k, v, do, causal, window_left):
+    """float64 out, lse [B, H, Nq] and dK, dV (GQA: k and v repeated, their gradients summed)."""
+    b, nq, hq, d = q.shape
+    group = hq // k.shape[2]
+    q64, k64, v64 = (x.double().transpose(1, 2).requires_grad_() for x in (q, k, v))
+    kr, vr = (x.repeat_interleave(group, dim=1) for x in (k64, v64))
+    scores = (q64 @ kr.transpose(-1, -2)) * d ** -0.5
+    scores = scores.masked_fill(~visible(nq, k.shape[1], causal, window_left, q.device), float("-inf"))
+    lse = torch.logsumexp(scores, -1)
+    p = torch.exp(scores - lse[..., None]).nan_to_num(0.0)  # rows that see no key: 0
+    out = p @ vr
+    dk, dv = torch.autograd.grad(out, (k64, v64), do.double().transpose(1, 2))
+    return out.transpose(1, 2), lse, dk.transpose(1, 2), dv.transpose(1, 2)
+
+
+def row_stats(out, do, lse):
+    """The plan's padded row statistics: lse_log2 (+inf for rows without keys and padding) and
+    delta = rowsum(dO * O), [B, H, R] float32 with R a multiple of 128."""
+    b, nq, hq, _ = out.shape
+    rows = math.ceil(nq / 128) * 128
+    lse_log2 = torch.full((b, hq, rows), float("inf"), dtype=torch.float32, device=out.device)
+    delta = torch.zeros((b, hq, rows), dtype=torch.float32, device=out.device)
+    lse_log2[:, :, :nq] = torch.where(lse == float("-inf"), float("inf"), lse * LOG2_E).float()
+    delta[:, :, :nq] = (do.float() * out.float()).sum(-1).transpose(1, 2)
+    return lse_log2, delta
+
+
+def launch(q, k, v, do, lse_log2, delta, causal, window_left, args):
+    """dK, dV of the Gluon kernel; q, do (B, Nq, Hq, D), k, v (B, Nkv, Hkv, D)."""
+    b, nq, hq, d = q.shape
+    nkv, hkv = k.shape[1], k.shape[2]
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    qs, dos = q, do
+    if args.tma:
+        dtype = str(q.dtype).removeprefix("torch.")
+        qs, dos = (plan.gluon_tma_descriptor(x, x.shape, x.stride(), 64, dtype) for x in (q, do))
+    grid = (triton.cdiv(nkv, 128), hkv, b)
+    gluon_backward.gluon_attention_dkdv_kernel[grid](
+        qs, k, v, dos, lse_log2, delta,
+        d ** -0.5, 1, window_left, nq, nkv, hq // hkv,
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *lse_log2.stride()[:2],
+        *dk.stride()[:3], *dv.stride()[:3],
+        dk, dv,
+        HEAD_DIM=d, BLOCK_N=128, LIMIT_RIGHT=causal, LIMIT_LEFT=window_left >= 0, STRIDE_ALIGN=8,
+        STAGES=args.stages, PRODUCER_WARPS=4, PRODUCER_REGS=args.pregs, CONSUMER_REGS=args.cregs, TMA=args.tma,
+        num_warps=4,
+    )
+    return dk, dv
+
+
+def check(args) -> int:
+    torch.manual_seed(0)
+    failures = 0
+    shapes = [  # (B, Nq, Nkv, Hq, Hkv, D, causal, window_left)
+        (2, 1000, 1000, 3, 3, 128, False, -1), (2, 1000, 1000, 3, 3, 128, True, -1),
+        (1, 333, 1111, 4, 2, 128, True, -1), (1, 777, 300, 2, 1, 128, True, -1),
+        (2, 517, 517, 4, 1, 128, False, -1), (1, 1500, 1500, 2, 2, 128, True, 200),
+        (1, 700, 1300, 2, 1, 128, True, 333), (2, 1000, 1000, 3, 3, 64, True, -1),
+        (1, 900, 1100, 4, 2, 64, False, -1), (1, 1200, 1200, 2, 1, 64, True, 150),
+    ]
+    for b, nq, nkv, hq, hkv, d, causal, left in shapes:
+        q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, nkv, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        do = torch.randn_like(q)
+        out, lse, dk_ref, dv_ref = reference(q, k, v, do, causal, left)
+        lse_log2, delta = row_stats(out, do, lse)
+        try:
+            dk, dv = launch(q, k, v, do, lse_log2, delta, causal, left, args)
+            torch.cuda.synchronize()
+            errs = [((x.double() - r).norm() / r.norm()).item() for x, r in ((dk, dk_ref), (dv, dv_ref))]
+            ok = all(e < 1e-2 for e in errs)  # bf16 gradients land near 3e-3 against float64
+        except Exception as e:  # noqa: BLE001
+            errs, ok = [float("nan")] * 2, False
+            print(f"FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
+        failures += not ok
+        print(f"B={b} Nq={nq} Nkv={nkv} Hq={hq} Hkv={hkv} D={d} causal={causal} left={left}: "
+              f"dK err {errs[0]:.1e} dV err {errs[1]:.1e} {'OK' if ok else 'WRONG'}", flush=True)
+    return failures
+
+
+def bench(args) -> None:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rows = []
+    shapes = [(4, 4096, 16, 16, 128, False, -1), (4, 4096, 16, 16, 128, True, -1), (1, 16384, 16, 16, 128, True, -1),
+              (4, 4096, 32, 8, 128, True, -1), (1, 16384, 16, 16, 128, True, 1023), (4, 4096, 32, 32, 64, True, -1)]
+    for b, n, hq, hkv, d, causal, left in shapes:
+        q = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        k, v = (torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+        do = torch.randn_like(q)
+        pairs = visible(n, n, causal, left, "cuda").sum().item()
+        name = f"B={b} N={n} H={hq}/{hkv} D={d} {'causal' if causal else 'full'}" + (f" window {left + 1}" if left >= 0 else "")
+        window = (left, 0) if left >= 0 else None
+        out, lse = ft.attention(q, k, v, causal=causal and window is None, window=window, return_lse=True)
+        lse_log2, delta = row_stats(out.detach(), do, lse.detach())
+        ms_gluon = triton.testing.do_bench(lambda: launch(q, k, v, do, lse_log2, delta, causal, left, args),
+                                           warmup=25, rep=100)
+        ms_flashx = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
+                                            warmup=25, rep=100)
+        row = {"gluon dK/dV": 8 * b * hq * pairs * d / ms_gluon / 1e9,
+               "flashx bwd": 10 * b * hq * pairs * d / ms_flashx / 1e9,
+               "gluon dK/dV share": ms_gluon / ms_flashx}
+        if left < 0 and hq == hkv:
+            qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v))
+            for label, backend in (("FA2 bwd", SDPBackend.FLASH_ATTENTION), ("cuDNN bwd", SDPBackend.CUDNN_ATTENTION)):
+                with sdpa_kernel(backend):
+                    o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                ms = triton.testing.do_bench(lambda o=o: torch.autograd.grad(o, (qt, kt, vt), do.transpose(1, 2),
+                                                                             retain_graph=True), warmup=25, rep=100)
+                row[label] = 10 * b * hq * pairs * d / ms / 1e9
+        rows.append((name, row))
+    names = list(dict.fromkeys(key for _, row in rows for key in row))
+    print("| case | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for name, row in rows:
+        print(f"| {name} | " + " | ".join(f"{row[n]:.2f}" if n.endswith("share") else f"{row.get(n, float('nan')):.0f}"
+                                          for n in names) + " |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--timings-only", action="store_true")
+    parser.add_argument("--checks-only", action="store_true")
+    parser.add_argument("--stages", type=int, default=2)
+    parser.add_argument("--cregs", type=int, default=240)
+    parser.add_argument("--pregs", type=int, default=24)
+    parser.add_argument("--no-tma", dest="tma", action="store_false", help="Q and dO by cp.async (--pregs 48 or more)")
+    args = parser.parse_args()
+    failures = 0
+    if not args.timings_only:
+        failures = check(args)
+        print(f"correctness failures: {failures}", flush=True)
+    if not args.checks_only:
+        bench(args)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
