@@ -1,6 +1,8 @@
-"""The Gluon dK/dV kernel (flashx/core/gluon_backward.py, prepared, not routed), launched
-directly: dK and dV against float64 on odd shapes (dense, causal, GQA, a causal window, Nq != Nkv,
-ragged lengths), then its time beside flashx's whole backward, FA2's and cuDNN's, in one process.
+"""The Gluon dK/dV kernel (flashx/core/gluon_backward.py, prepared, not routed): launched
+directly, dK and dV against float64 on odd shapes (dense, causal, GQA, windows, Nq != Nkv, ragged
+lengths), and flashx's backward with the plan's GLUON_DKDV_ROUTE switched on (dQ, dK, dV); then
+its time beside flashx's whole backward (portable, and with the Gluon dK/dV launch), FA2's and
+cuDNN's, in one process.
 
 Run it under a timeout: a wrong barrier protocol hangs rather than fails.
 
@@ -47,8 +49,8 @@ def reference(q, k, v, do, causal, window_left):
     lse = torch.logsumexp(scores, -1)
     p = torch.exp(scores - lse[..., None]).nan_to_num(0.0)  # rows that see no key: 0
     out = p @ vr
-    dk, dv = torch.autograd.grad(out, (k64, v64), do.double().transpose(1, 2))
-    return out.transpose(1, 2), lse, dk.transpose(1, 2), dv.transpose(1, 2)
+    dq, dk, dv = torch.autograd.grad(out, (q64, k64, v64), do.double().transpose(1, 2))
+    return out.transpose(1, 2), lse, dk.transpose(1, 2), dv.transpose(1, 2), dq.transpose(1, 2)
 
 
 def row_stats(out, do, lse):
@@ -79,11 +81,26 @@ def launch(q, k, v, do, lse_log2, delta, causal, window_left, args):
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *lse_log2.stride()[:2],
         *dk.stride()[:3], *dv.stride()[:3],
         dk, dv,
-        HEAD_DIM=d, BLOCK_N=128, LIMIT_RIGHT=causal, LIMIT_LEFT=window_left >= 0, STRIDE_ALIGN=8,
+        HEAD_DIM=d, BLOCK_N=128, LIMIT_RIGHT=causal, LIMIT_LEFT=window_left >= 0, STRIDE_ALIGN=8, ROW_ALIGN=16,
         STAGES=args.stages, PRODUCER_WARPS=4, PRODUCER_REGS=args.pregs, CONSUMER_REGS=args.cregs, TMA=args.tma,
         num_warps=4,
     )
     return dk, dv
+
+
+class routed:
+    """The plan's Gluon dK/dV route switched on for every head dim and kind, inside a with block."""
+
+    def __enter__(self):
+        self.saved = plan.GLUON_DKDV_ROUTE
+        plan.GLUON_DKDV_ROUTE = {(d, kind): "dkdv" for d in (64, 128) for kind in ("dense", "causal", "window")}
+
+    def __exit__(self, *exc):
+        plan.GLUON_DKDV_ROUTE = self.saved
+
+
+def rel_errors(got, want) -> list:
+    return [((g.double() - w).norm() / w.norm()).item() for g, w in zip(got, want)]
 
 
 def check(args) -> int:
@@ -100,19 +117,37 @@ def check(args) -> int:
         q = torch.randn(b, nq, hq, d, device="cuda", dtype=torch.bfloat16)
         k, v = (torch.randn(b, nkv, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         do = torch.randn_like(q)
-        out, lse, dk_ref, dv_ref = reference(q, k, v, do, causal, left)
+        out, lse, dk_ref, dv_ref, dq_ref = reference(q, k, v, do, causal, left)
         lse_log2, delta = row_stats(out, do, lse)
+        name = f"B={b} Nq={nq} Nkv={nkv} Hq={hq} Hkv={hkv} D={d} causal={causal} left={left}"
         try:
             dk, dv = launch(q, k, v, do, lse_log2, delta, causal, left, args)
             torch.cuda.synchronize()
-            errs = [((x.double() - r).norm() / r.norm()).item() for x, r in ((dk, dk_ref), (dv, dv_ref))]
+            errs = rel_errors((dk, dv), (dk_ref, dv_ref))
             ok = all(e < 1e-2 for e in errs)  # bf16 gradients land near 3e-3 against float64
         except Exception as e:  # noqa: BLE001
             errs, ok = [float("nan")] * 2, False
             print(f"FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
         failures += not ok
-        print(f"B={b} Nq={nq} Nkv={nkv} Hq={hq} Hkv={hkv} D={d} causal={causal} left={left}: "
-              f"dK err {errs[0]:.1e} dV err {errs[1]:.1e} {'OK' if ok else 'WRONG'}", flush=True)
+        print(f"kernel {name}: dK err {errs[0]:.1e} dV err {errs[1]:.1e} {'OK' if ok else 'WRONG'}", flush=True)
+        if args.kernel_only:
+            continue
+        # Through the plan (the route switched on): flashx's backward with the Gluon dK/dV launch.
+        window = None if left < 0 else (left, 0 if causal else -1)
+        qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+        try:
+            with routed():
+                o = ft.attention(qg, kg, vg, causal=causal and window is None, window=window)
+                grads = torch.autograd.grad(o, (qg, kg, vg), do)
+            torch.cuda.synchronize()
+            errs = rel_errors(grads, (dq_ref, dk_ref, dv_ref))
+            ok = all(e < 1e-2 for e in errs)
+        except Exception as e:  # noqa: BLE001
+            errs, ok = [float("nan")] * 3, False
+            print(f"FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
+        failures += not ok
+        print(f"plan   {name}: dQ err {errs[0]:.1e} dK err {errs[1]:.1e} dV err {errs[2]:.1e} "
+              f"{'OK' if ok else 'WRONG'}", flush=True)
     return failures
 
 
@@ -135,8 +170,12 @@ def bench(args) -> None:
                                            warmup=25, rep=100)
         ms_flashx = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
                                             warmup=25, rep=100)
+        with routed():  # the same backward with the Gluon dK/dV launch in place of the portable one
+            ms_routed = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
+                                                warmup=25, rep=100)
         row = {"gluon dK/dV": 8 * b * hq * pairs * d / ms_gluon / 1e9,
                "flashx bwd": 10 * b * hq * pairs * d / ms_flashx / 1e9,
+               "flashx bwd, Gluon dK/dV": 10 * b * hq * pairs * d / ms_routed / 1e9,
                "gluon dK/dV share": ms_gluon / ms_flashx}
         if left < 0 and hq == hkv:
             qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v))
@@ -159,6 +198,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--timings-only", action="store_true")
     parser.add_argument("--checks-only", action="store_true")
+    parser.add_argument("--kernel-only", action="store_true", help="check the kernel alone, not through the plan")
     parser.add_argument("--stages", type=int, default=2)
     parser.add_argument("--cregs", type=int, default=240)
     parser.add_argument("--pregs", type=int, default=24)

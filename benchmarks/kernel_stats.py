@@ -161,6 +161,13 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False) -> None
             tma_tile = plan.gluon_forward_tile(descriptors="host")
             if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.plan.GLUON_TMA_ROUTE)
                 calls.append(("Gluon TMA fwd", tma_call(plan, shape)))
+            kind = plan._gluon_dkdv_kind()
+            if kind is not None:  # the Gluon dK/dV kernel, routed here for this line only (its route is empty)
+                route, core.plan.GLUON_DKDV_ROUTE = core.plan.GLUON_DKDV_ROUTE, {(d, kind): "dkdv"}
+                try:
+                    calls.append(("Gluon dK/dV", plan.backward_calls({}, None, False, spec)[1]))
+                finally:
+                    core.plan.GLUON_DKDV_ROUTE = route
             gluon_on[0] = False
             _, *dkdv, dq = plan.backward_calls({}, None, False, spec, split=True)
             _, both = plan.backward_calls({}, None, False, spec, split=False)

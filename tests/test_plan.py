@@ -543,3 +543,75 @@ def test_gpu_hopper_gluon_needs_no_torch():
     if set(ast.literal_eval(capabilities)) != {(9, 0)}:
         pytest.skip(f"the Gluon route needs sm_90 devices only; this host has {capabilities}")
     assert answer == "True False"
+
+
+@pytest.fixture
+def gpu_plans(monkeypatch):
+    """Plans as on an H200 (GPU tiles, Hopper's Gluon route on), from a clean plan cache."""
+    monkeypatch.setattr(plan_mod.runtime, "INTERPRETER", False)
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    plan_mod.clear_plan_cache()
+    yield
+    plan_mod.clear_plan_cache()
+
+
+def gpu_spec(shape, dtype="bfloat16"):
+    return core.ArraySpec(shape, core.dense_strides(shape), dtype, "cuda:0")
+
+
+@pytest.mark.parametrize(
+    "options, d, dtype, kind",
+    [
+        (dict(), 128, "bfloat16", "dense"),
+        (dict(causal=True), 128, "float16", "causal"),
+        (dict(window=(255, 0)), 128, "bfloat16", "window"),
+        (dict(window=(255, -1)), 128, "bfloat16", "window"),
+        (dict(window=(255, 16)), 128, "bfloat16", None),  # a right window wider than causal
+        (dict(causal=True, softcap=20.0), 128, "bfloat16", None),
+        (dict(causal=True), 128, "float32", None),
+        (dict(causal=True), 64, "bfloat16", None),  # D = 64's row statistics are not padded
+    ],
+    ids=["dense", "causal-fp16", "causal-window", "left-window", "right-window", "softcap", "fp32", "d64"],
+)
+def test_gluon_dkdv_route(monkeypatch, gpu_plans, options, d, dtype, kind):
+    """A backward takes the Gluon dK/dV tile that GLUON_DKDV_ROUTE gives its head dim and kind
+    (dense, causal, or a left window with causal or no right limit), for 16-bit calls with padded
+    row statistics and nothing else the Gluon kernels do not do; none while the route is empty,
+    and none off Hopper."""
+    q, kv = gpu_spec((2, 700, 4, d), dtype), gpu_spec((2, 900, 2, d), dtype)
+    assert core.plan_attention(q, kv, kv, **options).gluon_dkdv_tile is None  # the route is empty
+    plan_mod.clear_plan_cache()
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(d, k): "dkdv" for k in ("dense", "causal", "window")})
+    plan = core.plan_attention(q, kv, kv, **options)
+    assert plan.gluon_dkdv_tile == (None if kind is None else "dkdv")
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
+    assert plan.gluon_dkdv_tile is None
+
+
+@pytest.mark.parametrize("window", [None, (300, 0)])
+def test_gluon_dkdv_calls(monkeypatch, gpu_plans, window):
+    """Where a Gluon dK/dV tile is routed, the backward is the row statistics, the Gluon dK/dV
+    launch (grid (key blocks of 128, kv heads, batch), writing DK and DV, binding Q, K, V, dO and
+    the row statistics by name) and dQ's programs alone; with gluon=False, a gradient whose rows
+    are not contiguous, or a bias gradient, the portable launches."""
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, "causal"): "dkdv", (128, "window"): "dkdv"})
+    q, kv = gpu_spec((2, 700, 4, 128)), gpu_spec((2, 900, 2, 128))
+    plan = core.plan_attention(q, kv, kv, causal=window is None, window=window)
+    arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
+    _, dkdv, dq = plan.backward_calls(arrays, None, False, q)
+    from flashx.core.gluon_backward import gluon_attention_dkdv_kernel
+
+    assert dkdv.kernel is gluon_attention_dkdv_kernel and dkdv.outputs == dkdv.writes == ("DK", "DV")
+    assert dkdv.grid == (8, 2, 2) and dkdv.options["num_warps"] == 4
+    assert {n: dkdv.constexprs[n] for n in plan_mod.GLUON_DKDV_TILES["dkdv"]} == plan_mod.GLUON_DKDV_TILES["dkdv"]
+    assert dkdv.constexprs["LIMIT_LEFT"] is (window is not None) and dkdv.constexprs["LIMIT_RIGHT"]
+    args = dict(zip(kernel_params(dkdv.kernel)[0], dkdv.args))
+    assert all(args[n] is arrays[n] for n in ("Q", "K", "V", "DO", "LSE_LOG2", "DELTA"))
+    assert (args["gqa_group"], args["seqlen_q"], args["seqlen_kv"], args["window_left"]) == (2, 700, 900, window[0] if window else 0)
+    assert args["stride_rh"] == plan.row_stats_shape[2] and plan.row_stats_shape[2] % 128 == 0
+    assert set(dq.writes) == DQ and not dq.constexprs["RUN_DKDV"]
+    portable = plan.backward_calls(arrays, None, False, q, gluon=False)[1]
+    assert portable.kernel is not gluon_attention_dkdv_kernel
+    odd = spec((2, 700, 4, 128), strides=(700 * 4 * 256, 4 * 256, 256, 2))
+    assert plan.backward_calls(arrays, None, False, odd)[1].kernel is not gluon_attention_dkdv_kernel
+    assert plan.backward_calls(arrays, None, True, q)[1].kernel is not gluon_attention_dkdv_kernel

@@ -722,6 +722,63 @@ def test_gpu_gluon_dkdv(case):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(
+    "case, window",
+    [
+        pytest.param(Case(1, 700, 1300, 4, 2, 128, 128, causal=True), None, id="gqa-q700-kv1300-causal"),
+        pytest.param(Case(2, 1000, 1000, 2, 2, 128, 128, causal=True), (200, 0), id="window-200"),
+        pytest.param(Case(1, 900, 900, 2, 1, 128, 128), None, id="mqa-dense"),
+    ],
+)
+def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, case, window):
+    """With GLUON_DKDV_ROUTE switched on (it is empty until the kernel has run), flashx's backward
+    launches the Gluon dK/dV kernel, then dQ's programs alone: dq, dk and dv against float64 within
+    the dtype's bound of torch's own bf16 gradients. Run it under a timeout (see above)."""
+    from flashx import core
+    from flashx.core import gluon_backward, plan as plan_mod
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Gluon kernels run on sm_90 devices only")
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in ("dense", "causal", "window")})
+    launched = []
+    backward_calls = core.AttentionPlan.backward_calls
+
+    def recorded(self, *args, **kwargs):
+        calls = backward_calls(self, *args, **kwargs)
+        launched.extend(call.kernel for call in calls)
+        return calls
+
+    monkeypatch.setattr(core.AttentionPlan, "backward_calls", recorded)
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
+    q, k, v = (torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16).requires_grad_()
+               for s in shapes(*case[:7], "bnhd"))
+    grad = torch.randn(q.shape, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
+    options = dict(causal=case.causal) if window is None else dict(window=window)
+    grads = torch.autograd.grad(flashx.torch.attention(q, k, v, **options), (q, k, v), grad)
+    assert gluon_backward.gluon_attention_dkdv_kernel in launched
+    mask = None
+    if window is not None:
+        i = torch.arange(case.nq, device="cuda")[:, None] + case.nkv - case.nq
+        j = torch.arange(case.nkv, device="cuda")[None, :]
+        mask = (j <= i) & (j >= i - window[0])
+    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    native_in = [x.detach().requires_grad_() for x in (q, k, v)]
+    if mask is None:
+        ref = torch.autograd.grad(sdpa(*ref_in, causal=case.causal, upcast=True), ref_in, grad.double())
+        native = torch.autograd.grad(sdpa(*native_in, causal=case.causal), native_in, grad)
+    else:
+        def masked(q, k, v):
+            q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True).transpose(1, 2)
+        with sdpa_kernel(SDPBackend.MATH):
+            ref = torch.autograd.grad(masked(*ref_in), ref_in, grad.double())
+        native = torch.autograd.grad(masked(*native_in), native_in, grad)
+    for name, g, r, n in zip("qkv", grads, ref, native):
+        r, n = (torch.nan_to_num(x) for x in (r, n))  # rows without keys: SDPA's NaN
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("case, dtype", GLUON_CASES)
 def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
     """On Hopper, dense 16-bit calls at D = 64, 128 or 256 with enough keys take the

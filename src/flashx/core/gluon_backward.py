@@ -258,12 +258,15 @@ def gluon_attention_dkdv_kernel(
     stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
     DK, DV,
     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
-    STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
+    STRIDE_ALIGN: gl.constexpr, ROW_ALIGN: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
 ):
     """Grid (cdiv(Nkv, BLOCK_N), Hkv, B); launch with num_warps=4 (the first consumer's
     warpgroup: Triton adds the other partitions' warps). BLOCK_N: 128 (two consumers). TMA: Q and
-    dO are tensor descriptors over [B, Nq, Hq, D] with [1, 64, 1, D] blocks (descriptor_layout)."""
+    dO are tensor descriptors over [B, Nq, Hq, D] with [1, 64, 1, D] blocks (descriptor_layout).
+    STRIDE_ALIGN: what Q's, K's, V's, dO's, dK's and dV's (batch, row, head) strides are multiples
+    of; ROW_ALIGN: the same for the row statistics' (batch, head) strides (jax-triton passes no
+    divisibility hints)."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_N // KEYS_PER_CONSUMER
     gl.static_assert(NUM_CONSUMERS == 2)
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
@@ -273,6 +276,10 @@ def gluon_attention_dkdv_kernel(
     stride_kb, stride_kn, stride_kh = _aligned(stride_kb, A), _aligned(stride_kn, A), _aligned(stride_kh, A)
     stride_vb, stride_vn, stride_vh = _aligned(stride_vb, A), _aligned(stride_vn, A), _aligned(stride_vh, A)
     stride_dob, stride_don, stride_doh = _aligned(stride_dob, A), _aligned(stride_don, A), _aligned(stride_doh, A)
+    # dK and dV are dense [B, Nkv, Hkv, D]; the row statistics' rows are ROW_ALIGN multiples.
+    stride_dkb, stride_dkn, stride_dkh = _aligned(stride_dkb, A), _aligned(stride_dkn, A), _aligned(stride_dkh, A)
+    stride_dvb, stride_dvn, stride_dvh = _aligned(stride_dvb, A), _aligned(stride_dvn, A), _aligned(stride_dvh, A)
+    stride_rb, stride_rh = _aligned(stride_rb, ROW_ALIGN), _aligned(stride_rh, ROW_ALIGN)
     diag_offset = (seqlen_kv - seqlen_q) * bottom_right
 
     if TMA:

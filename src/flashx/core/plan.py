@@ -161,6 +161,18 @@ GLUON_DEVICE_DESCRIPTORS = True
 GLUON_DESCRIPTOR_BYTES = 3 * 128  # three CUtensorMaps a program
 
 
+# The Gluon dK/dV kernel (core/gluon_backward.py): its tiles, and which calls take one, by (head
+# dim, "dense" | "causal" | "window"); the dQ programs stay the portable kernel's. The route is
+# empty: the kernel compiles for sm_90 offline (Triton 3.6; no spill inside its step loops at
+# D = 64 or 128, dense, causal or windowed) but has not run on the GPU yet (NOTES v0.16).
+# benchmarks/gluon_backward_check.py checks it against float64 and times it. cp.async copies (no
+# descriptors: both frontends launch it alike); at 232 / 48 registers its producer does not spill.
+GLUON_DKDV_TILES = {
+    "dkdv": dict(BLOCK_N=128, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
+}
+GLUON_DKDV_ROUTE: dict = {}
+
+
 def descriptor_scratch_bytes(grid: Sequence[int]) -> int:
     """The DESCRIPTOR_SCRATCH a DEVICE_DESCRIPTORS launch needs: every program's descriptors, and
     room to round the buffer's start up to 128 bytes (a tensor map's alignment)."""
@@ -739,16 +751,38 @@ class AttentionPlan:
         return self._gluon_route(GLUON_TMA_ROUTE) if positive else None
 
     def _gluon_route(self, route: Mapping) -> Optional[str]:
+        if not self._gluon_plain(window=False):
+            return None
+        return gluon_forward_tile(self.head_dim, bool(self.flags["LIMIT_RIGHT"]), self.max_seqlen_kv, route)
+
+    def _gluon_plain(self, window: bool) -> bool:
+        """Whether the Gluon kernels can run this call: 16-bit, D = Dv, rows contiguous and
+        16-byte aligned, causal at most (window: also a left window), and nothing else (FOLD_SCALE:
+        a positive scale and no score_mod, softcap, ALiBi or bias)."""
         f, s = self.flags, self.scalars
-        # FOLD_SCALE: a positive scale and no score_mod, softcap, ALiBi or bias.
-        plain = f["FOLD_SCALE"] and not any(f[name] for name in (
-            "LIMIT_LEFT", "VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_MASK_MOD", "HAS_DENSE_MASK", "BLOCK_MAP"))
+        others = ("VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_MASK_MOD", "HAS_DENSE_MASK", "BLOCK_MAP")
+        plain = f["FOLD_SCALE"] and not any(f[name] for name in others) and (window or not f["LIMIT_LEFT"])
         causal_at_most = not f["LIMIT_RIGHT"] or s["window_right"] == 0
         rows_contiguous = all(s[f"stride_{x}d"] == 1 for x in "qkv")
-        if not (plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
-                and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v):
+        return (plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
+                and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v)
+
+    @property
+    def gluon_dkdv_tile(self) -> Optional[str]:
+        """The Gluon dK/dV tile (GLUON_DKDV_TILES) this call's backward takes on Hopper, or None:
+        where GLUON_DKDV_ROUTE names one for its head dim and kind ("dense", "causal", "window"),
+        for calls the Gluon kernels can run (_gluon_plain, windows included) whose row statistics
+        are padded (the kernel reads lse_log2 and delta unmasked)."""
+        if not runtime.hopper_gluon():
             return None
-        return gluon_forward_tile(self.head_dim, bool(f["LIMIT_RIGHT"]), self.max_seqlen_kv, route)
+        kind = self._memoized("gluon_dkdv_kind", self._gluon_dkdv_kind)
+        return None if kind is None else GLUON_DKDV_ROUTE.get((self.head_dim, kind))
+
+    def _gluon_dkdv_kind(self) -> Optional[str]:
+        f = self.flags
+        if not (f["PADDED_ROW_STATS"] and self._gluon_plain(window=True)):
+            return None
+        return "window" if f["LIMIT_LEFT"] else "causal" if f["LIMIT_RIGHT"] else "dense"
 
     def forward_call(
         self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True, descriptors: Optional[str] = None,
@@ -813,11 +847,13 @@ class AttentionPlan:
 
     def backward_calls(
         self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec,
-        split: Optional[bool] = None,
+        split: Optional[bool] = None, gluon: bool = True,
     ) -> tuple:
         """(preprocess, *gradient launches): the row statistics, then dK/dV's and dQ's programs in
         one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says); with
-        tiles.dkdv_passes == 2, dK/dV's launch is two, dV's then dK's.
+        tiles.dkdv_passes == 2, dK/dV's launch is two, dV's then dK's. gluon: whether dK/dV may
+        take the Gluon kernel where gluon_dkdv_tile gives one (the caller's Q, K, V and dO start
+        at 16-byte boundaries); then dQ's programs launch alone after it.
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
         gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
@@ -830,13 +866,15 @@ class AttentionPlan:
         if tuple(grad_out.shape) != self.out_shape:
             raise ValueError(f"grad_out must have the output's shape {self.out_shape}, got {tuple(grad_out.shape)}")
         has_dlse = arrays.get("DLSE") is not None
+        gluon_tile = self.gluon_dkdv_tile if gluon and not bias_grad else None
         statics = self._memoized(
-            ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split),
-            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split),
+            ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tile),
+            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tile),
         )
         return tuple(self._call(static, arrays, placeholder) for static in statics)
 
-    def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool, split: bool) -> tuple:
+    def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool, split: bool,
+                          gluon_tile: Optional[str] = None) -> tuple:
         do_strides = (0,) + grad_out_strides if self.varlen else tuple(grad_out_strides[a] for a in self.layout_axes)
         grads = (
             _named_strides("stride_do", "bnhd", do_strides) | self._dense("stride_dk", self.k_shape)
@@ -880,6 +918,17 @@ class AttentionPlan:
             writes = tuple(name for name in outputs if written[name])
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
 
+        # The Gluon dK/dV kernel copies dO's rows 16 bytes at a time: its last axis contiguous.
+        if gluon_tile is not None and do_strides[3] == 1 and align["STRIDE_ALIGN"] >= 8:
+            from .gluon_backward import gluon_attention_dkdv_kernel as gluon_kernel  # imported only where it runs
+
+            tile = GLUON_DKDV_TILES[gluon_tile]
+            gluon_dkdv = self._static(
+                gluon_kernel, (_cdiv(self.max_seqlen_kv, tile["BLOCK_N"]), self.heads_kv, self.batch),
+                self._template(gluon_kernel, grads), ("DK", "DV"), self._constexprs(gluon_kernel, dict(align, **tile)),
+                dict(num_warps=4, num_stages=1),  # the first consumer's warpgroup; Triton adds the others
+            )
+            return preprocess, gluon_dkdv, launch(False, True)
         if split and self.tiles.dkdv_passes == 2:
             return preprocess, launch(True, False, write_dk=False), launch(True, False, write_dv=False), launch(False, True)
         if split:

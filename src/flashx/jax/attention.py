@@ -127,8 +127,11 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DLSE=dlse)
     grad_out = _spec("grad_out", dout)
 
+    # The Gluon dK/dV kernel launches through jax-triton's builder taught Gluon (flashx/jax/gluon.py).
+    gluon = plan.gluon_dkdv_tile is not None and _gluon.install()
+
     def call(index):
-        return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out)[index], ())
+        return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out, gluon=gluon)[index], ())
 
     row_stats = jax.ShapeDtypeStruct(plan.row_stats_shape, jnp.float32)
     arrays["DELTA"], arrays["LSE_LOG2"] = _launch(call(0), arrays, (row_stats, row_stats))
@@ -139,7 +142,7 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     # that no query block visits are never written.
     zeroed = ("DK", "DV", "DQ", "DBIAS") if plan.varlen else ("DBIAS",)
     grads = {}
-    _, *launches = plan.backward_calls({}, None, bias_grad, grad_out)
+    _, *launches = plan.backward_calls({}, None, bias_grad, grad_out, gluon=gluon)
     for index, launch in enumerate(launches, start=1):
         # The outputs a launch takes but does not write get a one-element stand-in.
         out_types = tuple(types[n] if n in launch.writes else jax.ShapeDtypeStruct((1,), types[n].dtype)
