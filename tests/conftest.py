@@ -103,6 +103,23 @@ def forward_kernels(monkeypatch) -> list:
 
 
 @pytest.fixture
+def backward_kernels(monkeypatch) -> list:
+    """Wraps AttentionPlan.backward_calls: the returned list gets each backward launch's kernel."""
+    from flashx import core
+
+    kernels = []
+    backward_calls = core.AttentionPlan.backward_calls
+
+    def recorded(self, *args, **kwargs):
+        calls = backward_calls(self, *args, **kwargs)
+        kernels.extend(call.kernel for call in calls)
+        return calls
+
+    monkeypatch.setattr(core.AttentionPlan, "backward_calls", recorded)
+    return kernels
+
+
+@pytest.fixture
 def one_backward_launch(monkeypatch) -> list:
     """Plans launch dK/dV's and dQ's programs together wherever the grids allow (no GQA), as the
     GPU tables do at 64 < D <= 128; the interpreter's tiles would launch them apart. Yields the

@@ -730,32 +730,22 @@ def test_gpu_gluon_dkdv(case):
         pytest.param(Case(1, 900, 900, 2, 1, 128, 128), None, id="mqa-dense"),
     ],
 )
-def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, case, window):
+def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, window):
     """With GLUON_DKDV_ROUTE switched on (it is empty until the kernel has run), flashx's backward
     launches the Gluon dK/dV kernel, then dQ's programs alone: dq, dk and dv against float64 within
     the dtype's bound of torch's own bf16 gradients. Run it under a timeout (see above)."""
-    from flashx import core
     from flashx.core import gluon_backward, plan as plan_mod
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon kernels run on sm_90 devices only")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in ("dense", "causal", "window")})
-    launched = []
-    backward_calls = core.AttentionPlan.backward_calls
-
-    def recorded(self, *args, **kwargs):
-        calls = backward_calls(self, *args, **kwargs)
-        launched.extend(call.kernel for call in calls)
-        return calls
-
-    monkeypatch.setattr(core.AttentionPlan, "backward_calls", recorded)
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
     q, k, v = (torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16).requires_grad_()
                for s in shapes(*case[:7], "bnhd"))
     grad = torch.randn(q.shape, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
     options = dict(causal=case.causal) if window is None else dict(window=window)
     grads = torch.autograd.grad(flashx.torch.attention(q, k, v, **options), (q, k, v), grad)
-    assert gluon_backward.gluon_attention_dkdv_kernel in launched
+    assert gluon_backward.gluon_attention_dkdv_kernel in backward_kernels
     mask = None
     if window is not None:
         i = torch.arange(case.nq, device="cuda")[:, None] + case.nkv - case.nq
