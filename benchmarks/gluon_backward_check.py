@@ -6,7 +6,8 @@ cuDNN's, in one process.
 
 Run it under a timeout: a wrong barrier protocol hangs rather than fails.
 
-    timeout 300 python benchmarks/gluon_backward_check.py [--timings-only] [--cregs 240 --pregs 24]
+    timeout 300 python benchmarks/gluon_backward_check.py [--checks-only] [--kernel-only] [--timings-only]
+        [--no-tma --cregs 232 --pregs 48] [--variants cp-s2 cp-s3 tma-s2 tma-s3]
 
 The timing table counts each system's own FLOPs: the dK/dV kernel's four matmuls (S, dP, dV,
 dK: 8 * B * H * Nq * Nkv * D, over the visible pairs), the whole backward's five (2.5x the
@@ -151,6 +152,16 @@ def check(args) -> int:
     return failures
 
 
+# Tiles to time side by side (--variants): copies, stages, consumer / producer registers. "cp-s2"
+# is the plan's (GLUON_DKDV_TILES["dkdv"]); each compiles offline without a spill in its loops.
+VARIANTS = {
+    "cp-s2": dict(tma=False, stages=2, cregs=232, pregs=48),
+    "cp-s3": dict(tma=False, stages=3, cregs=232, pregs=48),
+    "tma-s2": dict(tma=True, stages=2, cregs=240, pregs=24),
+    "tma-s3": dict(tma=True, stages=3, cregs=240, pregs=24),
+}
+
+
 def bench(args) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -166,17 +177,21 @@ def bench(args) -> None:
         window = (left, 0) if left >= 0 else None
         out, lse = ft.attention(q, k, v, causal=causal and window is None, window=window, return_lse=True)
         lse_log2, delta = row_stats(out.detach(), do, lse.detach())
-        ms_gluon = triton.testing.do_bench(lambda: launch(q, k, v, do, lse_log2, delta, causal, left, args),
-                                           warmup=25, rep=100)
+        ms_variants = {}
+        for variant in args.variants:
+            tile = argparse.Namespace(**VARIANTS[variant])
+            ms_variants[variant] = triton.testing.do_bench(
+                lambda tile=tile: launch(q, k, v, do, lse_log2, delta, causal, left, tile), warmup=25, rep=100)
+        ms_gluon = ms_variants[args.variants[0]]
         ms_flashx = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
                                             warmup=25, rep=100)
         with routed():  # the same backward with the Gluon dK/dV launch in place of the portable one
             ms_routed = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
                                                 warmup=25, rep=100)
-        row = {"gluon dK/dV": 8 * b * hq * pairs * d / ms_gluon / 1e9,
+        row = {**{f"gluon dK/dV {v}": 8 * b * hq * pairs * d / ms / 1e9 for v, ms in ms_variants.items()},
                "flashx bwd": 10 * b * hq * pairs * d / ms_flashx / 1e9,
                "flashx bwd, Gluon dK/dV": 10 * b * hq * pairs * d / ms_routed / 1e9,
-               "gluon dK/dV share": ms_gluon / ms_flashx}
+               "gluon dK/dV share": ms_gluon / ms_flashx}  # the first variant's
         if left < 0 and hq == hkv:
             qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v))
             for label, backend in (("FA2 bwd", SDPBackend.FLASH_ATTENTION), ("cuDNN bwd", SDPBackend.CUDNN_ATTENTION)):
@@ -203,6 +218,8 @@ def main() -> int:
     parser.add_argument("--cregs", type=int, default=240)
     parser.add_argument("--pregs", type=int, default=24)
     parser.add_argument("--no-tma", dest="tma", action="store_false", help="Q and dO by cp.async (--pregs 48 or more)")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["cp-s2", "tma-s2"],
+                        help="tiles to time (the checks use --stages/--cregs/--pregs/--no-tma)")
     args = parser.parse_args()
     failures = 0
     if not args.timings_only:

@@ -46,3 +46,18 @@ def test_normalized_ptx_keeps_only_what_a_kernel_does():
              "\tadd.s64 \t%rd9, %rd7, 8;\n\tbra.uni \t$L__BB0_5;\n}\n.section .debug_info { 2 }\n")
     assert kernel_stats.normalized_ptx(before) == kernel_stats.normalized_ptx(after)
     assert kernel_stats.normalized_ptx(before) != kernel_stats.normalized_ptx(after.replace("8;", "16;"))
+
+
+def test_gluon_dkdv_tile_is_a_checked_variant():
+    """The plan's Gluon dK/dV tile is the variant benchmarks/gluon_backward_check.py times first
+    ("cp-s2") and its routed backward runs, constexpr for constexpr."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import gluon_backward_check as check
+    finally:
+        sys.path.pop(0)
+    tile = plan_mod.GLUON_DKDV_TILES["dkdv"]
+    variant = check.VARIANTS["cp-s2"]
+    assert (tile["TMA"], tile["STAGES"], tile["CONSUMER_REGS"], tile["PRODUCER_REGS"]) == (
+        variant["tma"], variant["stages"], variant["cregs"], variant["pregs"])
+    assert tile["BLOCK_N"] == 128 and tile["PRODUCER_WARPS"] == 4  # what launch() passes
