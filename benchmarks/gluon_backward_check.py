@@ -1,8 +1,9 @@
-"""The Gluon dK/dV kernel (flashx/core/gluon_backward.py, prepared, not routed): launched
-directly, dK and dV against float64 on odd shapes (dense, causal, GQA, windows, Nq != Nkv, ragged
-lengths), and flashx's backward with the plan's GLUON_DKDV_ROUTE switched on (dQ, dK, dV); then
-its time beside flashx's whole backward (portable, and with the Gluon dK/dV launch), FA2's and
-cuDNN's, in one process.
+"""The Gluon backward kernels (flashx/core/gluon_backward.py, prepared, not routed): launched
+directly, dK and dV (dK/dV kernel) and dQ (dQ kernel) against float64 on odd shapes (dense,
+causal, GQA, windows, Nq != Nkv, ragged lengths), and flashx's backward with the plan's
+GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE switched on; then their times beside flashx's whole backward
+(portable, with the Gluon dK/dV launch, with both Gluon launches), FA2's and cuDNN's, in one
+process.
 
 Run it under a timeout: a wrong barrier protocol hangs rather than fails.
 
@@ -10,8 +11,8 @@ Run it under a timeout: a wrong barrier protocol hangs rather than fails.
         [--no-tma --cregs 232 --pregs 48] [--variants cp-s2 cp-s3 tma-s2 tma-s3]
 
 The timing table counts each system's own FLOPs: the dK/dV kernel's four matmuls (S, dP, dV,
-dK: 8 * B * H * Nq * Nkv * D, over the visible pairs), the whole backward's five (2.5x the
-forward's). "gluon dK/dV share" is the dK/dV kernel's time over flashx's whole backward's: what
+dK: 8 * B * H * Nq * Nkv * D, over the visible pairs), the dQ kernel's three (S, dP, dQ), the
+whole backward's five (2.5x the forward's). "gluon dK/dV share" is the dK/dV kernel's time over flashx's whole backward's: what
 routing it would leave of that backward (its dQ stays the portable kernel's).
 """
 import argparse
@@ -89,15 +90,44 @@ def launch(q, k, v, do, lse_log2, delta, causal, window_left, args):
     return dk, dv
 
 
+def launch_dq(q, k, v, do, lse_log2, delta, causal, window_left, args):
+    """dQ of the Gluon dQ kernel (64-key blocks; args.tma: K and V by TMA)."""
+    b, nq, hq, d = q.shape
+    nkv, hkv = k.shape[1], k.shape[2]
+    dq = torch.empty_like(q)
+    ks, vs = k, v
+    if args.tma:
+        dtype = str(q.dtype).removeprefix("torch.")
+        ks, vs = (plan.gluon_tma_descriptor(x, x.shape, x.stride(), 64, dtype) for x in (k, v))
+    grid = (triton.cdiv(nq, 128), hq, b)
+    gluon_backward.gluon_attention_dq_kernel[grid](
+        q, ks, vs, do, lse_log2, delta,
+        d ** -0.5, 1, window_left, nq, nkv, hq // hkv,
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *lse_log2.stride()[:2],
+        *dq.stride()[:3],
+        dq,
+        HEAD_DIM=d, BLOCK_M=128, BLOCK_N=64, LIMIT_RIGHT=causal, LIMIT_LEFT=window_left >= 0, STRIDE_ALIGN=8,
+        ROW_ALIGN=16, STAGES=args.stages, PRODUCER_WARPS=4, PRODUCER_REGS=args.pregs, CONSUMER_REGS=args.cregs,
+        TMA=args.tma, num_warps=4,
+    )
+    return dq
+
+
 class routed:
-    """The plan's Gluon dK/dV route switched on for every head dim and kind, inside a with block."""
+    """The plan's Gluon backward routes switched on for every head dim and kind (halves: "dkdv",
+    "dq" or both), inside a with block."""
+
+    def __init__(self, halves=("dkdv", "dq")):
+        self.halves = halves
 
     def __enter__(self):
-        self.saved = plan.GLUON_DKDV_ROUTE
-        plan.GLUON_DKDV_ROUTE = {(d, kind): "dkdv" for d in (64, 128) for kind in ("dense", "causal", "window")}
+        self.saved = plan.GLUON_DKDV_ROUTE, plan.GLUON_DQ_ROUTE
+        keys = [(d, kind) for d in (64, 128) for kind in ("dense", "causal", "window")]
+        plan.GLUON_DKDV_ROUTE = {key: "dkdv" for key in keys} if "dkdv" in self.halves else {}
+        plan.GLUON_DQ_ROUTE = {key: "dq" for key in keys} if "dq" in self.halves else {}
 
     def __exit__(self, *exc):
-        plan.GLUON_DKDV_ROUTE = self.saved
+        plan.GLUON_DKDV_ROUTE, plan.GLUON_DQ_ROUTE = self.saved
 
 
 def rel_errors(got, want) -> list:
@@ -123,14 +153,16 @@ def check(args) -> int:
         name = f"B={b} Nq={nq} Nkv={nkv} Hq={hq} Hkv={hkv} D={d} causal={causal} left={left}"
         try:
             dk, dv = launch(q, k, v, do, lse_log2, delta, causal, left, args)
+            dq = launch_dq(q, k, v, do, lse_log2, delta, causal, left, args)
             torch.cuda.synchronize()
-            errs = rel_errors((dk, dv), (dk_ref, dv_ref))
+            errs = rel_errors((dq, dk, dv), (dq_ref, dk_ref, dv_ref))
             ok = all(e < 1e-2 for e in errs)  # bf16 gradients land near 3e-3 against float64
         except Exception as e:  # noqa: BLE001
-            errs, ok = [float("nan")] * 2, False
+            errs, ok = [float("nan")] * 3, False
             print(f"FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
         failures += not ok
-        print(f"kernel {name}: dK err {errs[0]:.1e} dV err {errs[1]:.1e} {'OK' if ok else 'WRONG'}", flush=True)
+        print(f"kernel {name}: dQ err {errs[0]:.1e} dK err {errs[1]:.1e} dV err {errs[2]:.1e} "
+              f"{'OK' if ok else 'WRONG'}", flush=True)
         if args.kernel_only:
             continue
         # Through the plan (the route switched on): flashx's backward with the Gluon dK/dV launch.
@@ -183,14 +215,20 @@ def bench(args) -> None:
             ms_variants[variant] = triton.testing.do_bench(
                 lambda tile=tile: launch(q, k, v, do, lse_log2, delta, causal, left, tile), warmup=25, rep=100)
         ms_gluon = ms_variants[args.variants[0]]
+        ms_dq = triton.testing.do_bench(lambda: launch_dq(q, k, v, do, lse_log2, delta, causal, left, args),
+                                        warmup=25, rep=100)
         ms_flashx = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
                                             warmup=25, rep=100)
-        with routed():  # the same backward with the Gluon dK/dV launch in place of the portable one
-            ms_routed = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
-                                                warmup=25, rep=100)
+        ms_routed = {}
+        for halves in (("dkdv",), ("dkdv", "dq")):  # the same backward with Gluon launches in place of portable ones
+            with routed(halves):
+                ms_routed[halves] = triton.testing.do_bench(
+                    lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), warmup=25, rep=100)
         row = {**{f"gluon dK/dV {v}": 8 * b * hq * pairs * d / ms / 1e9 for v, ms in ms_variants.items()},
+               "gluon dQ": 6 * b * hq * pairs * d / ms_dq / 1e9,
                "flashx bwd": 10 * b * hq * pairs * d / ms_flashx / 1e9,
-               "flashx bwd, Gluon dK/dV": 10 * b * hq * pairs * d / ms_routed / 1e9,
+               "flashx bwd, Gluon dK/dV": 10 * b * hq * pairs * d / ms_routed[("dkdv",)] / 1e9,
+               "flashx bwd, Gluon dK/dV + dQ": 10 * b * hq * pairs * d / ms_routed[("dkdv", "dq")] / 1e9,
                "gluon dK/dV share": ms_gluon / ms_flashx}  # the first variant's
         if left < 0 and hq == hkv:
             qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v))

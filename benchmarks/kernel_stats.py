@@ -161,13 +161,15 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False) -> None
             tma_tile = plan.gluon_forward_tile(descriptors="host")
             if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.plan.GLUON_TMA_ROUTE)
                 calls.append(("Gluon TMA fwd", tma_call(plan, shape)))
-            kind = plan._gluon_dkdv_kind()
-            if kind is not None:  # the Gluon dK/dV kernel, routed here for this line only (its route is empty)
-                route, core.plan.GLUON_DKDV_ROUTE = core.plan.GLUON_DKDV_ROUTE, {(d, kind): "dkdv"}
+            kind = plan._gluon_backward_kind()
+            if kind is not None:  # the Gluon backward kernels, routed here for these lines only (their routes are empty)
+                routes = core.plan.GLUON_DKDV_ROUTE, core.plan.GLUON_DQ_ROUTE
+                core.plan.GLUON_DKDV_ROUTE, core.plan.GLUON_DQ_ROUTE = {(d, kind): "dkdv"}, {(d, kind): "dq"}
                 try:
-                    calls.append(("Gluon dK/dV", plan.backward_calls({}, None, False, spec)[1]))
+                    _, gluon_dkdv, gluon_dq = plan.backward_calls({}, None, False, spec)
+                    calls += [("Gluon dK/dV", gluon_dkdv), ("Gluon dQ", gluon_dq)]
                 finally:
-                    core.plan.GLUON_DKDV_ROUTE = route
+                    core.plan.GLUON_DKDV_ROUTE, core.plan.GLUON_DQ_ROUTE = routes
             gluon_on[0] = False
             _, *dkdv, dq = plan.backward_calls({}, None, False, spec, split=True)
             _, both = plan.backward_calls({}, None, False, spec, split=False)

@@ -48,9 +48,10 @@ def test_normalized_ptx_keeps_only_what_a_kernel_does():
     assert kernel_stats.normalized_ptx(before) != kernel_stats.normalized_ptx(after.replace("8;", "16;"))
 
 
-def test_gluon_dkdv_tile_is_a_checked_variant():
-    """The plan's Gluon dK/dV tile is the variant benchmarks/gluon_backward_check.py times first
-    ("cp-s2") and its routed backward runs, constexpr for constexpr."""
+def test_gluon_backward_tiles_are_checked_variants():
+    """The plan's Gluon dK/dV and dQ tiles are the variant benchmarks/gluon_backward_check.py
+    times first ("cp-s2", which its checks and dQ timings also take by default on the copies'
+    registers and stages), with the blocks its launchers pass."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import gluon_backward_check as check
@@ -61,3 +62,7 @@ def test_gluon_dkdv_tile_is_a_checked_variant():
     assert (tile["TMA"], tile["STAGES"], tile["CONSUMER_REGS"], tile["PRODUCER_REGS"]) == (
         variant["tma"], variant["stages"], variant["cregs"], variant["pregs"])
     assert tile["BLOCK_N"] == 128 and tile["PRODUCER_WARPS"] == 4  # what launch() passes
+    dq = plan_mod.GLUON_DQ_TILES["dq"]
+    assert (dq["TMA"], dq["STAGES"], dq["CONSUMER_REGS"], dq["PRODUCER_REGS"]) == (
+        variant["tma"], variant["stages"], variant["cregs"], variant["pregs"])
+    assert (dq["BLOCK_M"], dq["BLOCK_N"], dq["PRODUCER_WARPS"]) == (128, 64, 4)  # what launch_dq() passes

@@ -275,15 +275,16 @@ def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, d
     ],
 )
 def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, case):
-    """With GLUON_DKDV_ROUTE switched on (empty until the kernel has run), jax.grad of
-    flashx.jax.attention launches the Gluon dK/dV kernel through jax-triton, then dQ's programs
-    alone: the gradients against float64 within the dtype's bound of JAX's own. Run it under a
-    timeout: a wrong barrier protocol hangs rather than fails."""
+    """With GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE switched on (empty until the kernels have run),
+    jax.grad of flashx.jax.attention launches the Gluon dK/dV and dQ kernels through jax-triton:
+    the gradients against float32 within the dtype's bound of JAX's own. Run it under a timeout:
+    a wrong barrier protocol hangs rather than fails."""
     from flashx.core import gluon_backward, plan as plan_mod
 
     if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
         pytest.skip("the Gluon kernels run on sm_90 devices only")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in ("dense", "causal")})
+    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in ("dense", "causal")})
     q, k, v = make_inputs(rng, case, "bfloat16")
     cotangent = jnp.asarray(rng.standard_normal(q.shape[:-1] + (case.dv,)), jnp.float32)
 
@@ -292,7 +293,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
 
     ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(*a, causal=case.causal), q, k, v),
                             argnums=(0, 1, 2)))(q, k, v)
-    assert gluon_backward.gluon_attention_dkdv_kernel in backward_kernels
+    assert {gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel} <= set(backward_kernels)
     up = [x.astype(jnp.float32) for x in (q, k, v)]
     ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
                    argnums=(0, 1, 2))(*up)

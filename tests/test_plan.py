@@ -573,45 +573,68 @@ def gpu_spec(shape, dtype="bfloat16"):
     ],
     ids=["dense", "causal-fp16", "causal-window", "left-window", "right-window", "softcap", "fp32", "d64"],
 )
-def test_gluon_dkdv_route(monkeypatch, gpu_plans, options, d, dtype, kind):
-    """A backward takes the Gluon dK/dV tile that GLUON_DKDV_ROUTE gives its head dim and kind
-    (dense, causal, or a left window with causal or no right limit), for 16-bit calls with padded
-    row statistics and nothing else the Gluon kernels do not do; none while the route is empty,
-    and none off Hopper."""
+def test_gluon_backward_route(monkeypatch, gpu_plans, options, d, dtype, kind):
+    """A backward takes the Gluon dK/dV and dQ tiles that GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE give
+    its head dim and kind (dense, causal, or a left window with causal or no right limit), each on
+    its own, for 16-bit calls with padded row statistics and nothing else the Gluon kernels do not
+    do; none while the routes are empty, and none off Hopper."""
     q, kv = gpu_spec((2, 700, 4, d), dtype), gpu_spec((2, 900, 2, d), dtype)
-    assert core.plan_attention(q, kv, kv, **options).gluon_dkdv_tile is None  # the route is empty
+    assert core.plan_attention(q, kv, kv, **options).gluon_backward_tiles == (None, None)  # the routes are empty
     plan_mod.clear_plan_cache()
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(d, k): "dkdv" for k in ("dense", "causal", "window")})
+    kinds = ("dense", "causal", "window")
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(d, k): "dkdv" for k in kinds})
     plan = core.plan_attention(q, kv, kv, **options)
-    assert plan.gluon_dkdv_tile == (None if kind is None else "dkdv")
+    assert plan.gluon_backward_tiles == ((None, None) if kind is None else ("dkdv", None))
+    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(d, k): "dq" for k in kinds})
+    assert plan.gluon_backward_tiles == ((None, None) if kind is None else ("dkdv", "dq"))
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {})
+    assert plan.gluon_backward_tiles == ((None, None) if kind is None else (None, "dq"))
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
-    assert plan.gluon_dkdv_tile is None
+    assert plan.gluon_backward_tiles == (None, None)
 
 
 @pytest.mark.parametrize("window", [None, (300, 0)])
-def test_gluon_dkdv_calls(monkeypatch, gpu_plans, window):
-    """Where a Gluon dK/dV tile is routed, the backward is the row statistics, the Gluon dK/dV
-    launch (grid (key blocks of 128, kv heads, batch), writing DK and DV, binding Q, K, V, dO and
-    the row statistics by name) and dQ's programs alone; with gluon=False, a gradient whose rows
-    are not contiguous, or a bias gradient, the portable launches."""
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, "causal"): "dkdv", (128, "window"): "dkdv"})
+@pytest.mark.parametrize("halves", ["dkdv", "dq", "both"])
+def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
+    """Where Gluon backward tiles are routed, the backward is the row statistics, then dK/dV and
+    dQ apart, each the Gluon kernel where its half is routed (dK/dV: grid (key blocks of 128, kv
+    heads, batch), writing DK and DV; dQ: grid (query blocks of 128, q heads, batch), writing DQ;
+    both binding Q, K, V, dO and the row statistics by name), else the portable kernel's programs
+    alone; with gluon=False, a gradient whose rows are not contiguous, or a bias gradient, the
+    portable launches."""
+    from flashx.core.gluon_backward import gluon_attention_dkdv_kernel, gluon_attention_dq_kernel
+
+    kinds = ("causal", "window")
+    if halves in ("dkdv", "both"):
+        monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
+    if halves in ("dq", "both"):
+        monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
     q, kv = gpu_spec((2, 700, 4, 128)), gpu_spec((2, 900, 2, 128))
     plan = core.plan_attention(q, kv, kv, causal=window is None, window=window)
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
     _, dkdv, dq = plan.backward_calls(arrays, None, False, q)
-    from flashx.core.gluon_backward import gluon_attention_dkdv_kernel
-
-    assert dkdv.kernel is gluon_attention_dkdv_kernel and dkdv.outputs == dkdv.writes == ("DK", "DV")
-    assert dkdv.grid == (8, 2, 2) and dkdv.options["num_warps"] == 4
-    assert {n: dkdv.constexprs[n] for n in plan_mod.GLUON_DKDV_TILES["dkdv"]} == plan_mod.GLUON_DKDV_TILES["dkdv"]
-    assert dkdv.constexprs["LIMIT_LEFT"] is (window is not None) and dkdv.constexprs["LIMIT_RIGHT"]
-    args = dict(zip(kernel_params(dkdv.kernel)[0], dkdv.args))
-    assert all(args[n] is arrays[n] for n in ("Q", "K", "V", "DO", "LSE_LOG2", "DELTA"))
-    assert (args["gqa_group"], args["seqlen_q"], args["seqlen_kv"], args["window_left"]) == (2, 700, 900, window[0] if window else 0)
-    assert args["stride_rh"] == plan.row_stats_shape[2] and plan.row_stats_shape[2] % 128 == 0
-    assert set(dq.writes) == DQ and not dq.constexprs["RUN_DKDV"]
-    portable = plan.backward_calls(arrays, None, False, q, gluon=False)[1]
-    assert portable.kernel is not gluon_attention_dkdv_kernel
+    assert (dkdv.kernel is gluon_attention_dkdv_kernel) is (halves != "dq")
+    assert (dq.kernel is gluon_attention_dq_kernel) is (halves != "dkdv")
+    assert set(dkdv.writes) == DKDV and set(dq.writes) <= DQ and "DQ" in dq.writes
+    if halves != "dq":
+        assert dkdv.outputs == ("DK", "DV") and dkdv.grid == (8, 2, 2) and dkdv.options["num_warps"] == 4
+        assert {n: dkdv.constexprs[n] for n in plan_mod.GLUON_DKDV_TILES["dkdv"]} == plan_mod.GLUON_DKDV_TILES["dkdv"]
+    else:
+        assert not dkdv.constexprs["RUN_DQ"]
+    if halves != "dkdv":
+        assert dq.outputs == ("DQ",) and dq.grid == (6, 4, 2) and dq.options["num_warps"] == 4
+        assert {n: dq.constexprs[n] for n in plan_mod.GLUON_DQ_TILES["dq"]} == plan_mod.GLUON_DQ_TILES["dq"]
+    else:
+        assert not dq.constexprs["RUN_DKDV"]
+    for call in (c for c in (dkdv, dq) if c.kernel in (gluon_attention_dkdv_kernel, gluon_attention_dq_kernel)):
+        assert call.constexprs["LIMIT_LEFT"] is (window is not None) and call.constexprs["LIMIT_RIGHT"]
+        args = dict(zip(kernel_params(call.kernel)[0], call.args))
+        assert all(args[n] is arrays[n] for n in ("Q", "K", "V", "DO", "LSE_LOG2", "DELTA"))
+        assert (args["gqa_group"], args["seqlen_q"], args["seqlen_kv"], args["window_left"]) == (
+            2, 700, 900, window[0] if window else 0)
+        assert args["stride_rh"] == plan.row_stats_shape[2] and plan.row_stats_shape[2] % 128 == 0
+    gluon_kernels = {gluon_attention_dkdv_kernel, gluon_attention_dq_kernel}
     odd = spec((2, 700, 4, 128), strides=(700 * 4 * 256, 4 * 256, 256, 2))
-    assert plan.backward_calls(arrays, None, False, odd)[1].kernel is not gluon_attention_dkdv_kernel
-    assert plan.backward_calls(arrays, None, True, q)[1].kernel is not gluon_attention_dkdv_kernel
+    for calls in (plan.backward_calls(arrays, None, False, q, gluon=False), plan.backward_calls(arrays, None, False, odd),
+                  plan.backward_calls(arrays, None, True, q)):
+        assert not gluon_kernels & {call.kernel for call in calls}

@@ -688,11 +688,11 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
         pytest.param(Case(1, 900, 1100, 4, 2, 64, 64, causal=True), id="d64-gqa-q900-kv1100-causal"),
     ],
 )
-def test_gpu_gluon_dkdv(case):
-    """The Gluon dK/dV kernel (core/gluon_backward.py; prepared, not routed), launched as
-    benchmarks/gluon_backward_check.py does from flashx's own forward (out, lse): dK and dV against
-    float64 within the dtype's bound of torch's own bf16 gradients. Run it under a timeout: a wrong
-    barrier protocol hangs rather than fails."""
+def test_gpu_gluon_backward_kernels(case):
+    """The Gluon dK/dV and dQ kernels (core/gluon_backward.py; prepared, not routed), launched as
+    benchmarks/gluon_backward_check.py does from flashx's own forward (out, lse): dQ, dK and dV
+    against float64 within the dtype's bound of torch's own bf16 gradients. Run it under a
+    timeout: a wrong barrier protocol hangs rather than fails."""
     import sys
     from pathlib import Path
     from types import SimpleNamespace
@@ -712,11 +712,12 @@ def test_gpu_gluon_dkdv(case):
     lse_log2, delta = check.row_stats(out, grad, lse)
     options = SimpleNamespace(stages=2, cregs=240, pregs=24, tma=True)  # the script's defaults
     dk, dv = check.launch(q, k, v, grad, lse_log2, delta, case.causal, -1, options)
+    dq = check.launch_dq(q, k, v, grad, lse_log2, delta, case.causal, -1, options)
     ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
-    ref = torch.autograd.grad(sdpa(*ref_in, causal=case.causal, upcast=True), ref_in[1:], grad.double())
+    ref = torch.autograd.grad(sdpa(*ref_in, causal=case.causal, upcast=True), ref_in, grad.double())
     native_in = [x.detach().requires_grad_() for x in (q, k, v)]
-    native = torch.autograd.grad(sdpa(*native_in, causal=case.causal), native_in[1:], grad)
-    for name, g, r, n in zip("kv", (dk, dv), ref, native):
+    native = torch.autograd.grad(sdpa(*native_in, causal=case.causal), native_in, grad)
+    for name, g, r, n in zip("qkv", (dq, dk, dv), ref, native):
         r, n = (torch.nan_to_num(x) for x in (r, n))  # rows without keys: SDPA's NaN
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
 
@@ -731,21 +732,23 @@ def test_gpu_gluon_dkdv(case):
     ],
 )
 def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, window):
-    """With GLUON_DKDV_ROUTE switched on (it is empty until the kernel has run), flashx's backward
-    launches the Gluon dK/dV kernel, then dQ's programs alone: dq, dk and dv against float64 within
-    the dtype's bound of torch's own bf16 gradients. Run it under a timeout (see above)."""
+    """With GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE switched on (empty until the kernels have run),
+    flashx's backward launches the Gluon dK/dV and dQ kernels: dq, dk and dv against float64
+    within the dtype's bound of torch's own bf16 gradients. Run it under a timeout (see above)."""
     from flashx.core import gluon_backward, plan as plan_mod
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon kernels run on sm_90 devices only")
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in ("dense", "causal", "window")})
+    kinds = ("dense", "causal", "window")
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
+    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
     q, k, v = (torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16).requires_grad_()
                for s in shapes(*case[:7], "bnhd"))
     grad = torch.randn(q.shape, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
     options = dict(causal=case.causal) if window is None else dict(window=window)
     grads = torch.autograd.grad(flashx.torch.attention(q, k, v, **options), (q, k, v), grad)
-    assert gluon_backward.gluon_attention_dkdv_kernel in backward_kernels
+    assert {gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel} <= set(backward_kernels)
     mask = None
     if window is not None:
         i = torch.arange(case.nq, device="cuda")[:, None] + case.nkv - case.nq

@@ -1,8 +1,11 @@
-"""A warp-specialized dK/dV kernel in Gluon for Hopper (sm_90): the backward's half that loses to
-FlexAttention on windows and documents (NOTES v0.6-v0.9), written the way the Gluon forward is.
+"""Warp-specialized dK/dV and dQ kernels in Gluon for Hopper (sm_90): the backward, whose dK/dV
+half loses to FlexAttention on windows and documents (NOTES v0.6-v0.9), written the way the
+Gluon forward is.
 
-PREPARED, NOT ROUTED: no plan launches it yet. benchmarks/gluon_backward_check.py checks it
-against float64 and times it beside the portable backward on the GPU (NOTES v0.16).
+PREPARED, NOT ROUTED: the plan launches them only where plan.GLUON_DKDV_ROUTE /
+GLUON_DQ_ROUTE name a tile, and both are empty until the kernels have run on the GPU.
+benchmarks/gluon_backward_check.py checks them against float64 and times them beside the
+portable backward (NOTES v0.16).
 
 Why: the portable dK/dV tile (64 queries x 128 keys, 8 warps) holds dK and dV for 128 keys, K,
 V, and the step's S, dP in the registers of two warpgroups that meet at barriers every step, and
@@ -17,6 +20,12 @@ NUM_CONSUMERS keys of one (batch, kv head) and runs NUM_CONSUMERS + 1 partitions
   dV += P^T dO and dK += dS^T Q, the last two with P^T and dS^T as register operands.
 The consumers are not synchronized with each other, so one's exponentials run under the
 other's products (the forward's untimed order, without TURNS).
+
+The dQ kernel (gluon_attention_dq_kernel) is the forward's shape: a program owns 128 query rows
+of one (batch, q head), the producer streams the K and V blocks (64 keys) they see, and each
+consumer holds its 64 rows' Q, dO, lse_log2 and delta and accumulates dQ += dS K with dS in
+registers (S = Q K^T, P = exp2(S c - lse_log2), dP = dO V^T, dS = P (dP - delta)). No atomics:
+dQ stays deterministic, as the portable backward's is.
 
 Inputs as the portable backward's: Q, dO [B, Nq, Hq, D]; K, V [B, Nkv, Hkv, D] through their
 strides (the last axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE_LOG2 and
@@ -45,6 +54,33 @@ from .gluon_forward import (
 
 KEYS_PER_CONSUMER = CONSUMER_ROWS  # 64 keys a warpgroup
 QUERY_BLOCK = CONSUMER_ROWS  # 64 query rows a step
+
+
+@gluon.jit
+def _stage_rows(X, row0, stride_n, rows, smem, BLOCK_D: gl.constexpr):
+    """Rows row0 .. row0 + 64 of X (a pointer to one (batch, head)'s row 0) through a consumer
+    warpgroup's registers into smem; rows from `rows` on read 0."""
+    layout: gl.constexpr = _copy_layout(BLOCK_D, CONSUMER_WARPS)
+    offs_n = gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, layout))
+    offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
+    ok = (row0 + offs_n)[:, None] < rows
+    smem.store(gl.load(X + (row0 + offs_n).to(gl.int64)[:, None] * stride_n + offs_d[None, :], mask=ok, other=0.0))
+
+
+@gluon.jit
+def _ring(STAGES: gl.constexpr, COPY_ARRIVALS: gl.constexpr, READERS: gl.constexpr):
+    """Barriers of two rings of STAGES stages (ready: the copies' arrivals; empty: each reader
+    hands a stage back on its own): (a_ready, b_ready, a_empty, b_empty)."""
+    a_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    b_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    a_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    b_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for stage in gl.static_range(STAGES):
+        mbarrier.init(a_ready.index(stage), count=COPY_ARRIVALS)
+        mbarrier.init(b_ready.index(stage), count=COPY_ARRIVALS)
+        mbarrier.init(a_empty.index(stage), count=READERS)
+        mbarrier.init(b_empty.index(stage), count=READERS)
+    return a_ready, b_ready, a_empty, b_empty
 
 
 @gluon.jit
@@ -193,7 +229,6 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2,
         version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, QUERY_BLOCK, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
-    load_layout: gl.constexpr = _copy_layout(BLOCK_D, CONSUMER_WARPS)
 
     k_block = gl.program_id(0)
     kv_head = gl.program_id(1)
@@ -205,16 +240,10 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2,
 
     # This consumer's K and V, through registers into shared memory (wgmma's A operands of S^T and
     # dP^T); keys past Nkv read 0 (their dK and dV are never written).
-    offs_n = gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, load_layout))
-    offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, load_layout))
-    keys_ok = (kc0 + offs_n)[:, None] < seqlen_kv
-    key_rows = (kc0 + offs_n).to(gl.int64)[:, None]
     k_smem = kv_smem.index(2 * CONSUMER)
     v_smem = kv_smem.index(2 * CONSUMER + 1)
-    k_smem.store(gl.load(K + b64 * stride_kb + h64 * stride_kh + key_rows * stride_kn + offs_d[None, :], mask=keys_ok,
-                         other=0.0))
-    v_smem.store(gl.load(V + b64 * stride_vb + h64 * stride_vh + key_rows * stride_vn + offs_d[None, :], mask=keys_ok,
-                         other=0.0))
+    _stage_rows(K + (b64 * stride_kb + h64 * stride_kh), kc0, stride_kn, seqlen_kv, k_smem, BLOCK_D)
+    _stage_rows(V + (b64 * stride_vb + h64 * stride_vh), kc0, stride_vn, seqlen_kv, v_smem, BLOCK_D)
     fence_async_shared()
 
     keys = kc0 + gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, s_layout))
@@ -294,15 +323,7 @@ def gluon_attention_dkdv_kernel(
         COPY_ARRIVALS: gl.constexpr = 32 * PRODUCER_WARPS  # one cp.async arrival a producer thread
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS_PER_CONSUMER, HEAD_DIM], dtype)
     kv_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, KEYS_PER_CONSUMER, HEAD_DIM], kv_layout)
-    q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    do_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    do_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for stage in gl.static_range(STAGES):
-        mbarrier.init(q_ready.index(stage), count=COPY_ARRIVALS)
-        mbarrier.init(do_ready.index(stage), count=COPY_ARRIVALS)
-        mbarrier.init(q_empty.index(stage), count=NUM_CONSUMERS)  # each consumer hands a stage back on its own
-        mbarrier.init(do_empty.index(stage), count=NUM_CONSUMERS)
+    q_ready, do_ready, q_empty, do_empty = _ring(STAGES, COPY_ARRIVALS, NUM_CONSUMERS)
 
     qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
     scale = sm_scale.to(gl.float32)
@@ -318,6 +339,244 @@ def gluon_attention_dkdv_kernel(
                            1, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA)),
          (_dkdv_producer, (Q, DO, copy_strides, sizes, rings, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
                            LIMIT_RIGHT, LIMIT_LEFT, TMA))],
+        [CONSUMER_WARPS, PRODUCER_WARPS],
+        [CONSUMER_REGS, PRODUCER_REGS],
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# dQ: a program owns 64 * NUM_CONSUMERS query rows of one (batch, q head); the producer streams
+# the K and V blocks they see, each consumer holds its 64 rows' Q, dO, lse_log2 and delta and
+# accumulates dQ = scale * sum_j dS_j K_j.
+
+
+@gluon.jit
+def _key_blocks_seen(q0, rows, seqlen_kv, diag_offset, window_left, BLOCK_N: gl.constexpr,
+                     LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr):
+    """[first, end) of the key blocks that queries q0 .. q0 + rows see: up to the last row's
+    diagonal (causal), from the first row's window start (left window). May be empty."""
+    k_lo = 0
+    k_hi = seqlen_kv  # exclusive
+    if LIMIT_RIGHT:
+        k_hi = gl.minimum(gl.maximum(q0 + rows + diag_offset, 0), seqlen_kv)
+    if LIMIT_LEFT:
+        k_lo = gl.maximum(q0 + diag_offset - window_left, 0)
+    first = k_lo // BLOCK_N
+    end = gl.maximum((k_hi + BLOCK_N - 1) // BLOCK_N, first)
+    return first, end
+
+
+@gluon.jit
+def _unmasked_key_blocks(qc0, first, end, diag_offset, window_left, BLOCK_N: gl.constexpr,
+                         LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr):
+    """[lo, hi) within [first, end): the key blocks that all of queries qc0 .. qc0 + 64 see whole
+    (those before lo cross the last row's window start, those from hi the first row's diagonal).
+    Signed division truncates, so the negative cases are settled first."""
+    lo = first
+    hi = end
+    if LIMIT_LEFT:  # block j is masked while j * BLOCK_N < qc0 + 63 + diag_offset - window_left
+        x = qc0 + QUERY_BLOCK - 1 + diag_offset - window_left
+        lo = gl.minimum(gl.maximum(gl.where(x <= 0, 0, (x + BLOCK_N - 1) // BLOCK_N), first), end)
+    if LIMIT_RIGHT:  # block j is masked once j * BLOCK_N + BLOCK_N - 1 > qc0 + diag_offset
+        y = qc0 + diag_offset - (BLOCK_N - 1)
+        hi = gl.minimum(gl.maximum(gl.where(y < 0, 0, y // BLOCK_N + 1), lo), end)
+    return lo, hi
+
+
+@gluon.jit
+def _mask_scores(s, row_diag, offs_n, k0, window_left, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr):
+    """-inf where key k0 + offs_n[c] is outside row r's mask (queries down, keys across):
+    row_diag[r] = its query index + diag_offset, the last key it sees (causal). Column bounds
+    against offs_n itself, which stays a compile-time constant per thread."""
+    last = row_diag - k0  # the row's last visible column (causal)
+    visible = offs_n[None, :] <= last[:, None] + (1 << 30)  # all True, in the tile's shape
+    if LIMIT_RIGHT:
+        visible = offs_n[None, :] <= last[:, None]
+    if LIMIT_LEFT:
+        visible = visible & (offs_n[None, :] >= (last - window_left)[:, None])
+    return gl.where(visible, s, float("-inf"))
+
+
+@gluon.jit
+def _dq_steps(dq, s, begin, end, operands, rings, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
+              STAGES: gl.constexpr, MASKED: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+              TMA: gl.constexpr):
+    """dQ after key blocks begin .. end, ring steps s, s + 1, ...; (dq, next step). MASKED: the
+    blocks cross the rows' diagonal or window edge."""
+    q_smem, do_smem, s_zero, lse_log2, delta, row_diag, offs_n, qk_scale_log2, window_left = operands
+    k_smem, v_smem, k_ready, v_ready, k_empty, v_empty = rings
+    dtype: gl.constexpr = q_smem.dtype
+    operand_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq.type.layout, k_width=2)
+    for block in range(begin, end):
+        stage, phase = _ring_slot(s, STAGES)
+        mbarrier.wait(k_ready.index(stage), phase)
+        k_tile = _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA)
+        scores = warpgroup_mma(q_smem, k_tile.permute((1, 0)), s_zero, use_acc=False)
+        if MASKED:
+            scores = _mask_scores(scores, row_diag, offs_n, block * BLOCK_N, window_left, LIMIT_RIGHT, LIMIT_LEFT)
+        p = gl.exp2(scores * qk_scale_log2 - lse_log2[:, None])
+        mbarrier.wait(v_ready.index(stage), phase)
+        dp = warpgroup_mma(do_smem, _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
+                           use_acc=False)
+        mbarrier.arrive(v_empty.index(stage))
+        ds = p * (dp - delta[:, None])
+        dq = warpgroup_mma(gl.convert_layout(ds.to(dtype), operand_layout), k_tile, dq)
+        mbarrier.arrive(k_empty.index(stage))
+        s += 1
+    return dq, s
+
+
+@gluon.jit
+def _dq_producer(K, V, strides, sizes, rings,
+                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+                 PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+                 TMA: gl.constexpr):
+    """Copy K_j then V_j into ring step s's stage once both consumers have handed it back, for
+    every key block j that the program's BLOCK_M rows see. strides: K's and V's (batch, row,
+    head); sizes, rings: as _dq_consumer's."""
+    stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
+    seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
+    k_smem, v_smem, k_ready, v_ready, k_empty, v_empty = rings
+    layout: gl.constexpr = _copy_layout(BLOCK_D, PRODUCER_WARPS)
+    offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, layout))
+    offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
+    k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
+    v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
+    q0 = gl.program_id(0) * BLOCK_M
+    batch = gl.program_id(2)
+    kv_head32 = gl.program_id(1) // gqa_group
+    kv_head = kv_head32.to(gl.int64)
+    k_base = batch.to(gl.int64) * stride_kb + kv_head * stride_kh
+    v_base = batch.to(gl.int64) * stride_vb + kv_head * stride_vh
+    first, end = _key_blocks_seen(q0, BLOCK_M, seqlen_kv, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
+                                  LIMIT_LEFT)
+    s = 0
+    for block in range(first, end):
+        stage, phase = _ring_slot(s, STAGES)
+        phase = phase ^ 1  # a fresh barrier counts the phase before 0 as complete
+        start = (block * BLOCK_N).to(gl.int64)
+        # Keys past Nkv arrive as zeros (TMA: by the copy engine): their dS K adds nothing.
+        in_bounds = (block * BLOCK_N + offs_n)[:, None] < seqlen_kv
+        coord = (batch, block * BLOCK_N, kv_head32, 0)
+        _copy_block(K, k_base, start, stride_kn, k_offs, in_bounds, coord, k_smem, k_ready, k_empty, stage, phase, TMA)
+        _copy_block(V, v_base, start, stride_vn, v_offs, in_bounds, coord, v_smem, v_ready, v_empty, stage, phase, TMA)
+        s += 1
+
+
+@gluon.jit
+def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings, qdo_smem,
+                 CONSUMER: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
+                 STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr):
+    """One warpgroup: rows q0 + CONSUMER * 64 .. + 64 of this program's block; their dQ.
+
+    strides: Q's, dO's, dQ's (batch, row, head) and the row statistics' (batch, head); sizes:
+    (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group); rings: (k_smem, v_smem, k_ready,
+    v_ready, k_empty, v_empty); qdo_smem: [2 * consumers, 64, D], this consumer's Q at
+    2 * CONSUMER, its dO after it."""
+    (stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh, stride_dqb, stride_dqn, stride_dqh,
+     stride_rb, stride_rh) = strides
+    seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
+    dtype: gl.constexpr = DQ.dtype.element_ty
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+    q0 = gl.program_id(0) * BLOCK_M
+    head = gl.program_id(1)
+    batch = gl.program_id(2)
+    b64 = batch.to(gl.int64)
+    h64 = head.to(gl.int64)
+    qc0 = q0 + CONSUMER * QUERY_BLOCK
+
+    # This consumer's Q and dO through registers into shared memory (wgmma's A operands of S and
+    # dP); rows past Nq read 0, and their lse_log2 is +inf (padded row statistics).
+    q_smem = qdo_smem.index(2 * CONSUMER)
+    do_smem = qdo_smem.index(2 * CONSUMER + 1)
+    _stage_rows(Q + (b64 * stride_qb + h64 * stride_qh), qc0, stride_qn, seqlen_q, q_smem, BLOCK_D)
+    _stage_rows(DO + (b64 * stride_dob + h64 * stride_doh), qc0, stride_don, seqlen_q, do_smem, BLOCK_D)
+    fence_async_shared()
+    rows = qc0 + gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(1, s_layout))
+    stats_base = b64 * stride_rb + h64 * stride_rh
+    lse_log2 = gl.load(LSE_LOG2 + stats_base + rows)
+    delta = gl.load(DELTA + stats_base + rows)
+
+    offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    s_zero = gl.zeros([QUERY_BLOCK, BLOCK_N], gl.float32, layout=s_layout)
+    dq = gl.zeros([QUERY_BLOCK, BLOCK_D], gl.float32, layout=acc_layout)
+    first, end = _key_blocks_seen(q0, BLOCK_M, seqlen_kv, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
+                                  LIMIT_LEFT)
+    lo, hi = _unmasked_key_blocks(qc0, first, end, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT, LIMIT_LEFT)
+    operands = (q_smem, do_smem, s_zero, lse_log2, delta, rows + diag_offset, offs_n, qk_scale_log2, window_left)
+    # As in dK/dV: masked blocks at the window's left edge, unmasked ones, masked ones on the
+    # diagonal, each consumer its own bounds over the ring steps both share.
+    dq, s = _dq_steps(dq, gl.to_tensor(0), first, lo, operands, rings, BLOCK_N, BLOCK_D, STAGES, True, LIMIT_RIGHT, LIMIT_LEFT, TMA)
+    dq, s = _dq_steps(dq, s, lo, hi, operands, rings, BLOCK_N, BLOCK_D, STAGES, False, LIMIT_RIGHT, LIMIT_LEFT, TMA)
+    dq, s = _dq_steps(dq, s, hi, end, operands, rings, BLOCK_N, BLOCK_D, STAGES, True, LIMIT_RIGHT, LIMIT_LEFT, TMA)
+
+    offs_mo = gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(1, acc_layout))
+    offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
+    out_rows = (qc0 + offs_mo).to(gl.int64)[:, None]
+    gl.store(DQ + b64 * stride_dqb + h64 * stride_dqh + out_rows * stride_dqn + offs_do[None, :],
+             (dq * sm_scale).to(dtype), mask=(qc0 + offs_mo)[:, None] < seqlen_q)
+
+
+@gluon.jit
+def gluon_attention_dq_kernel(
+    Q, K, V, DO, LSE_LOG2, DELTA,
+    sm_scale, bottom_right, window_left, seqlen_q, seqlen_kv, gqa_group,
+    stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
+    stride_dob, stride_don, stride_doh, stride_rb, stride_rh, stride_dqb, stride_dqn, stride_dqh,
+    DQ,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
+    LIMIT_LEFT: gl.constexpr, STRIDE_ALIGN: gl.constexpr, ROW_ALIGN: gl.constexpr, STAGES: gl.constexpr,
+    PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
+):
+    """dQ = scale * sum_j dS_j K_j, inputs and masks as gluon_attention_dkdv_kernel's (the row
+    statistics padded to R >= cdiv(Nq, BLOCK_M) * BLOCK_M rows); DQ [B, Nq, Hq, D]. Grid
+    (cdiv(Nq, BLOCK_M), Hq, B); launch with num_warps=4. BLOCK_M: 128 (two consumers); BLOCK_N:
+    the key block, 64 or 128. TMA: K and V are tensor descriptors over [B, Nkv, Hkv, D] with
+    [1, BLOCK_N, 1, D] blocks (descriptor_layout)."""
+    NUM_CONSUMERS: gl.constexpr = BLOCK_M // QUERY_BLOCK
+    gl.static_assert(NUM_CONSUMERS == 2)
+    gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
+    dtype: gl.constexpr = DQ.dtype.element_ty
+    A: gl.constexpr = STRIDE_ALIGN
+    stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
+    stride_kb, stride_kn, stride_kh = _aligned(stride_kb, A), _aligned(stride_kn, A), _aligned(stride_kh, A)
+    stride_vb, stride_vn, stride_vh = _aligned(stride_vb, A), _aligned(stride_vn, A), _aligned(stride_vh, A)
+    stride_dob, stride_don, stride_doh = _aligned(stride_dob, A), _aligned(stride_don, A), _aligned(stride_doh, A)
+    stride_dqb, stride_dqn, stride_dqh = _aligned(stride_dqb, A), _aligned(stride_dqn, A), _aligned(stride_dqh, A)
+    stride_rb, stride_rh = _aligned(stride_rb, ROW_ALIGN), _aligned(stride_rh, ROW_ALIGN)
+    diag_offset = (seqlen_kv - seqlen_q) * bottom_right
+
+    if TMA:
+        ring_layout: gl.constexpr = descriptor_layout(BLOCK_N, HEAD_DIM, dtype)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], ring_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], ring_layout)
+        COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
+    else:
+        ring_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
+        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], ring_layout)
+        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], ring_layout)
+        COPY_ARRIVALS: gl.constexpr = 32 * PRODUCER_WARPS  # one cp.async arrival a producer thread
+    rows_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([QUERY_BLOCK, HEAD_DIM], dtype)
+    qdo_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, QUERY_BLOCK, HEAD_DIM], rows_layout)
+    k_ready, v_ready, k_empty, v_empty = _ring(STAGES, COPY_ARRIVALS, NUM_CONSUMERS)
+
+    qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
+    scale = sm_scale.to(gl.float32)
+    sizes = (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group)
+    rings = (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty)
+    copy_strides = (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
+    strides = (stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh, stride_dqb, stride_dqn, stride_dqh,
+               stride_rb, stride_rh)
+    gl.warp_specialize(
+        [(_dq_consumer, (Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, qdo_smem,
+                         0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA)),
+         (_dq_consumer, (Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, qdo_smem,
+                         1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA)),
+         (_dq_producer, (K, V, copy_strides, sizes, rings, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
+                         LIMIT_RIGHT, LIMIT_LEFT, TMA))],
         [CONSUMER_WARPS, PRODUCER_WARPS],
         [CONSUMER_REGS, PRODUCER_REGS],
     )

@@ -161,16 +161,21 @@ GLUON_DEVICE_DESCRIPTORS = True
 GLUON_DESCRIPTOR_BYTES = 3 * 128  # three CUtensorMaps a program
 
 
-# The Gluon dK/dV kernel (core/gluon_backward.py): its tiles, and which calls take one, by (head
-# dim, "dense" | "causal" | "window"); the dQ programs stay the portable kernel's. The route is
-# empty: the kernel compiles for sm_90 offline (Triton 3.6; no spill inside its step loops at
-# D = 64 or 128, dense, causal or windowed) but has not run on the GPU yet (NOTES v0.16).
-# benchmarks/gluon_backward_check.py checks it against float64 and times it. cp.async copies (no
-# descriptors: both frontends launch it alike); at 232 / 48 registers its producer does not spill.
+# The Gluon backward kernels (core/gluon_backward.py, dK/dV and dQ): their tiles, and which calls
+# take one, by (head dim, "dense" | "causal" | "window"); a call without a route runs the
+# portable kernel for that half. The routes are empty: the kernels compile for sm_90 offline
+# (Triton 3.6; no spill inside their step loops at D = 64 or 128, dense, causal or windowed) but
+# have not run on the GPU yet (NOTES v0.16). benchmarks/gluon_backward_check.py checks them
+# against float64 and times them. cp.async copies (no descriptors: both frontends launch them
+# alike); at 232 / 48 registers neither producer spills. dQ's 128-key blocks spill in its loop.
 GLUON_DKDV_TILES = {
     "dkdv": dict(BLOCK_N=128, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
 }
+GLUON_DQ_TILES = {
+    "dq": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
+}
 GLUON_DKDV_ROUTE: dict = {}
+GLUON_DQ_ROUTE: dict = {}
 
 
 def descriptor_scratch_bytes(grid: Sequence[int]) -> int:
@@ -768,17 +773,20 @@ class AttentionPlan:
                 and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v)
 
     @property
-    def gluon_dkdv_tile(self) -> Optional[str]:
-        """The Gluon dK/dV tile (GLUON_DKDV_TILES) this call's backward takes on Hopper, or None:
-        where GLUON_DKDV_ROUTE names one for its head dim and kind ("dense", "causal", "window"),
-        for calls the Gluon kernels can run (_gluon_plain, windows included) whose row statistics
-        are padded (the kernel reads lse_log2 and delta unmasked)."""
+    def gluon_backward_tiles(self) -> tuple:
+        """(dK/dV tile, dQ tile): the Gluon backward tiles (GLUON_DKDV_TILES, GLUON_DQ_TILES) this
+        call's backward takes on Hopper, each None where its half runs the portable kernel: where
+        GLUON_DKDV_ROUTE / GLUON_DQ_ROUTE name one for its head dim and kind ("dense", "causal",
+        "window"), for calls the Gluon kernels can run (_gluon_plain, windows included) whose row
+        statistics are padded (the kernels read lse_log2 and delta unmasked)."""
         if not runtime.hopper_gluon():
-            return None
-        kind = self._memoized("gluon_dkdv_kind", self._gluon_dkdv_kind)
-        return None if kind is None else GLUON_DKDV_ROUTE.get((self.head_dim, kind))
+            return None, None
+        kind = self._memoized("gluon_backward_kind", self._gluon_backward_kind)
+        if kind is None:
+            return None, None
+        return GLUON_DKDV_ROUTE.get((self.head_dim, kind)), GLUON_DQ_ROUTE.get((self.head_dim, kind))
 
-    def _gluon_dkdv_kind(self) -> Optional[str]:
+    def _gluon_backward_kind(self) -> Optional[str]:
         f = self.flags
         if not (f["PADDED_ROW_STATS"] and self._gluon_plain(window=True)):
             return None
@@ -851,9 +859,9 @@ class AttentionPlan:
     ) -> tuple:
         """(preprocess, *gradient launches): the row statistics, then dK/dV's and dQ's programs in
         one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says); with
-        tiles.dkdv_passes == 2, dK/dV's launch is two, dV's then dK's. gluon: whether dK/dV may
-        take the Gluon kernel where gluon_dkdv_tile gives one (the caller's Q, K, V and dO start
-        at 16-byte boundaries); then dQ's programs launch alone after it.
+        tiles.dkdv_passes == 2, dK/dV's launch is two, dV's then dK's. gluon: whether each half
+        may take the Gluon kernel where gluon_backward_tiles gives one (the caller's Q, K, V and
+        dO start at 16-byte boundaries); then dK/dV and dQ launch apart.
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
         gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
@@ -866,15 +874,15 @@ class AttentionPlan:
         if tuple(grad_out.shape) != self.out_shape:
             raise ValueError(f"grad_out must have the output's shape {self.out_shape}, got {tuple(grad_out.shape)}")
         has_dlse = arrays.get("DLSE") is not None
-        gluon_tile = self.gluon_dkdv_tile if gluon and not bias_grad else None
+        gluon_tiles = self.gluon_backward_tiles if gluon and not bias_grad else (None, None)
         statics = self._memoized(
-            ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tile),
-            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tile),
+            ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles),
+            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles),
         )
         return tuple(self._call(static, arrays, placeholder) for static in statics)
 
     def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool, split: bool,
-                          gluon_tile: Optional[str] = None) -> tuple:
+                          gluon_tiles: tuple = (None, None)) -> tuple:
         do_strides = (0,) + grad_out_strides if self.varlen else tuple(grad_out_strides[a] for a in self.layout_axes)
         grads = (
             _named_strides("stride_do", "bnhd", do_strides) | self._dense("stride_dk", self.k_shape)
@@ -918,17 +926,33 @@ class AttentionPlan:
             writes = tuple(name for name in outputs if written[name])
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
 
-        # The Gluon dK/dV kernel copies dO's rows 16 bytes at a time: its last axis contiguous.
-        if gluon_tile is not None and do_strides[3] == 1 and align["STRIDE_ALIGN"] >= 8:
-            from .gluon_backward import gluon_attention_dkdv_kernel as gluon_kernel  # imported only where it runs
+        # The Gluon kernels copy dO's rows 16 bytes at a time: its last axis contiguous.
+        if any(gluon_tiles) and do_strides[3] == 1 and align["STRIDE_ALIGN"] >= 8:
+            from . import gluon_backward  # imported only where it runs
 
-            tile = GLUON_DKDV_TILES[gluon_tile]
-            gluon_dkdv = self._static(
-                gluon_kernel, (_cdiv(self.max_seqlen_kv, tile["BLOCK_N"]), self.heads_kv, self.batch),
-                self._template(gluon_kernel, grads), ("DK", "DV"), self._constexprs(gluon_kernel, dict(align, **tile)),
-                dict(num_warps=4, num_stages=1),  # the first consumer's warpgroup; Triton adds the others
-            )
-            return preprocess, gluon_dkdv, launch(False, True)
+            dkdv_tile, dq_tile = gluon_tiles
+            # num_warps: the first consumer's warpgroup; Triton adds the other partitions' warps.
+            options = dict(num_warps=4, num_stages=1)
+            if dkdv_tile is None:
+                dkdv_launches = ((launch(True, False, write_dk=False), launch(True, False, write_dv=False))
+                                 if self.tiles.dkdv_passes == 2 else (launch(True, False),))
+            else:
+                gluon_kernel, tile = gluon_backward.gluon_attention_dkdv_kernel, GLUON_DKDV_TILES[dkdv_tile]
+                dkdv_launches = (self._static(
+                    gluon_kernel, (_cdiv(self.max_seqlen_kv, tile["BLOCK_N"]), self.heads_kv, self.batch),
+                    self._template(gluon_kernel, grads), ("DK", "DV"),
+                    self._constexprs(gluon_kernel, dict(align, **tile)), options,
+                ),)
+            if dq_tile is None:
+                dq_launch = launch(False, True)
+            else:
+                gluon_kernel, tile = gluon_backward.gluon_attention_dq_kernel, GLUON_DQ_TILES[dq_tile]
+                dq_launch = self._static(
+                    gluon_kernel, (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch),
+                    self._template(gluon_kernel, grads), ("DQ",), self._constexprs(gluon_kernel, dict(align, **tile)),
+                    options,
+                )
+            return (preprocess, *dkdv_launches, dq_launch)
         if split and self.tiles.dkdv_passes == 2:
             return preprocess, launch(True, False, write_dk=False), launch(True, False, write_dv=False), launch(False, True)
         if split:

@@ -127,8 +127,8 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DLSE=dlse)
     grad_out = _spec("grad_out", dout)
 
-    # The Gluon dK/dV kernel launches through jax-triton's builder taught Gluon (flashx/jax/gluon.py).
-    gluon = plan.gluon_dkdv_tile is not None and _gluon.install()
+    # The Gluon backward kernels launch through jax-triton's builder taught Gluon (flashx/jax/gluon.py).
+    gluon = any(plan.gluon_backward_tiles) and _gluon.install()
 
     def call(index):
         return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out, gluon=gluon)[index], ())

@@ -162,8 +162,8 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
         arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DELTA=delta,
                       LSE_LOG2=lse_log2,
                       DLSE=None if dlse is None else dlse.contiguous())
-        # The Gluon dK/dV kernel copies 16 bytes: views that start off a boundary take tl.
-        gluon = plan.gluon_dkdv_tile is not None and all(x.data_ptr() % 16 == 0 for x in (q, k, v, dout))
+        # The Gluon backward kernels copy 16 bytes: views that start off a boundary take tl.
+        gluon = any(plan.gluon_backward_tiles) and all(x.data_ptr() % 16 == 0 for x in (q, k, v, dout))
         preprocess, *gradients = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout),
                                                      gluon=gluon)
         outputs = dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias)
