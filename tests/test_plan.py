@@ -570,8 +570,9 @@ def gpu_spec(shape, dtype="bfloat16"):
         (dict(causal=True, softcap=20.0), 128, "bfloat16", None),
         (dict(causal=True), 128, "float32", None),
         (dict(causal=True), 64, "bfloat16", None),  # D = 64's row statistics are not padded
+        (dict(causal=True), 256, "bfloat16", None),  # wider than the kernels hold
     ],
-    ids=["dense", "causal-fp16", "causal-window", "left-window", "right-window", "softcap", "fp32", "d64"],
+    ids=["dense", "causal-fp16", "causal-window", "left-window", "right-window", "softcap", "fp32", "d64", "d256"],
 )
 def test_gluon_backward_route(monkeypatch, gpu_plans, options, d, dtype, kind):
     """A backward takes the Gluon dK/dV and dQ tiles that GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE give

@@ -788,7 +788,8 @@ class AttentionPlan:
 
     def _gluon_backward_kind(self) -> Optional[str]:
         f = self.flags
-        if not (f["PADDED_ROW_STATS"] and self._gluon_plain(window=True)):
+        # The kernels hold D = 64 or 128 (a consumer's dK and dV at D = 256 would not fit).
+        if not (f["PADDED_ROW_STATS"] and self.head_dim in (64, 128) and self._gluon_plain(window=True)):
             return None
         return "window" if f["LIMIT_LEFT"] else "causal" if f["LIMIT_RIGHT"] else "dense"
 
