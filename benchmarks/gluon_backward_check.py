@@ -26,10 +26,23 @@ import flashx.torch as ft
 from flashx.core import gluon_backward, plan
 
 LOG2_E = 1.4426950408889634
+# The kernels launched directly walk no block map (the plan's launches do, through the route).
+NO_MAP = dict(BLOCK_MAP=False, MAP_STEPS=1, HAS_MASK_MOD=False, MASK_MOD=None)
+NO_MAP_STRIDES = (0,) * 7
 
 
-def visible(nq, nkv, causal, window_left, device):
-    """[Nq, Nkv] bool: bottom-right causal, and keys from i' - window_left (-1: unbounded)."""
+@triton.jit
+def documents(b, h, q_idx, kv_idx):
+    """8 documents of 2048 tokens at N = 16k (the variants benchmark's); 4 of 256 at N = 1000."""
+    return (q_idx // DOCUMENT) == (kv_idx // DOCUMENT)
+
+
+DOCUMENT = triton.language.constexpr(2048)
+
+
+def visible(nq, nkv, causal, window_left, device, document=None):
+    """[Nq, Nkv] bool: bottom-right causal, keys from i' - window_left (-1: unbounded), and
+    (document) the same document of that many tokens."""
     i = torch.arange(nq, device=device)[:, None] + (nkv - nq)
     j = torch.arange(nkv, device=device)[None, :]
     mask = torch.ones(nq, nkv, dtype=torch.bool, device=device)
@@ -37,17 +50,19 @@ def visible(nq, nkv, causal, window_left, device):
         mask &= j <= i
     if window_left >= 0:
         mask &= j >= i - window_left
+    if document:
+        mask &= (torch.arange(nq, device=device)[:, None] // document) == (j // document)
     return mask
 
 
-def reference(q, k, v, do, causal, window_left):
-    """float64 out, lse [B, H, Nq] and dK, dV (GQA: k and v repeated, their gradients summed)."""
+def reference(q, k, v, do, causal, window_left, document=None):
+    """float64 out, lse [B, H, Nq] and dK, dV, dQ (GQA: k and v repeated, their gradients summed)."""
     b, nq, hq, d = q.shape
     group = hq // k.shape[2]
     q64, k64, v64 = (x.double().transpose(1, 2).requires_grad_() for x in (q, k, v))
     kr, vr = (x.repeat_interleave(group, dim=1) for x in (k64, v64))
     scores = (q64 @ kr.transpose(-1, -2)) * d ** -0.5
-    scores = scores.masked_fill(~visible(nq, k.shape[1], causal, window_left, q.device), float("-inf"))
+    scores = scores.masked_fill(~visible(nq, k.shape[1], causal, window_left, q.device, document), float("-inf"))
     lse = torch.logsumexp(scores, -1)
     p = torch.exp(scores - lse[..., None]).nan_to_num(0.0)  # rows that see no key: 0
     out = p @ vr
@@ -78,14 +93,14 @@ def launch(q, k, v, do, lse_log2, delta, causal, window_left, args):
         qs, dos = (plan.gluon_tma_descriptor(x, x.shape, x.stride(), 64, dtype) for x in (q, do))
     grid = (triton.cdiv(nkv, 128), hkv, b)
     gluon_backward.gluon_attention_dkdv_kernel[grid](
-        qs, k, v, dos, lse_log2, delta,
+        qs, k, v, dos, lse_log2, delta, lse_log2, lse_log2,  # no block map: its arrays unused
         d ** -0.5, 1, window_left, nq, nkv, hq // hkv,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *lse_log2.stride()[:2],
-        *dk.stride()[:3], *dv.stride()[:3],
+        *NO_MAP_STRIDES, *dk.stride()[:3], *dv.stride()[:3],
         dk, dv,
         HEAD_DIM=d, BLOCK_N=128, LIMIT_RIGHT=causal, LIMIT_LEFT=window_left >= 0, STRIDE_ALIGN=8, ROW_ALIGN=16,
         STAGES=args.stages, PRODUCER_WARPS=4, PRODUCER_REGS=args.pregs, CONSUMER_REGS=args.cregs, TMA=args.tma,
-        num_warps=4,
+        **NO_MAP, num_warps=4,
     )
     return dk, dv
 
@@ -101,14 +116,14 @@ def launch_dq(q, k, v, do, lse_log2, delta, causal, window_left, args):
         ks, vs = (plan.gluon_tma_descriptor(x, x.shape, x.stride(), 64, dtype) for x in (k, v))
     grid = (triton.cdiv(nq, 128), hq, b)
     gluon_backward.gluon_attention_dq_kernel[grid](
-        q, ks, vs, do, lse_log2, delta,
+        q, ks, vs, do, lse_log2, delta, lse_log2, lse_log2,  # no block map: its arrays unused
         d ** -0.5, 1, window_left, nq, nkv, hq // hkv,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *lse_log2.stride()[:2],
-        *dq.stride()[:3],
+        *NO_MAP_STRIDES, *dq.stride()[:3],
         dq,
         HEAD_DIM=d, BLOCK_M=128, BLOCK_N=64, LIMIT_RIGHT=causal, LIMIT_LEFT=window_left >= 0, STRIDE_ALIGN=8,
         ROW_ALIGN=16, STAGES=args.stages, PRODUCER_WARPS=4, PRODUCER_REGS=args.pregs, CONSUMER_REGS=args.cregs,
-        TMA=args.tma, num_warps=4,
+        TMA=args.tma, **NO_MAP, num_warps=4,
     )
     return dq
 
@@ -122,7 +137,7 @@ class routed:
 
     def __enter__(self):
         self.saved = plan.GLUON_DKDV_ROUTE, plan.GLUON_DQ_ROUTE
-        keys = [(d, kind) for d in (64, 128) for kind in ("dense", "causal", "window")]
+        keys = [(d, kind) for d in (64, 128) for kind in ("dense", "causal", "window", "map")]
         plan.GLUON_DKDV_ROUTE = {key: "dkdv" for key in keys} if "dkdv" in self.halves else {}
         plan.GLUON_DQ_ROUTE = {key: "dq" for key in keys} if "dq" in self.halves else {}
 
@@ -181,7 +196,32 @@ def check(args) -> int:
         failures += not ok
         print(f"plan   {name}: dQ err {errs[0]:.1e} dK err {errs[1]:.1e} dV err {errs[2]:.1e} "
               f"{'OK' if ok else 'WRONG'}", flush=True)
+    if not args.kernel_only:
+        failures += check_documents()
     return failures
+
+
+def check_documents() -> int:
+    """A causal document mask through the plan (its block map, mask_mod on the partial blocks):
+    documents of 2048 tokens on N = 5000, GQA 4:2."""
+    b, n, hq, hkv, d = 1, 5000, 4, 2, 128
+    q = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    do = torch.randn_like(q)
+    _, _, dk_ref, dv_ref, dq_ref = reference(q, k, v, do, True, -1, document=DOCUMENT.value)
+    qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+    try:
+        with routed():
+            grads = torch.autograd.grad(ft.attention(qg, kg, vg, causal=True, mask_mod=documents), (qg, kg, vg), do)
+        torch.cuda.synchronize()
+        errs = rel_errors(grads, (dq_ref, dk_ref, dv_ref))
+        ok = all(e < 1e-2 for e in errs)
+    except Exception as e:  # noqa: BLE001
+        errs, ok = [float("nan")] * 3, False
+        print(f"FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
+    print(f"plan   documents of {DOCUMENT.value} B={b} N={n} Hq={hq} Hkv={hkv} D={d} causal: dQ err {errs[0]:.1e} "
+          f"dK err {errs[1]:.1e} dV err {errs[2]:.1e} {'OK' if ok else 'WRONG'}", flush=True)
+    return 0 if ok else 1
 
 
 # Tiles to time side by side (--variants): copies, stages, consumer / producer registers. "cp-s2"
@@ -239,12 +279,32 @@ def bench(args) -> None:
                                                                              retain_graph=True), warmup=25, rep=100)
                 row[label] = 10 * b * hq * pairs * d / ms / 1e9
         rows.append((name, row))
+    rows.append(bench_documents())
     names = list(dict.fromkeys(key for _, row in rows for key in row))
     print("| case | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for name, row in rows:
-        print(f"| {name} | " + " | ".join(f"{row[n]:.2f}" if n.endswith("share") else f"{row.get(n, float('nan')):.0f}"
+        print(f"| {name} | " + " | ".join(f"{row.get(n, float('nan')):.{2 if n.endswith('share') else 0}f}"
                                           for n in names) + " |")
+
+
+def bench_documents() -> tuple:
+    """(name, row): the variants benchmark's causal document mask (8 documents on N = 16k, H = 16,
+    D = 128), flashx's backward portable and with the Gluon launches (through its block map)."""
+    b, n, h, d = 1, 16384, 16, 128
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    do = torch.randn_like(q)
+    pairs = visible(n, n, True, -1, "cuda", document=DOCUMENT.value).sum().item()
+    bm = ft.create_block_mask(documents, None, None, n, n, causal=True, device="cuda")
+    out = ft.attention(q, k, v, causal=True, block_mask=bm)
+    row = {}
+    for label, halves in (("flashx bwd", ()), ("flashx bwd, Gluon dK/dV", ("dkdv",)),
+                          ("flashx bwd, Gluon dK/dV + dQ", ("dkdv", "dq"))):
+        with routed(halves):
+            ms = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
+                                         warmup=25, rep=100)
+        row[label] = 10 * b * h * pairs * d / ms / 1e9
+    return f"B={b} N={n} H={h} D={d} causal, {n // DOCUMENT.value} documents", row
 
 
 def main() -> int:

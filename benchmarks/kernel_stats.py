@@ -67,12 +67,13 @@ def normalized_ptx(ptx: str) -> str:
     return "\n".join(line for line in lines if line not in ("", "L:") and not line.startswith(".param"))
 
 
-def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False) -> None:
+def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documents: bool = False) -> None:
     """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
     for sm_90 without a GPU; print their resources (ptx_hash: and a hash of normalized_ptx, to
     compare two trees' kernels).
 
-    window: a left window size; then only the causal sliding window (window=(window, 0)) is built."""
+    window: a left window size; then only the causal sliding window (window=(window, 0)) is built.
+    documents: only the causal document mask (mask_mod, 8 documents, its block map) is built."""
     import hashlib
     import os
     import re
@@ -94,6 +95,10 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False) -> None
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+
+    global _document_mask
+    if not hasattr(_document_mask, "fn"):  # a plain function until triton is importable here
+        _document_mask = triton.jit(_document_mask)
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from flashx import core
@@ -149,11 +154,16 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False) -> None
 
     print(f"Triton {triton.__version__}, sm_90, {'jax-triton' if jax_like else 'torch (Triton launcher)'} specialization")
     for d in d_list:
-        for causal in (False, True) if window is None else (True,):
+        for causal in (False, True) if window is None and not documents else (True,):
             shape = (4, 4096, 2048 // d, d)
             spec = core.ArraySpec(shape, core.dense_strides(shape), "bfloat16", "cuda:0")
-            plan = core.plan_attention(spec, spec, spec, causal=causal, window=None if window is None else (window, 0))
-            label = f"window {window:<4d}" if window is not None else "causal    " if causal else "non-causal"
+            options = dict(causal=causal, window=None if window is None else (window, 0))
+            if documents:  # with its block map, as the frontends plan it once they have built it
+                options["block_mask"] = core.plan.plan_block_mask(_document_mask, None, None, shape[1], shape[1], causal=True)
+                options["mask_mod"] = _document_mask
+            plan = core.plan_attention(spec, spec, spec, **options)
+            label = (f"window {window:<4d}" if window is not None else "documents " if documents
+                     else "causal    " if causal else "non-causal")
             calls = [("forward", plan.forward_call({}, None))]
             gluon_on[0] = True
             if plan.gluon_forward:  # what an H200 runs instead, at this shape (core.plan.GLUON_FORWARD_ROUTE)
@@ -180,6 +190,12 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False) -> None
                 print(f"D={d:3d} {label} {name:13s} {resources(call, 'bf16')}", flush=True)
 
 
+def _document_mask(b, h, q_idx, kv_idx):
+    """8 documents of 512 tokens (N = 4096), as bench_variants.py's document mask; made a
+    @triton.jit function where it is used (triton is imported late, see offline)."""
+    return (q_idx // 512) == (kv_idx // 512)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--d", type=int, nargs="+", default=[64, 128])
@@ -187,11 +203,12 @@ def main(argv=None) -> int:
     p.add_argument("--offline", action="store_true", help="compile for sm_90 without a GPU (see above)")
     p.add_argument("--jax", action="store_true", help="--offline: jax-triton's integer specialization")
     p.add_argument("--window", type=int, default=None, help="--offline: the causal sliding window (LEFT, 0) instead")
+    p.add_argument("--documents", action="store_true", help="--offline: the causal document mask instead")
     p.add_argument("--ptx-hash", action="store_true",
                    help="--offline: also a hash of each kernel's normalized PTX (equal on two trees: the same instructions)")
     args = p.parse_args(argv)
     if args.offline:
-        offline(args.d, args.jax, args.window, args.ptx_hash)
+        offline(args.d, args.jax, args.window, args.ptx_hash, args.documents)
         return 0
 
     import torch

@@ -639,3 +639,43 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
     for calls in (plan.backward_calls(arrays, None, False, q, gluon=False), plan.backward_calls(arrays, None, False, odd),
                   plan.backward_calls(arrays, None, True, q)):
         assert not gluon_kernels & {call.kernel for call in calls}
+
+
+def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):
+    """A call with a 128 x 128 block map (mask_mod, causal folded in) is kind "map": its Gluon
+    launches bind the map (dK/dV the transposed lists, dQ the rows' lists) with the map's strides,
+    walk each map block in two 64-row (dK/dV) or 64-key (dQ) steps, and call mask_mod on its
+    partial blocks; a map of other blocks, or mask_mod without a map, takes no Gluon kernel."""
+    import triton
+
+    from flashx.core.gluon_backward import gluon_attention_dkdv_kernel, gluon_attention_dq_kernel
+
+    @triton.jit
+    def documents(b, h, q_idx, kv_idx):
+        return (q_idx // 300) == (kv_idx // 300)
+
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, "map"): "dkdv"})
+    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, "map"): "dq"})
+    q = gpu_spec((2, 900, 4, 128))
+    bm = plan_mod.plan_block_mask(documents, None, 4, 900, 900, causal=True)
+    plan = core.plan_attention(q, q, q, causal=True, mask_mod=documents, block_mask=bm)
+    assert plan.gluon_backward_tiles == ("dkdv", "dq")
+    arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2", "MAP_COUNTS",
+                                          "MAP_INDICES", "MAP_T_COUNTS", "MAP_T_INDICES")}
+    _, dkdv, dq = plan.backward_calls(arrays, None, False, q)
+    assert (dkdv.kernel, dq.kernel) == (gluon_attention_dkdv_kernel, gluon_attention_dq_kernel)
+    for call, lists in ((dkdv, ("MAP_T_COUNTS", "MAP_T_INDICES")), (dq, ("MAP_COUNTS", "MAP_INDICES"))):
+        assert call.constexprs["BLOCK_MAP"] and call.constexprs["MAP_STEPS"] == 2
+        assert call.constexprs["HAS_MASK_MOD"] and call.constexprs["MASK_MOD"] is plan.flags["MASK_MOD"]
+        args = dict(zip(kernel_params(call.kernel)[0], call.args))
+        assert all(args[n] is arrays[n] for n in lists)
+    args = dict(zip(kernel_params(dkdv.kernel)[0], dkdv.args))
+    # The map broadcasts over the batch (B=None): its batch strides are 0, its head strides not.
+    assert args["stride_tcb"] == 0 and args["stride_tch"] == 8 * 2 and args["stride_tcq"] == 2
+    assert args["stride_tik"] == 8 and args["stride_tiq"] == 2 * 8
+    args = dict(zip(kernel_params(dq.kernel)[0], dq.args))
+    assert args["stride_cb"] == 0 and args["stride_ik"] == 8
+    plan_mod.clear_plan_cache()
+    other = plan_mod.plan_block_mask(documents, None, 4, 900, 900, causal=True, blocks=(64, 128))
+    assert core.plan_attention(q, q, q, causal=True, mask_mod=documents, block_mask=other).gluon_backward_tiles == (None, None)
+    assert core.plan_attention(q, q, q, causal=True, mask_mod=documents).gluon_backward_tiles == (None, None)

@@ -16,7 +16,9 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-import flashx.torch  # noqa: E402
+import flashx.torch  # noqa: E402, I001  (flashx before triton: this module defines a @triton.jit function)
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402, F401  (Triton's interpreter wants it visible to @triton.jit functions)
 from conftest import (  # noqa: E402
     Case,
     DTYPES,
@@ -722,6 +724,11 @@ def test_gpu_gluon_backward_kernels(case):
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
 
 
+@triton.jit
+def _documents_of_300(b, h, q_idx, kv_idx):
+    return (q_idx // 300) == (kv_idx // 300)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "case, window",
@@ -729,17 +736,19 @@ def test_gpu_gluon_backward_kernels(case):
         pytest.param(Case(1, 700, 1300, 4, 2, 128, 128, causal=True), None, id="gqa-q700-kv1300-causal"),
         pytest.param(Case(2, 1000, 1000, 2, 2, 128, 128, causal=True), (200, 0), id="window-200"),
         pytest.param(Case(1, 900, 900, 2, 1, 128, 128), None, id="mqa-dense"),
+        pytest.param(Case(2, 1000, 1000, 4, 2, 128, 128, causal=True), "documents", id="documents-gqa"),
     ],
 )
 def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, window):
     """With GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE switched on (empty until the kernels have run),
-    flashx's backward launches the Gluon dK/dV and dQ kernels: dq, dk and dv against float64
-    within the dtype's bound of torch's own bf16 gradients. Run it under a timeout (see above)."""
+    flashx's backward launches the Gluon dK/dV and dQ kernels (a causal document mask: through
+    its block map, mask_mod on the partial blocks): dq, dk and dv against float64 within the
+    dtype's bound of torch's own bf16 gradients. Run it under a timeout (see above)."""
     from flashx.core import gluon_backward, plan as plan_mod
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon kernels run on sm_90 devices only")
-    kinds = ("dense", "causal", "window")
+    kinds = ("dense", "causal", "window", "map")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
     monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
@@ -747,13 +756,15 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, wi
                for s in shapes(*case[:7], "bnhd"))
     grad = torch.randn(q.shape, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16)
     options = dict(causal=case.causal) if window is None else dict(window=window)
+    if window == "documents":
+        options = dict(causal=True, mask_mod=_documents_of_300)
     grads = torch.autograd.grad(flashx.torch.attention(q, k, v, **options), (q, k, v), grad)
     assert {gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel} <= set(backward_kernels)
     mask = None
     if window is not None:
         i = torch.arange(case.nq, device="cuda")[:, None] + case.nkv - case.nq
         j = torch.arange(case.nkv, device="cuda")[None, :]
-        mask = (j <= i) & (j >= i - window[0])
+        mask = (j <= i) & ((i // 300 == j // 300) if window == "documents" else (j >= i - window[0]))
     ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
     native_in = [x.detach().requires_grad_() for x in (q, k, v)]
     if mask is None:

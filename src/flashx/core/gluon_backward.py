@@ -84,6 +84,22 @@ def _ring(STAGES: gl.constexpr, COPY_ARRIVALS: gl.constexpr, READERS: gl.constex
 
 
 @gluon.jit
+def _walk_block(i, p_list, MAP_STEPS: gl.constexpr, BLOCK_MAP: gl.constexpr):
+    """The 64-row (64-key) block of walk step i: i itself, or with a block map the i-th step of a
+    list of map blocks (each walked in MAP_STEPS steps)."""
+    block = i
+    if BLOCK_MAP:
+        block = gl.load(p_list + i // MAP_STEPS) * MAP_STEPS + i % MAP_STEPS
+    return block
+
+
+@gluon.jit
+def _map_walk(p_counts, MAP_STEPS: gl.constexpr):
+    """(partial steps, full steps) of a block map's row: its two list lengths in walk steps."""
+    return gl.load(p_counts) * MAP_STEPS, gl.load(p_counts + 1) * MAP_STEPS
+
+
+@gluon.jit
 def _query_blocks(k0, seqlen_q, diag_offset, window_left, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
                   LIMIT_LEFT: gl.constexpr):
     """[first, end) of the 64-row query blocks that see any of keys k0 .. k0 + BLOCK_N: causal
@@ -101,14 +117,15 @@ def _query_blocks(k0, seqlen_q, diag_offset, window_left, BLOCK_N: gl.constexpr,
 
 
 @gluon.jit
-def _dkdv_producer(Q, DO, strides, sizes, rings,
+def _dkdv_producer(Q, DO, strides, sizes, rings, map_t,
                    BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
                    PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
-                   TMA: gl.constexpr):
+                   TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr):
     """Copy Q_i then dO_i into ring step s's stage (s % STAGES) once both consumers have handed it
-    back, for every query block i this program's keys see, of every q head of the kv head's group.
+    back, for every query block i this program's keys see (BLOCK_MAP: the transposed map's
+    partial list, then its full one), of every q head of the kv head's group.
 
-    strides: Q's and dO's (batch, row, head) strides; sizes, rings: as _dkdv_consumer's."""
+    strides: Q's and dO's (batch, row, head) strides; sizes, rings, map_t: as _dkdv_consumer's."""
     stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
     q_smem, do_smem, q_ready, do_ready, q_empty, do_empty = rings
@@ -123,24 +140,54 @@ def _dkdv_producer(Q, DO, strides, sizes, rings,
     b64 = batch.to(gl.int64)
     first, end = _query_blocks(k_block * BLOCK_N, seqlen_q, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
                                LIMIT_LEFT)
-    s = 0  # ring steps so far
+    s = gl.to_tensor(0)  # ring steps so far
     for g in range(gqa_group):
         head = kv_head * gqa_group + g
         q_base = b64 * stride_qb + head.to(gl.int64) * stride_qh
         do_base = b64 * stride_dob + head.to(gl.int64) * stride_doh
-        for block in range(first, end):
-            stage, phase = _ring_slot(s, STAGES)
-            phase = phase ^ 1  # a fresh barrier counts the phase before 0 as complete
-            row0 = block * QUERY_BLOCK
-            # Rows past Nq arrive as zeros (TMA: by the copy engine); their lse_log2 is +inf.
-            in_bounds = (row0 + offs_m)[:, None] < seqlen_q
-            coord = (batch, row0, head, 0)
-            start = row0.to(gl.int64)
-            _copy_block(Q, q_base, start, stride_qn, q_offs, in_bounds, coord, q_smem, q_ready, q_empty, stage, phase,
-                        TMA)
-            _copy_block(DO, do_base, start, stride_don, do_offs, in_bounds, coord, do_smem, do_ready, do_empty, stage,
-                        phase, TMA)
-            s += 1
+        copies = (Q, DO, q_base, do_base, stride_qn, stride_don, q_offs, do_offs, offs_m, batch, head, seqlen_q)
+        if BLOCK_MAP:
+            p_counts, p_list, stride_kind = _map_row(map_t, batch, head, k_block)
+            n_partial, n_full = _map_walk(p_counts, MAP_STEPS)
+            s = _copy_rows(copies, rings, s, 0, n_partial, p_list, STAGES, TMA, BLOCK_MAP, MAP_STEPS)
+            s = _copy_rows(copies, rings, s, 0, n_full, p_list + stride_kind, STAGES, TMA, BLOCK_MAP, MAP_STEPS)
+        else:
+            s = _copy_rows(copies, rings, s, first, end, Q, STAGES, TMA, BLOCK_MAP, MAP_STEPS)
+
+
+@gluon.jit
+def _map_row(map_arrays, batch, head, block):
+    """(counts, list, the stride from the partial list to the full one) of one row of a block map
+    (map_arrays: counts, indices and their (batch, head, row, kind) strides; 0 where it
+    broadcasts)."""
+    counts, indices, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, stride_ik = map_arrays
+    b64 = batch.to(gl.int64)
+    h64 = head.to(gl.int64)
+    p_counts = counts + b64 * stride_cb + h64 * stride_ch + block.to(gl.int64) * stride_cq
+    p_list = indices + b64 * stride_ib + h64 * stride_ih + block.to(gl.int64) * stride_iq
+    return p_counts, p_list, stride_ik
+
+
+@gluon.jit
+def _copy_rows(copies, rings, s, begin, end, p_list, STAGES: gl.constexpr, TMA: gl.constexpr,
+               BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr):
+    """Q's and dO's 64-row blocks of walk steps begin .. end (_walk_block) into ring steps s, s + 1,
+    ...; the next ring step."""
+    Q, DO, q_base, do_base, stride_qn, stride_don, q_offs, do_offs, offs_m, batch, head, seqlen_q = copies
+    q_smem, do_smem, q_ready, do_ready, q_empty, do_empty = rings
+    for i in range(begin, end):
+        stage, phase = _ring_slot(s, STAGES)
+        phase = phase ^ 1  # a fresh barrier counts the phase before 0 as complete
+        row0 = _walk_block(i, p_list, MAP_STEPS, BLOCK_MAP) * QUERY_BLOCK
+        # Rows past Nq arrive as zeros (TMA: by the copy engine); their lse_log2 is +inf.
+        in_bounds = (row0 + offs_m)[:, None] < seqlen_q
+        coord = (batch, row0, head, 0)
+        start = row0.to(gl.int64)
+        _copy_block(Q, q_base, start, stride_qn, q_offs, in_bounds, coord, q_smem, q_ready, q_empty, stage, phase, TMA)
+        _copy_block(DO, do_base, start, stride_don, do_offs, in_bounds, coord, do_smem, do_ready, do_empty, stage,
+                    phase, TMA)
+        s += 1
+    return s
 
 
 @gluon.jit
@@ -160,40 +207,47 @@ def _unmasked_blocks(kc0, first, end, diag_offset, window_left, LIMIT_RIGHT: gl.
 
 
 @gluon.jit
-def _mask_scores_t(s_t, keys, q0, offs_q, diag_offset, window_left, LIMIT_RIGHT: gl.constexpr,
-                   LIMIT_LEFT: gl.constexpr):
+def _mask_scores_t(s_t, keys, q0, offs_q, diag_offset, window_left, batch, head, LIMIT_RIGHT: gl.constexpr,
+                   LIMIT_LEFT: gl.constexpr, HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr):
     """-inf where key keys[r] is outside query q0 + offs_q[c]'s mask (S^T: keys down, queries
-    across). Each row's bounds on offs_q, against offs_q itself: the column indices stay
-    compile-time constants per thread instead of a register each."""
+    across): causal, the left window, and mask_mod(batch, head, q_idx, kv_idx). Each row's bounds
+    on offs_q, against offs_q itself: the column indices stay compile-time constants per thread
+    instead of a register each."""
     first_q = keys - diag_offset - q0  # the row's first visible column (causal)
     visible = offs_q[None, :] >= first_q[:, None] - (1 << 30)  # all True, in the tile's shape
     if LIMIT_RIGHT:
         visible = offs_q[None, :] >= first_q[:, None]
     if LIMIT_LEFT:
         visible = visible & (offs_q[None, :] <= (first_q + window_left)[:, None])
+    if HAS_MASK_MOD:
+        visible = visible & MASK_MOD(batch, head, (q0 + offs_q)[None, :], keys[:, None])
     return gl.where(visible, s_t, float("-inf"))
 
 
 @gluon.jit
-def _dkdv_steps(dk, dv, s, begin, end, stats, operands, rings, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-                MASKED: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr):
-    """dK and dV after query blocks begin .. end of one q head, ring steps s, s + 1, ...; (dk, dv,
-    next step). MASKED: the blocks cross the keys' diagonal or window edge."""
-    lse_log2_row, delta_row = stats
+def _dkdv_steps(dk, dv, s, begin, end, p_list, stats, operands, rings, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+                MASKED: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr,
+                BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
+                MASK_MOD: gl.constexpr):
+    """dK and dV after walk steps begin .. end (_walk_block: query blocks, or a block map's list)
+    of one q head, ring steps s, s + 1, ...; (dk, dv, next step). MASKED: the blocks cross the
+    keys' diagonal or window edge, or are a map's partial blocks."""
+    lse_log2_row, delta_row, batch, head = stats
     k_smem, v_smem, s_zero, keys, offs_q, qk_scale_log2, diag_offset, window_left = operands
     q_smem, do_smem, q_ready, do_ready, q_empty, do_empty = rings
     dtype: gl.constexpr = k_smem.dtype
     operand_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout, k_width=2)
-    for block in range(begin, end):
+    for i in range(begin, end):
         stage, phase = _ring_slot(s, STAGES)
-        q0 = block * QUERY_BLOCK
+        q0 = _walk_block(i, p_list, MAP_STEPS, BLOCK_MAP) * QUERY_BLOCK
         # Padded row statistics: no mask (lse_log2 +inf past Nq makes P^T 0 there).
         lse_log2 = gl.load(lse_log2_row + q0 + offs_q)
         mbarrier.wait(q_ready.index(stage), phase)
         q_tile = _as_tile(q_smem.index(stage), QUERY_BLOCK, BLOCK_D, TMA)
         s_t = warpgroup_mma(k_smem, q_tile.permute((1, 0)), s_zero, use_acc=False)
         if MASKED:
-            s_t = _mask_scores_t(s_t, keys, q0, offs_q, diag_offset, window_left, LIMIT_RIGHT, LIMIT_LEFT)
+            s_t = _mask_scores_t(s_t, keys, q0, offs_q, diag_offset, window_left, batch, head, LIMIT_RIGHT,
+                                 LIMIT_LEFT, HAS_MASK_MOD, MASK_MOD)
         # In this order, at most P^T and dP^T ([64, 64] float32 each) live beside dK and dV
         # ([64, D] each): with S^T, dP^T, lse and delta all live at once the consumer spilled.
         p_t = gl.exp2(s_t * qk_scale_log2 - lse_log2[None, :])
@@ -211,15 +265,17 @@ def _dkdv_steps(dk, dv, s, begin, end, stats, operands, rings, BLOCK_D: gl.const
 
 
 @gluon.jit
-def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings, kv_smem,
+def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings, kv_smem, map_t,
                    CONSUMER: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-                   LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr):
+                   LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr,
+                   BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
+                   MASK_MOD: gl.constexpr):
     """One warpgroup: keys k0 + CONSUMER * 64 .. + 64 of this program's block; their dK and dV.
 
     strides: K's, V's, the row statistics' (batch, head), dK's and dV's (batch, row, head);
     sizes: (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group); rings: (q_smem, do_smem,
     q_ready, do_ready, q_empty, do_empty); kv_smem: [2 * consumers, 64, D], this consumer's K at
-    2 * CONSUMER, its V after it."""
+    2 * CONSUMER, its V after it; map_t: the transposed block map (_map_row), with BLOCK_MAP."""
     (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_rb, stride_rh,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
@@ -253,20 +309,30 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2,
     dv = gl.zeros([KEYS_PER_CONSUMER, BLOCK_D], gl.float32, layout=acc_layout)
     first, end = _query_blocks(k0, seqlen_q, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT, LIMIT_LEFT)
     lo, hi = _unmasked_blocks(kc0, first, end, diag_offset, window_left, LIMIT_RIGHT, LIMIT_LEFT)
-    s = 0  # ring steps so far
+    s = gl.to_tensor(0)  # ring steps so far
     for g in range(gqa_group):
         head = kv_head * gqa_group + g
         stats = (LSE_LOG2 + (b64 * stride_rb + head.to(gl.int64) * stride_rh),
-                 DELTA + (b64 * stride_rb + head.to(gl.int64) * stride_rh))
+                 DELTA + (b64 * stride_rb + head.to(gl.int64) * stride_rh), batch, head)
         operands = (k_smem, v_smem, s_zero, keys, offs_q, qk_scale_log2, diag_offset, window_left)
-        # Three loops, so that only the blocks that cross the keys' diagonal or window edge pay the
-        # mask: a run-time branch in one loop kept both paths' values live (600 bytes of stack).
-        dk, dv, s = _dkdv_steps(dk, dv, s, first, lo, stats, operands, rings, BLOCK_D, STAGES, True,
-                                LIMIT_RIGHT, LIMIT_LEFT, TMA)
-        dk, dv, s = _dkdv_steps(dk, dv, s, lo, hi, stats, operands, rings, BLOCK_D, STAGES, False,
-                                LIMIT_RIGHT, LIMIT_LEFT, TMA)
-        dk, dv, s = _dkdv_steps(dk, dv, s, hi, end, stats, operands, rings, BLOCK_D, STAGES, True,
-                                LIMIT_RIGHT, LIMIT_LEFT, TMA)
+        if BLOCK_MAP:  # the map's partial blocks, masked; then its full ones
+            p_counts, p_list, stride_kind = _map_row(map_t, batch, head, k_block)
+            n_partial, n_full = _map_walk(p_counts, MAP_STEPS)
+            dk, dv, s = _dkdv_steps(dk, dv, s, 0, n_partial, p_list, stats, operands, rings, BLOCK_D, STAGES, True,
+                                    LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
+            dk, dv, s = _dkdv_steps(dk, dv, s, 0, n_full, p_list + stride_kind, stats, operands, rings, BLOCK_D,
+                                    STAGES, False, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD,
+                                    MASK_MOD)
+        else:
+            # Three loops, so that only the blocks that cross the keys' diagonal or window edge pay
+            # the mask: a run-time branch in one loop kept both paths' values live (600 bytes of
+            # stack).
+            dk, dv, s = _dkdv_steps(dk, dv, s, first, lo, K, stats, operands, rings, BLOCK_D, STAGES, True,
+                                    LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
+            dk, dv, s = _dkdv_steps(dk, dv, s, lo, hi, K, stats, operands, rings, BLOCK_D, STAGES, False,
+                                    LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
+            dk, dv, s = _dkdv_steps(dk, dv, s, hi, end, K, stats, operands, rings, BLOCK_D, STAGES, True,
+                                    LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
 
     offs_no = gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, acc_layout))
     offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
@@ -280,22 +346,28 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2,
 
 @gluon.jit
 def gluon_attention_dkdv_kernel(
-    Q, K, V, DO, LSE_LOG2, DELTA,
+    Q, K, V, DO, LSE_LOG2, DELTA, MAP_T_COUNTS, MAP_T_INDICES,
     sm_scale, bottom_right, window_left, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
     stride_dob, stride_don, stride_doh, stride_rb, stride_rh,
+    stride_tcb, stride_tch, stride_tcq, stride_tib, stride_tih, stride_tiq, stride_tik,
     stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
     DK, DV,
     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
-    STRIDE_ALIGN: gl.constexpr, ROW_ALIGN: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
+    STRIDE_ALIGN: gl.constexpr, ROW_ALIGN: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
+    PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
+    BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr,
 ):
     """Grid (cdiv(Nkv, BLOCK_N), Hkv, B); launch with num_warps=4 (the first consumer's
     warpgroup: Triton adds the other partitions' warps). BLOCK_N: 128 (two consumers). TMA: Q and
     dO are tensor descriptors over [B, Nq, Hq, D] with [1, 64, 1, D] blocks (descriptor_layout).
     STRIDE_ALIGN: what Q's, K's, V's, dO's, dK's and dV's (batch, row, head) strides are multiples
     of; ROW_ALIGN: the same for the row statistics' (batch, head) strides (jax-triton passes no
-    divisibility hints)."""
+    divisibility hints). BLOCK_MAP: the program walks the transposed block map's lists for its
+    key block (MAP_T_COUNTS [B, H, nK, 2], MAP_T_INDICES [B, H, nK, 2, nQ], their map blocks
+    BLOCK_N keys wide and MAP_STEPS * 64 queries high), masking the partial blocks with causal,
+    the window and, with HAS_MASK_MOD, MASK_MOD(batch, q head, q_idx, kv_idx) (a @triton.jit
+    function); otherwise those arrays and strides are unused."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_N // KEYS_PER_CONSUMER
     gl.static_assert(NUM_CONSUMERS == 2)
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
@@ -332,13 +404,17 @@ def gluon_attention_dkdv_kernel(
     copy_strides = (stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh)
     strides = (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_rb, stride_rh,
                stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh)
+    map_t = (MAP_T_COUNTS, MAP_T_INDICES, stride_tcb, stride_tch, stride_tcq, stride_tib, stride_tih, stride_tiq,
+             stride_tik)
     gl.warp_specialize(
-        [(_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, kv_smem,
-                           0, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA)),
-         (_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, kv_smem,
-                           1, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA)),
-         (_dkdv_producer, (Q, DO, copy_strides, sizes, rings, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
-                           LIMIT_RIGHT, LIMIT_LEFT, TMA))],
+        [(_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, kv_smem, map_t,
+                           0, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS,
+                           HAS_MASK_MOD, MASK_MOD)),
+         (_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, kv_smem, map_t,
+                           1, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS,
+                           HAS_MASK_MOD, MASK_MOD)),
+         (_dkdv_producer, (Q, DO, copy_strides, sizes, rings, map_t, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
+                           LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS))],
         [CONSUMER_WARPS, PRODUCER_WARPS],
         [CONSUMER_REGS, PRODUCER_REGS],
     )
@@ -384,36 +460,44 @@ def _unmasked_key_blocks(qc0, first, end, diag_offset, window_left, BLOCK_N: gl.
 
 
 @gluon.jit
-def _mask_scores(s, row_diag, offs_n, k0, window_left, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr):
-    """-inf where key k0 + offs_n[c] is outside row r's mask (queries down, keys across):
-    row_diag[r] = its query index + diag_offset, the last key it sees (causal). Column bounds
-    against offs_n itself, which stays a compile-time constant per thread."""
+def _mask_scores(s, rows, row_diag, offs_n, k0, window_left, batch, head, LIMIT_RIGHT: gl.constexpr,
+                 LIMIT_LEFT: gl.constexpr, HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr):
+    """-inf where key k0 + offs_n[c] is outside query rows[r]'s mask (queries down, keys across):
+    causal, the left window, and mask_mod(batch, head, q_idx, kv_idx); row_diag[r] = rows[r] +
+    diag_offset, the last key the row sees (causal). Column bounds against offs_n itself, which
+    stays a compile-time constant per thread."""
     last = row_diag - k0  # the row's last visible column (causal)
     visible = offs_n[None, :] <= last[:, None] + (1 << 30)  # all True, in the tile's shape
     if LIMIT_RIGHT:
         visible = offs_n[None, :] <= last[:, None]
     if LIMIT_LEFT:
         visible = visible & (offs_n[None, :] >= (last - window_left)[:, None])
+    if HAS_MASK_MOD:
+        visible = visible & MASK_MOD(batch, head, rows[:, None], (k0 + offs_n)[None, :])
     return gl.where(visible, s, float("-inf"))
 
 
 @gluon.jit
-def _dq_steps(dq, s, begin, end, operands, rings, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
+def _dq_steps(dq, s, begin, end, p_list, operands, rings, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
               STAGES: gl.constexpr, MASKED: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
-              TMA: gl.constexpr):
-    """dQ after key blocks begin .. end, ring steps s, s + 1, ...; (dq, next step). MASKED: the
-    blocks cross the rows' diagonal or window edge."""
-    q_smem, do_smem, s_zero, lse_log2, delta, row_diag, offs_n, qk_scale_log2, window_left = operands
+              TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
+              MASK_MOD: gl.constexpr):
+    """dQ after walk steps begin .. end (_walk_block: key blocks, or a block map's list), ring
+    steps s, s + 1, ...; (dq, next step). MASKED: the blocks cross the rows' diagonal or window
+    edge, or are a map's partial blocks."""
+    q_smem, do_smem, s_zero, lse_log2, delta, rows, row_diag, offs_n, qk_scale_log2, window_left, batch, head = operands
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty = rings
     dtype: gl.constexpr = q_smem.dtype
     operand_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq.type.layout, k_width=2)
-    for block in range(begin, end):
+    for i in range(begin, end):
         stage, phase = _ring_slot(s, STAGES)
         mbarrier.wait(k_ready.index(stage), phase)
         k_tile = _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA)
         scores = warpgroup_mma(q_smem, k_tile.permute((1, 0)), s_zero, use_acc=False)
         if MASKED:
-            scores = _mask_scores(scores, row_diag, offs_n, block * BLOCK_N, window_left, LIMIT_RIGHT, LIMIT_LEFT)
+            k0 = _walk_block(i, p_list, MAP_STEPS, BLOCK_MAP) * BLOCK_N
+            scores = _mask_scores(scores, rows, row_diag, offs_n, k0, window_left, batch, head, LIMIT_RIGHT,
+                                  LIMIT_LEFT, HAS_MASK_MOD, MASK_MOD)
         p = gl.exp2(scores * qk_scale_log2 - lse_log2[:, None])
         mbarrier.wait(v_ready.index(stage), phase)
         dp = warpgroup_mma(do_smem, _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
@@ -427,13 +511,14 @@ def _dq_steps(dq, s, begin, end, operands, rings, BLOCK_N: gl.constexpr, BLOCK_D
 
 
 @gluon.jit
-def _dq_producer(K, V, strides, sizes, rings,
+def _dq_producer(K, V, strides, sizes, rings, map_q,
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
                  PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
-                 TMA: gl.constexpr):
+                 TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr):
     """Copy K_j then V_j into ring step s's stage once both consumers have handed it back, for
-    every key block j that the program's BLOCK_M rows see. strides: K's and V's (batch, row,
-    head); sizes, rings: as _dq_consumer's."""
+    every key block j that the program's BLOCK_M rows see (BLOCK_MAP: the map row's partial
+    list, then its full one). strides: K's and V's (batch, row, head); sizes, rings, map_q: as
+    _dq_consumer's."""
     stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty = rings
@@ -448,31 +533,52 @@ def _dq_producer(K, V, strides, sizes, rings,
     kv_head = kv_head32.to(gl.int64)
     k_base = batch.to(gl.int64) * stride_kb + kv_head * stride_kh
     v_base = batch.to(gl.int64) * stride_vb + kv_head * stride_vh
-    first, end = _key_blocks_seen(q0, BLOCK_M, seqlen_kv, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
-                                  LIMIT_LEFT)
-    s = 0
-    for block in range(first, end):
-        stage, phase = _ring_slot(s, STAGES)
-        phase = phase ^ 1  # a fresh barrier counts the phase before 0 as complete
-        start = (block * BLOCK_N).to(gl.int64)
-        # Keys past Nkv arrive as zeros (TMA: by the copy engine): their dS K adds nothing.
-        in_bounds = (block * BLOCK_N + offs_n)[:, None] < seqlen_kv
-        coord = (batch, block * BLOCK_N, kv_head32, 0)
-        _copy_block(K, k_base, start, stride_kn, k_offs, in_bounds, coord, k_smem, k_ready, k_empty, stage, phase, TMA)
-        _copy_block(V, v_base, start, stride_vn, v_offs, in_bounds, coord, v_smem, v_ready, v_empty, stage, phase, TMA)
-        s += 1
+    copies = (K, V, k_base, v_base, stride_kn, stride_vn, k_offs, v_offs, offs_n, batch, kv_head32, seqlen_kv)
+    if BLOCK_MAP:
+        p_counts, p_list, stride_kind = _map_row(map_q, batch, gl.program_id(1), gl.program_id(0))
+        n_partial, n_full = _map_walk(p_counts, MAP_STEPS)
+        s = _copy_keys(copies, rings, gl.to_tensor(0), 0, n_partial, p_list, BLOCK_N, STAGES, TMA, BLOCK_MAP,
+                       MAP_STEPS)
+        _copy_keys(copies, rings, s, 0, n_full, p_list + stride_kind, BLOCK_N, STAGES, TMA, BLOCK_MAP, MAP_STEPS)
+    else:
+        first, end = _key_blocks_seen(q0, BLOCK_M, seqlen_kv, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
+                                      LIMIT_LEFT)
+        _copy_keys(copies, rings, gl.to_tensor(0), first, end, K, BLOCK_N, STAGES, TMA, BLOCK_MAP, MAP_STEPS)
 
 
 @gluon.jit
-def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings, qdo_smem,
+def _copy_keys(copies, rings, s, begin, end, p_list, BLOCK_N: gl.constexpr, STAGES: gl.constexpr, TMA: gl.constexpr,
+               BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr):
+    """K's and V's key blocks of walk steps begin .. end (_walk_block) into ring steps s, s + 1,
+    ...; the next ring step."""
+    K, V, k_base, v_base, stride_kn, stride_vn, k_offs, v_offs, offs_n, batch, kv_head32, seqlen_kv = copies
+    k_smem, v_smem, k_ready, v_ready, k_empty, v_empty = rings
+    for i in range(begin, end):
+        stage, phase = _ring_slot(s, STAGES)
+        phase = phase ^ 1  # a fresh barrier counts the phase before 0 as complete
+        key0 = _walk_block(i, p_list, MAP_STEPS, BLOCK_MAP) * BLOCK_N
+        # Keys past Nkv arrive as zeros (TMA: by the copy engine): their dS K adds nothing.
+        in_bounds = (key0 + offs_n)[:, None] < seqlen_kv
+        coord = (batch, key0, kv_head32, 0)
+        start = key0.to(gl.int64)
+        _copy_block(K, k_base, start, stride_kn, k_offs, in_bounds, coord, k_smem, k_ready, k_empty, stage, phase, TMA)
+        _copy_block(V, v_base, start, stride_vn, v_offs, in_bounds, coord, v_smem, v_ready, v_empty, stage, phase, TMA)
+        s += 1
+    return s
+
+
+@gluon.jit
+def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings, qdo_smem, map_q,
                  CONSUMER: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
-                 STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr):
+                 STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr,
+                 BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
+                 MASK_MOD: gl.constexpr):
     """One warpgroup: rows q0 + CONSUMER * 64 .. + 64 of this program's block; their dQ.
 
     strides: Q's, dO's, dQ's (batch, row, head) and the row statistics' (batch, head); sizes:
     (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group); rings: (k_smem, v_smem, k_ready,
     v_ready, k_empty, v_empty); qdo_smem: [2 * consumers, 64, D], this consumer's Q at
-    2 * CONSUMER, its dO after it."""
+    2 * CONSUMER, its dO after it; map_q: the block map (_map_row), with BLOCK_MAP."""
     (stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh, stride_dqb, stride_dqn, stride_dqh,
      stride_rb, stride_rh) = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
@@ -503,15 +609,27 @@ def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_s
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     s_zero = gl.zeros([QUERY_BLOCK, BLOCK_N], gl.float32, layout=s_layout)
     dq = gl.zeros([QUERY_BLOCK, BLOCK_D], gl.float32, layout=acc_layout)
-    first, end = _key_blocks_seen(q0, BLOCK_M, seqlen_kv, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
-                                  LIMIT_LEFT)
-    lo, hi = _unmasked_key_blocks(qc0, first, end, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT, LIMIT_LEFT)
-    operands = (q_smem, do_smem, s_zero, lse_log2, delta, rows + diag_offset, offs_n, qk_scale_log2, window_left)
-    # As in dK/dV: masked blocks at the window's left edge, unmasked ones, masked ones on the
-    # diagonal, each consumer its own bounds over the ring steps both share.
-    dq, s = _dq_steps(dq, gl.to_tensor(0), first, lo, operands, rings, BLOCK_N, BLOCK_D, STAGES, True, LIMIT_RIGHT, LIMIT_LEFT, TMA)
-    dq, s = _dq_steps(dq, s, lo, hi, operands, rings, BLOCK_N, BLOCK_D, STAGES, False, LIMIT_RIGHT, LIMIT_LEFT, TMA)
-    dq, s = _dq_steps(dq, s, hi, end, operands, rings, BLOCK_N, BLOCK_D, STAGES, True, LIMIT_RIGHT, LIMIT_LEFT, TMA)
+    operands = (q_smem, do_smem, s_zero, lse_log2, delta, rows, rows + diag_offset, offs_n, qk_scale_log2,
+                window_left, batch, head)
+    if BLOCK_MAP:  # the map row's partial blocks, masked; then its full ones
+        p_counts, p_list, stride_kind = _map_row(map_q, batch, head, gl.program_id(0))
+        n_partial, n_full = _map_walk(p_counts, MAP_STEPS)
+        dq, s = _dq_steps(dq, gl.to_tensor(0), 0, n_partial, p_list, operands, rings, BLOCK_N, BLOCK_D, STAGES, True,
+                          LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
+        dq, s = _dq_steps(dq, s, 0, n_full, p_list + stride_kind, operands, rings, BLOCK_N, BLOCK_D, STAGES, False,
+                          LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
+    else:
+        # As in dK/dV: masked blocks at the window's left edge, unmasked ones, masked ones on the
+        # diagonal, each consumer its own bounds over the ring steps both share.
+        first, end = _key_blocks_seen(q0, BLOCK_M, seqlen_kv, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
+                                      LIMIT_LEFT)
+        lo, hi = _unmasked_key_blocks(qc0, first, end, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT, LIMIT_LEFT)
+        dq, s = _dq_steps(dq, gl.to_tensor(0), first, lo, Q, operands, rings, BLOCK_N, BLOCK_D, STAGES, True,
+                          LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
+        dq, s = _dq_steps(dq, s, lo, hi, Q, operands, rings, BLOCK_N, BLOCK_D, STAGES, False,
+                          LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
+        dq, s = _dq_steps(dq, s, hi, end, Q, operands, rings, BLOCK_N, BLOCK_D, STAGES, True,
+                          LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
 
     offs_mo = gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(1, acc_layout))
     offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
@@ -522,20 +640,26 @@ def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_s
 
 @gluon.jit
 def gluon_attention_dq_kernel(
-    Q, K, V, DO, LSE_LOG2, DELTA,
+    Q, K, V, DO, LSE_LOG2, DELTA, MAP_COUNTS, MAP_INDICES,
     sm_scale, bottom_right, window_left, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
-    stride_dob, stride_don, stride_doh, stride_rb, stride_rh, stride_dqb, stride_dqn, stride_dqh,
+    stride_dob, stride_don, stride_doh, stride_rb, stride_rh,
+    stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, stride_ik,
+    stride_dqb, stride_dqn, stride_dqh,
     DQ,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
     LIMIT_LEFT: gl.constexpr, STRIDE_ALIGN: gl.constexpr, ROW_ALIGN: gl.constexpr, STAGES: gl.constexpr,
     PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
+    BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr,
 ):
     """dQ = scale * sum_j dS_j K_j, inputs and masks as gluon_attention_dkdv_kernel's (the row
     statistics padded to R >= cdiv(Nq, BLOCK_M) * BLOCK_M rows); DQ [B, Nq, Hq, D]. Grid
     (cdiv(Nq, BLOCK_M), Hq, B); launch with num_warps=4. BLOCK_M: 128 (two consumers); BLOCK_N:
     the key block, 64 or 128. TMA: K and V are tensor descriptors over [B, Nkv, Hkv, D] with
-    [1, BLOCK_N, 1, D] blocks (descriptor_layout)."""
+    [1, BLOCK_N, 1, D] blocks (descriptor_layout). BLOCK_MAP: the program walks its map row's lists
+    (MAP_COUNTS [B, H, nQ, 2], MAP_INDICES [B, H, nQ, 2, nK], map blocks BLOCK_M queries high and
+    MAP_STEPS * BLOCK_N keys wide), masking the partial blocks as gluon_attention_dkdv_kernel
+    does; otherwise those arrays and strides are unused."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_M // QUERY_BLOCK
     gl.static_assert(NUM_CONSUMERS == 2)
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
@@ -570,13 +694,16 @@ def gluon_attention_dq_kernel(
     copy_strides = (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     strides = (stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh, stride_dqb, stride_dqn, stride_dqh,
                stride_rb, stride_rh)
+    map_q = (MAP_COUNTS, MAP_INDICES, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, stride_ik)
     gl.warp_specialize(
-        [(_dq_consumer, (Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, qdo_smem,
-                         0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA)),
-         (_dq_consumer, (Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, qdo_smem,
-                         1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA)),
-         (_dq_producer, (K, V, copy_strides, sizes, rings, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
-                         LIMIT_RIGHT, LIMIT_LEFT, TMA))],
+        [(_dq_consumer, (Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, qdo_smem, map_q,
+                         0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS,
+                         HAS_MASK_MOD, MASK_MOD)),
+         (_dq_consumer, (Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, qdo_smem, map_q,
+                         1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS,
+                         HAS_MASK_MOD, MASK_MOD)),
+         (_dq_producer, (K, V, copy_strides, sizes, rings, map_q, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
+                         LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS))],
         [CONSUMER_WARPS, PRODUCER_WARPS],
         [CONSUMER_REGS, PRODUCER_REGS],
     )

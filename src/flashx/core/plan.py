@@ -756,17 +756,22 @@ class AttentionPlan:
         return self._gluon_route(GLUON_TMA_ROUTE) if positive else None
 
     def _gluon_route(self, route: Mapping) -> Optional[str]:
-        if not self._gluon_plain(window=False):
+        if not self._gluon_plain(window=False, block_map=False):
             return None
         return gluon_forward_tile(self.head_dim, bool(self.flags["LIMIT_RIGHT"]), self.max_seqlen_kv, route)
 
-    def _gluon_plain(self, window: bool) -> bool:
+    def _gluon_plain(self, window: bool, block_map: bool) -> bool:
         """Whether the Gluon kernels can run this call: 16-bit, D = Dv, rows contiguous and
-        16-byte aligned, causal at most (window: also a left window), and nothing else (FOLD_SCALE:
-        a positive scale and no score_mod, softcap, ALiBi or bias)."""
+        16-byte aligned, causal at most (window: also a left window; block_map: also a block map of
+        128 x 128 blocks, with or without mask_mod), and nothing else (FOLD_SCALE: a positive scale
+        and no score_mod, softcap, ALiBi or bias)."""
         f, s = self.flags, self.scalars
-        others = ("VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_MASK_MOD", "HAS_DENSE_MASK", "BLOCK_MAP")
+        others = ("VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_DENSE_MASK")
         plain = f["FOLD_SCALE"] and not any(f[name] for name in others) and (window or not f["LIMIT_LEFT"])
+        if f["BLOCK_MAP"]:
+            plain = plain and block_map and (self.block_mask.block_m, self.block_mask.block_n) == (128, 128)
+        elif f["HAS_MASK_MOD"]:  # mask_mod on every block (no map): not in the Gluon kernels
+            plain = False
         causal_at_most = not f["LIMIT_RIGHT"] or s["window_right"] == 0
         rows_contiguous = all(s[f"stride_{x}d"] == 1 for x in "qkv")
         return (plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
@@ -777,8 +782,9 @@ class AttentionPlan:
         """(dK/dV tile, dQ tile): the Gluon backward tiles (GLUON_DKDV_TILES, GLUON_DQ_TILES) this
         call's backward takes on Hopper, each None where its half runs the portable kernel: where
         GLUON_DKDV_ROUTE / GLUON_DQ_ROUTE name one for its head dim and kind ("dense", "causal",
-        "window"), for calls the Gluon kernels can run (_gluon_plain, windows included) whose row
-        statistics are padded (the kernels read lse_log2 and delta unmasked)."""
+        "window", "map": a block map, whatever else it folds in), for calls the Gluon kernels can
+        run (_gluon_plain, windows and block maps included) whose row statistics are padded (the
+        kernels read lse_log2 and delta unmasked)."""
         if not runtime.hopper_gluon():
             return None, None
         kind = self._memoized("gluon_backward_kind", self._gluon_backward_kind)
@@ -789,8 +795,10 @@ class AttentionPlan:
     def _gluon_backward_kind(self) -> Optional[str]:
         f = self.flags
         # The kernels hold D = 64 or 128 (a consumer's dK and dV at D = 256 would not fit).
-        if not (f["PADDED_ROW_STATS"] and self.head_dim in (64, 128) and self._gluon_plain(window=True)):
+        if not (f["PADDED_ROW_STATS"] and self.head_dim in (64, 128) and self._gluon_plain(window=True, block_map=True)):
             return None
+        if f["BLOCK_MAP"]:
+            return "map"
         return "window" if f["LIMIT_LEFT"] else "causal" if f["LIMIT_RIGHT"] else "dense"
 
     def forward_call(
@@ -932,6 +940,8 @@ class AttentionPlan:
             from . import gluon_backward  # imported only where it runs
 
             dkdv_tile, dq_tile = gluon_tiles
+            # A map block (128 x 128) is walked in 64-row steps by dK/dV, in 64-key steps by dQ.
+            map_steps = (self.block_mask.block_m // 64, self.block_mask.block_n // 64) if self.block_mask else (1, 1)
             # num_warps: the first consumer's warpgroup; Triton adds the other partitions' warps.
             options = dict(num_warps=4, num_stages=1)
             if dkdv_tile is None:
@@ -942,7 +952,7 @@ class AttentionPlan:
                 dkdv_launches = (self._static(
                     gluon_kernel, (_cdiv(self.max_seqlen_kv, tile["BLOCK_N"]), self.heads_kv, self.batch),
                     self._template(gluon_kernel, grads), ("DK", "DV"),
-                    self._constexprs(gluon_kernel, dict(align, **tile)), options,
+                    self._constexprs(gluon_kernel, dict(align, **tile, MAP_STEPS=map_steps[0])), options,
                 ),)
             if dq_tile is None:
                 dq_launch = launch(False, True)
@@ -950,8 +960,8 @@ class AttentionPlan:
                 gluon_kernel, tile = gluon_backward.gluon_attention_dq_kernel, GLUON_DQ_TILES[dq_tile]
                 dq_launch = self._static(
                     gluon_kernel, (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch),
-                    self._template(gluon_kernel, grads), ("DQ",), self._constexprs(gluon_kernel, dict(align, **tile)),
-                    options,
+                    self._template(gluon_kernel, grads), ("DQ",),
+                    self._constexprs(gluon_kernel, dict(align, **tile, MAP_STEPS=map_steps[1])), options,
                 )
             return (preprocess, *dkdv_launches, dq_launch)
         if split and self.tiles.dkdv_passes == 2:
