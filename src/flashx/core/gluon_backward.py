@@ -68,6 +68,28 @@ def _stage_rows(X, row0, stride_n, rows, smem, BLOCK_D: gl.constexpr):
 
 
 @gluon.jit
+def _ring_buffers(dtype: gl.constexpr, STAGES: gl.constexpr, ROWS: gl.constexpr, HEAD_DIM: gl.constexpr,
+                  TMA: gl.constexpr):
+    """Two rings of STAGES [ROWS, HEAD_DIM] buffers that the producer fills: TMA's hold a
+    descriptor's [1, ROWS, 1, HEAD_DIM] block (descriptor_layout), cp.async's the tile itself."""
+    if TMA:
+        layout: gl.constexpr = descriptor_layout(ROWS, HEAD_DIM, dtype)
+        a = gl.allocate_shared_memory(dtype, [STAGES, 1, ROWS, 1, HEAD_DIM], layout)
+        b = gl.allocate_shared_memory(dtype, [STAGES, 1, ROWS, 1, HEAD_DIM], layout)
+    else:
+        layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([ROWS, HEAD_DIM], dtype)
+        a = gl.allocate_shared_memory(dtype, [STAGES, ROWS, HEAD_DIM], layout)
+        b = gl.allocate_shared_memory(dtype, [STAGES, ROWS, HEAD_DIM], layout)
+    return a, b
+
+
+@gluon.jit
+def _aligned_strides(stride_b, stride_n, stride_h, ALIGN: gl.constexpr):
+    """An array's (batch, row, head) strides, each a multiple of ALIGN the compiler can see."""
+    return _aligned(stride_b, ALIGN), _aligned(stride_n, ALIGN), _aligned(stride_h, ALIGN)
+
+
+@gluon.jit
 def _ring(STAGES: gl.constexpr, COPY_ARRIVALS: gl.constexpr, READERS: gl.constexpr):
     """Barriers of two rings of STAGES stages (ready: the copies' arrivals; empty: each reader
     hands a stage back on its own): (a_ready, b_ready, a_empty, b_empty)."""
@@ -373,26 +395,19 @@ def gluon_attention_dkdv_kernel(
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
     dtype: gl.constexpr = DK.dtype.element_ty
     A: gl.constexpr = STRIDE_ALIGN
-    stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
-    stride_kb, stride_kn, stride_kh = _aligned(stride_kb, A), _aligned(stride_kn, A), _aligned(stride_kh, A)
-    stride_vb, stride_vn, stride_vh = _aligned(stride_vb, A), _aligned(stride_vn, A), _aligned(stride_vh, A)
-    stride_dob, stride_don, stride_doh = _aligned(stride_dob, A), _aligned(stride_don, A), _aligned(stride_doh, A)
+    stride_qb, stride_qn, stride_qh = _aligned_strides(stride_qb, stride_qn, stride_qh, A)
+    stride_kb, stride_kn, stride_kh = _aligned_strides(stride_kb, stride_kn, stride_kh, A)
+    stride_vb, stride_vn, stride_vh = _aligned_strides(stride_vb, stride_vn, stride_vh, A)
+    stride_dob, stride_don, stride_doh = _aligned_strides(stride_dob, stride_don, stride_doh, A)
     # dK and dV are dense [B, Nkv, Hkv, D]; the row statistics' rows are ROW_ALIGN multiples.
-    stride_dkb, stride_dkn, stride_dkh = _aligned(stride_dkb, A), _aligned(stride_dkn, A), _aligned(stride_dkh, A)
-    stride_dvb, stride_dvn, stride_dvh = _aligned(stride_dvb, A), _aligned(stride_dvn, A), _aligned(stride_dvh, A)
+    stride_dkb, stride_dkn, stride_dkh = _aligned_strides(stride_dkb, stride_dkn, stride_dkh, A)
+    stride_dvb, stride_dvn, stride_dvh = _aligned_strides(stride_dvb, stride_dvn, stride_dvh, A)
     stride_rb, stride_rh = _aligned(stride_rb, ROW_ALIGN), _aligned(stride_rh, ROW_ALIGN)
     diag_offset = (seqlen_kv - seqlen_q) * bottom_right
 
-    if TMA:
-        ring_layout: gl.constexpr = descriptor_layout(QUERY_BLOCK, HEAD_DIM, dtype)
-        q_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, QUERY_BLOCK, 1, HEAD_DIM], ring_layout)
-        do_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, QUERY_BLOCK, 1, HEAD_DIM], ring_layout)
-        COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
-    else:
-        ring_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([QUERY_BLOCK, HEAD_DIM], dtype)
-        q_smem = gl.allocate_shared_memory(dtype, [STAGES, QUERY_BLOCK, HEAD_DIM], ring_layout)
-        do_smem = gl.allocate_shared_memory(dtype, [STAGES, QUERY_BLOCK, HEAD_DIM], ring_layout)
-        COPY_ARRIVALS: gl.constexpr = 32 * PRODUCER_WARPS  # one cp.async arrival a producer thread
+    q_smem, do_smem = _ring_buffers(dtype, STAGES, QUERY_BLOCK, HEAD_DIM, TMA)
+    # TMA: the producer's expect, the bytes completing the phase; cp.async: every producer thread.
+    COPY_ARRIVALS: gl.constexpr = 1 if TMA else 32 * PRODUCER_WARPS
     kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS_PER_CONSUMER, HEAD_DIM], dtype)
     kv_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, KEYS_PER_CONSUMER, HEAD_DIM], kv_layout)
     q_ready, do_ready, q_empty, do_empty = _ring(STAGES, COPY_ARRIVALS, NUM_CONSUMERS)
@@ -665,24 +680,17 @@ def gluon_attention_dq_kernel(
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
     dtype: gl.constexpr = DQ.dtype.element_ty
     A: gl.constexpr = STRIDE_ALIGN
-    stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
-    stride_kb, stride_kn, stride_kh = _aligned(stride_kb, A), _aligned(stride_kn, A), _aligned(stride_kh, A)
-    stride_vb, stride_vn, stride_vh = _aligned(stride_vb, A), _aligned(stride_vn, A), _aligned(stride_vh, A)
-    stride_dob, stride_don, stride_doh = _aligned(stride_dob, A), _aligned(stride_don, A), _aligned(stride_doh, A)
-    stride_dqb, stride_dqn, stride_dqh = _aligned(stride_dqb, A), _aligned(stride_dqn, A), _aligned(stride_dqh, A)
+    stride_qb, stride_qn, stride_qh = _aligned_strides(stride_qb, stride_qn, stride_qh, A)
+    stride_kb, stride_kn, stride_kh = _aligned_strides(stride_kb, stride_kn, stride_kh, A)
+    stride_vb, stride_vn, stride_vh = _aligned_strides(stride_vb, stride_vn, stride_vh, A)
+    stride_dob, stride_don, stride_doh = _aligned_strides(stride_dob, stride_don, stride_doh, A)
+    stride_dqb, stride_dqn, stride_dqh = _aligned_strides(stride_dqb, stride_dqn, stride_dqh, A)
     stride_rb, stride_rh = _aligned(stride_rb, ROW_ALIGN), _aligned(stride_rh, ROW_ALIGN)
     diag_offset = (seqlen_kv - seqlen_q) * bottom_right
 
-    if TMA:
-        ring_layout: gl.constexpr = descriptor_layout(BLOCK_N, HEAD_DIM, dtype)
-        k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], ring_layout)
-        v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, 1, HEAD_DIM], ring_layout)
-        COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
-    else:
-        ring_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
-        k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], ring_layout)
-        v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], ring_layout)
-        COPY_ARRIVALS: gl.constexpr = 32 * PRODUCER_WARPS  # one cp.async arrival a producer thread
+    k_smem, v_smem = _ring_buffers(dtype, STAGES, BLOCK_N, HEAD_DIM, TMA)
+    # TMA: the producer's expect, the bytes completing the phase; cp.async: every producer thread.
+    COPY_ARRIVALS: gl.constexpr = 1 if TMA else 32 * PRODUCER_WARPS
     rows_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([QUERY_BLOCK, HEAD_DIM], dtype)
     qdo_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, QUERY_BLOCK, HEAD_DIM], rows_layout)
     k_ready, v_ready, k_empty, v_empty = _ring(STAGES, COPY_ARRIVALS, NUM_CONSUMERS)
