@@ -935,39 +935,41 @@ class AttentionPlan:
             writes = tuple(name for name in outputs if written[name])
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
 
+        def dkdv_alone() -> tuple:
+            # dK/dV's programs without dQ's: in two passes (dV's, then dK's) where the tiles say so.
+            if self.tiles.dkdv_passes == 2:
+                return launch(True, False, write_dk=False), launch(True, False, write_dv=False)
+            return (launch(True, False),)
+
         # The Gluon kernels copy dO's rows 16 bytes at a time: its last axis contiguous.
         if any(gluon_tiles) and do_strides[3] == 1 and align["STRIDE_ALIGN"] >= 8:
             from . import gluon_backward  # imported only where it runs
 
+            def gluon_launch(kernel: Any, tile: dict, grid: tuple, outputs: tuple, map_steps: int) -> tuple:
+                # num_warps: the first consumer's warpgroup; Triton adds the other partitions' warps.
+                return self._static(kernel, grid, self._template(kernel, grads), outputs,
+                                    self._constexprs(kernel, dict(align, **tile, MAP_STEPS=map_steps)),
+                                    dict(num_warps=4, num_stages=1))
+
             dkdv_tile, dq_tile = gluon_tiles
             # A map block (128 x 128) is walked in 64-row steps by dK/dV, in 64-key steps by dQ.
-            map_steps = (self.block_mask.block_m // 64, self.block_mask.block_n // 64) if self.block_mask else (1, 1)
-            # num_warps: the first consumer's warpgroup; Triton adds the other partitions' warps.
-            options = dict(num_warps=4, num_stages=1)
+            map_m, map_n = (self.block_mask.block_m // 64, self.block_mask.block_n // 64) if self.block_mask else (1, 1)
             if dkdv_tile is None:
-                dkdv_launches = ((launch(True, False, write_dk=False), launch(True, False, write_dv=False))
-                                 if self.tiles.dkdv_passes == 2 else (launch(True, False),))
+                dkdv = dkdv_alone()
             else:
-                gluon_kernel, tile = gluon_backward.gluon_attention_dkdv_kernel, GLUON_DKDV_TILES[dkdv_tile]
-                dkdv_launches = (self._static(
-                    gluon_kernel, (_cdiv(self.max_seqlen_kv, tile["BLOCK_N"]), self.heads_kv, self.batch),
-                    self._template(gluon_kernel, grads), ("DK", "DV"),
-                    self._constexprs(gluon_kernel, dict(align, **tile, MAP_STEPS=map_steps[0])), options,
-                ),)
+                tile = GLUON_DKDV_TILES[dkdv_tile]
+                dkdv = (gluon_launch(gluon_backward.gluon_attention_dkdv_kernel, tile,
+                                     (_cdiv(self.max_seqlen_kv, tile["BLOCK_N"]), self.heads_kv, self.batch),
+                                     ("DK", "DV"), map_m),)
             if dq_tile is None:
-                dq_launch = launch(False, True)
+                dq = launch(False, True)
             else:
-                gluon_kernel, tile = gluon_backward.gluon_attention_dq_kernel, GLUON_DQ_TILES[dq_tile]
-                dq_launch = self._static(
-                    gluon_kernel, (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch),
-                    self._template(gluon_kernel, grads), ("DQ",),
-                    self._constexprs(gluon_kernel, dict(align, **tile, MAP_STEPS=map_steps[1])), options,
-                )
-            return (preprocess, *dkdv_launches, dq_launch)
-        if split and self.tiles.dkdv_passes == 2:
-            return preprocess, launch(True, False, write_dk=False), launch(True, False, write_dv=False), launch(False, True)
+                tile = GLUON_DQ_TILES[dq_tile]
+                dq = gluon_launch(gluon_backward.gluon_attention_dq_kernel, tile,
+                                  (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch), ("DQ",), map_n)
+            return (preprocess, *dkdv, dq)
         if split:
-            return preprocess, launch(True, False), launch(False, True)
+            return (preprocess, *dkdv_alone(), launch(False, True))
         if self.dkdv_grid[1] != self.dq_grid[1]:
             raise ValueError("one backward launch needs as many kv heads as q heads (see fused_backward)")
         return preprocess, launch(True, True)
