@@ -82,15 +82,21 @@ def row_stats(out, do, lse):
     return lse_log2, delta
 
 
+def copied(args, *arrays) -> tuple:
+    """The arrays a kernel's producer copies: as they are, or (args.tma) as TMA descriptors over
+    their (B, N, H, D) shapes with 64-row blocks."""
+    if not args.tma:
+        return arrays
+    return tuple(plan.gluon_tma_descriptor(x, x.shape, x.stride(), 64, str(x.dtype).removeprefix("torch."))
+                 for x in arrays)
+
+
 def launch(q, k, v, do, lse_log2, delta, causal, window_left, args):
     """dK, dV of the Gluon kernel; q, do (B, Nq, Hq, D), k, v (B, Nkv, Hkv, D)."""
     b, nq, hq, d = q.shape
     nkv, hkv = k.shape[1], k.shape[2]
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    qs, dos = q, do
-    if args.tma:
-        dtype = str(q.dtype).removeprefix("torch.")
-        qs, dos = (plan.gluon_tma_descriptor(x, x.shape, x.stride(), 64, dtype) for x in (q, do))
+    qs, dos = copied(args, q, do)
     grid = (triton.cdiv(nkv, 128), hkv, b)
     gluon_backward.gluon_attention_dkdv_kernel[grid](
         qs, k, v, dos, lse_log2, delta, lse_log2, lse_log2,  # no block map: its arrays unused
@@ -110,10 +116,7 @@ def launch_dq(q, k, v, do, lse_log2, delta, causal, window_left, args):
     b, nq, hq, d = q.shape
     nkv, hkv = k.shape[1], k.shape[2]
     dq = torch.empty_like(q)
-    ks, vs = k, v
-    if args.tma:
-        dtype = str(q.dtype).removeprefix("torch.")
-        ks, vs = (plan.gluon_tma_descriptor(x, x.shape, x.stride(), 64, dtype) for x in (k, v))
+    ks, vs = copied(args, k, v)
     grid = (triton.cdiv(nq, 128), hq, b)
     gluon_backward.gluon_attention_dq_kernel[grid](
         q, ks, vs, do, lse_log2, delta, lse_log2, lse_log2,  # no block map: its arrays unused
@@ -166,36 +169,19 @@ def check(args) -> int:
         out, lse, dk_ref, dv_ref, dq_ref = reference(q, k, v, do, causal, left)
         lse_log2, delta = row_stats(out, do, lse)
         name = f"B={b} Nq={nq} Nkv={nkv} Hq={hq} Hkv={hkv} D={d} causal={causal} left={left}"
-        try:
+        refs = (dq_ref, dk_ref, dv_ref)
+
+        def kernels():
             dk, dv = launch(q, k, v, do, lse_log2, delta, causal, left, args)
-            dq = launch_dq(q, k, v, do, lse_log2, delta, causal, left, args)
-            torch.cuda.synchronize()
-            errs = rel_errors((dq, dk, dv), (dq_ref, dk_ref, dv_ref))
-            ok = all(e < 1e-2 for e in errs)  # bf16 gradients land near 3e-3 against float64
-        except Exception as e:  # noqa: BLE001
-            errs, ok = [float("nan")] * 3, False
-            print(f"FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
-        failures += not ok
-        print(f"kernel {name}: dQ err {errs[0]:.1e} dK err {errs[1]:.1e} dV err {errs[2]:.1e} "
-              f"{'OK' if ok else 'WRONG'}", flush=True)
+            return launch_dq(q, k, v, do, lse_log2, delta, causal, left, args), dk, dv
+
+        failures += compared(f"kernel {name}", kernels, refs)
         if args.kernel_only:
             continue
-        # Through the plan (the route switched on): flashx's backward with the Gluon dK/dV launch.
+        # Through the plan (the routes switched on): flashx's backward with the Gluon launches.
         window = None if left < 0 else (left, 0 if causal else -1)
-        qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
-        try:
-            with routed():
-                o = ft.attention(qg, kg, vg, causal=causal and window is None, window=window)
-                grads = torch.autograd.grad(o, (qg, kg, vg), do)
-            torch.cuda.synchronize()
-            errs = rel_errors(grads, (dq_ref, dk_ref, dv_ref))
-            ok = all(e < 1e-2 for e in errs)
-        except Exception as e:  # noqa: BLE001
-            errs, ok = [float("nan")] * 3, False
-            print(f"FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
-        failures += not ok
-        print(f"plan   {name}: dQ err {errs[0]:.1e} dK err {errs[1]:.1e} dV err {errs[2]:.1e} "
-              f"{'OK' if ok else 'WRONG'}", flush=True)
+        failures += compared(f"plan   {name}", lambda: routed_grads(
+            q, k, v, do, causal=causal and window is None, window=window), refs)
     if not args.kernel_only:
         failures += check_documents()
     return failures
@@ -209,18 +195,29 @@ def check_documents() -> int:
     k, v = (torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     do = torch.randn_like(q)
     _, _, dk_ref, dv_ref, dq_ref = reference(q, k, v, do, True, -1, document=DOCUMENT.value)
+    return compared(f"plan   documents of {DOCUMENT.value} B={b} N={n} Hq={hq} Hkv={hkv} D={d} causal",
+                    lambda: routed_grads(q, k, v, do, causal=True, mask_mod=documents), (dq_ref, dk_ref, dv_ref))
+
+
+def routed_grads(q, k, v, do, **options) -> tuple:
+    """dQ, dK, dV of flashx's attention with the Gluon backward routes switched on."""
     qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+    with routed():
+        return torch.autograd.grad(ft.attention(qg, kg, vg, **options), (qg, kg, vg), do)
+
+
+def compared(label: str, run, refs: tuple) -> int:
+    """Run `run` (giving dQ, dK, dV), compare with the float64 refs, print one line; 1 on a failure."""
     try:
-        with routed():
-            grads = torch.autograd.grad(ft.attention(qg, kg, vg, causal=True, mask_mod=documents), (qg, kg, vg), do)
+        grads = run()
         torch.cuda.synchronize()
-        errs = rel_errors(grads, (dq_ref, dk_ref, dv_ref))
-        ok = all(e < 1e-2 for e in errs)
+        errs = rel_errors(grads, refs)
+        ok = all(e < 1e-2 for e in errs)  # bf16 gradients land near 3e-3 against float64
     except Exception as e:  # noqa: BLE001
         errs, ok = [float("nan")] * 3, False
         print(f"FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
-    print(f"plan   documents of {DOCUMENT.value} B={b} N={n} Hq={hq} Hkv={hkv} D={d} causal: dQ err {errs[0]:.1e} "
-          f"dK err {errs[1]:.1e} dV err {errs[2]:.1e} {'OK' if ok else 'WRONG'}", flush=True)
+    print(f"{label}: dQ err {errs[0]:.1e} dK err {errs[1]:.1e} dV err {errs[2]:.1e} {'OK' if ok else 'WRONG'}",
+          flush=True)
     return 0 if ok else 1
 
 
