@@ -43,8 +43,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
 )
 
-from .scores import aligned_strides  # a @triton.jit function, which Gluon kernels call too
-
 LOG2_E = gl.constexpr(1.4426950408889634)
 LN_2 = gl.constexpr(0.6931471805599453)
 CONSUMER_WARPS = gl.constexpr(4)  # one warpgroup per consumer partition
@@ -87,6 +85,12 @@ def _device_descriptors(Q, K, V, strides, sizes, gqa_group, BLOCK_N: gl.constexp
     v = tma.make_tensor_descriptor(V, [num_batches, seqlen_kv, heads_kv, BLOCK_D], [stride_vb, stride_vn, stride_vh, 1],
                                    [1, BLOCK_N, 1, BLOCK_D], kv_layout)
     return q, k, v
+
+
+@gluon.jit
+def _aligned(x, ALIGN: gl.constexpr):
+    """x, which the plan checked is a multiple of ALIGN, in a form whose divisibility the compiler sees."""
+    return (x // ALIGN) * ALIGN
 
 
 @gluon.jit
@@ -468,10 +472,10 @@ def gluon_attention_forward_kernel(
     dtype: gl.constexpr = O.dtype.element_ty
     # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
     A: gl.constexpr = STRIDE_ALIGN
-    stride_qb, stride_qn, stride_qh = aligned_strides(stride_qb, stride_qn, stride_qh, A)
-    stride_kb, stride_kn, stride_kh = aligned_strides(stride_kb, stride_kn, stride_kh, A)
-    stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, A)
-    stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, A)
+    stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
+    stride_kb, stride_kn, stride_kh = _aligned(stride_kb, A), _aligned(stride_kn, A), _aligned(stride_kh, A)
+    stride_vb, stride_vn, stride_vh = _aligned(stride_vb, A), _aligned(stride_vn, A), _aligned(stride_vh, A)
+    stride_ob, stride_on, stride_oh = _aligned(stride_ob, A), _aligned(stride_on, A), _aligned(stride_oh, A)
     diag_offset = (seqlen_kv - seqlen_q) * bottom_right
     num_tiles = gl.cdiv(seqlen_q, BLOCK_M) * num_heads * num_batches
 
