@@ -44,13 +44,13 @@ from .gluon_forward import (
     CONSUMER_ROWS,
     CONSUMER_WARPS,
     LOG2_E,
+    _aligned,
     _as_tile,
     _copy_block,
     _copy_layout,
     _ring_slot,
     descriptor_layout,
 )
-from .scores import aligned, aligned_strides  # @triton.jit functions, which Gluon kernels call too
 
 KEYS_PER_CONSUMER = CONSUMER_ROWS  # 64 keys a warpgroup
 QUERY_BLOCK = CONSUMER_ROWS  # 64 query rows a step
@@ -81,6 +81,12 @@ def _ring_buffers(dtype: gl.constexpr, STAGES: gl.constexpr, ROWS: gl.constexpr,
         a = gl.allocate_shared_memory(dtype, [STAGES, ROWS, HEAD_DIM], layout)
         b = gl.allocate_shared_memory(dtype, [STAGES, ROWS, HEAD_DIM], layout)
     return a, b
+
+
+@gluon.jit
+def _aligned_strides(stride_b, stride_n, stride_h, ALIGN: gl.constexpr):
+    """An array's (batch, row, head) strides, each a multiple of ALIGN the compiler can see."""
+    return _aligned(stride_b, ALIGN), _aligned(stride_n, ALIGN), _aligned(stride_h, ALIGN)
 
 
 @gluon.jit
@@ -389,14 +395,14 @@ def gluon_attention_dkdv_kernel(
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
     dtype: gl.constexpr = DK.dtype.element_ty
     A: gl.constexpr = STRIDE_ALIGN
-    stride_qb, stride_qn, stride_qh = aligned_strides(stride_qb, stride_qn, stride_qh, A)
-    stride_kb, stride_kn, stride_kh = aligned_strides(stride_kb, stride_kn, stride_kh, A)
-    stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, A)
-    stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, A)
+    stride_qb, stride_qn, stride_qh = _aligned_strides(stride_qb, stride_qn, stride_qh, A)
+    stride_kb, stride_kn, stride_kh = _aligned_strides(stride_kb, stride_kn, stride_kh, A)
+    stride_vb, stride_vn, stride_vh = _aligned_strides(stride_vb, stride_vn, stride_vh, A)
+    stride_dob, stride_don, stride_doh = _aligned_strides(stride_dob, stride_don, stride_doh, A)
     # dK and dV are dense [B, Nkv, Hkv, D]; the row statistics' rows are ROW_ALIGN multiples.
-    stride_dkb, stride_dkn, stride_dkh = aligned_strides(stride_dkb, stride_dkn, stride_dkh, A)
-    stride_dvb, stride_dvn, stride_dvh = aligned_strides(stride_dvb, stride_dvn, stride_dvh, A)
-    stride_rb, stride_rh = aligned(stride_rb, ROW_ALIGN), aligned(stride_rh, ROW_ALIGN)
+    stride_dkb, stride_dkn, stride_dkh = _aligned_strides(stride_dkb, stride_dkn, stride_dkh, A)
+    stride_dvb, stride_dvn, stride_dvh = _aligned_strides(stride_dvb, stride_dvn, stride_dvh, A)
+    stride_rb, stride_rh = _aligned(stride_rb, ROW_ALIGN), _aligned(stride_rh, ROW_ALIGN)
     diag_offset = (seqlen_kv - seqlen_q) * bottom_right
 
     q_smem, do_smem = _ring_buffers(dtype, STAGES, QUERY_BLOCK, HEAD_DIM, TMA)
@@ -674,12 +680,12 @@ def gluon_attention_dq_kernel(
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
     dtype: gl.constexpr = DQ.dtype.element_ty
     A: gl.constexpr = STRIDE_ALIGN
-    stride_qb, stride_qn, stride_qh = aligned_strides(stride_qb, stride_qn, stride_qh, A)
-    stride_kb, stride_kn, stride_kh = aligned_strides(stride_kb, stride_kn, stride_kh, A)
-    stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, A)
-    stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, A)
-    stride_dqb, stride_dqn, stride_dqh = aligned_strides(stride_dqb, stride_dqn, stride_dqh, A)
-    stride_rb, stride_rh = aligned(stride_rb, ROW_ALIGN), aligned(stride_rh, ROW_ALIGN)
+    stride_qb, stride_qn, stride_qh = _aligned_strides(stride_qb, stride_qn, stride_qh, A)
+    stride_kb, stride_kn, stride_kh = _aligned_strides(stride_kb, stride_kn, stride_kh, A)
+    stride_vb, stride_vn, stride_vh = _aligned_strides(stride_vb, stride_vn, stride_vh, A)
+    stride_dob, stride_don, stride_doh = _aligned_strides(stride_dob, stride_don, stride_doh, A)
+    stride_dqb, stride_dqn, stride_dqh = _aligned_strides(stride_dqb, stride_dqn, stride_dqh, A)
+    stride_rb, stride_rh = _aligned(stride_rb, ROW_ALIGN), _aligned(stride_rh, ROW_ALIGN)
     diag_offset = (seqlen_kv - seqlen_q) * bottom_right
 
     k_smem, v_smem = _ring_buffers(dtype, STAGES, BLOCK_N, HEAD_DIM, TMA)
