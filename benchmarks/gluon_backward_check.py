@@ -1,9 +1,9 @@
-"""The Gluon backward kernels (flashx/core/gluon_backward.py, prepared, not routed): launched
-directly, dK and dV (dK/dV kernel) and dQ (dQ kernel) against float64 on odd shapes (dense,
-causal, GQA, windows, Nq != Nkv, ragged lengths), and flashx's backward with the plan's
-GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE switched on; then their times beside flashx's whole backward
-(portable, with the Gluon dK/dV launch, with both Gluon launches), FA2's and cuDNN's, in one
-process.
+"""The Gluon backward kernels (flashx/core/gluon_backward.py): launched directly, dK and dV
+(dK/dV kernel) and dQ (dQ kernel) against float64 on odd shapes (dense, causal, GQA, windows,
+Nq != Nkv, ragged lengths), and flashx's backward with the plan's Gluon routes switched on for
+every kind (dK/dV by cp.async, and by TMA from host descriptors); then their times beside
+flashx's whole backward (portable, with the Gluon dK/dV launch by cp.async or TMA, with the Gluon
+dQ launch too), FA2's and cuDNN's, in one process.
 
 Run it under a timeout: a wrong barrier protocol hangs rather than fails.
 
@@ -12,8 +12,8 @@ Run it under a timeout: a wrong barrier protocol hangs rather than fails.
 
 The timing table counts each system's own FLOPs: the dK/dV kernel's four matmuls (S, dP, dV,
 dK: 8 * B * H * Nq * Nkv * D, over the visible pairs), the dQ kernel's three (S, dP, dQ), the
-whole backward's five (2.5x the forward's). "gluon dK/dV share" is the dK/dV kernel's time over flashx's whole backward's: what
-routing it would leave of that backward (its dQ stays the portable kernel's).
+whole backward's five (2.5x the forward's). "gluon dK/dV share" is the dK/dV kernel's time over
+flashx's portable backward's.
 """
 import argparse
 import math
@@ -132,20 +132,24 @@ def launch_dq(q, k, v, do, lse_log2, delta, causal, window_left, args):
 
 
 class routed:
-    """The plan's Gluon backward routes switched on for every head dim and kind (halves: "dkdv",
-    "dq" or both), inside a with block."""
+    """The plan's Gluon backward routes, inside a with block, switched on for every head dim and
+    kind for the halves named ("dkdv": cp.async, "dkdv-tma": TMA where the launcher passes host
+    descriptors, "dq"), and off for the others; () is the portable backward."""
+
+    NAMES = ("GLUON_DKDV_ROUTE", "GLUON_DKDV_TMA_ROUTE", "GLUON_DQ_ROUTE")
 
     def __init__(self, halves=("dkdv", "dq")):
         self.halves = halves
 
     def __enter__(self):
-        self.saved = plan.GLUON_DKDV_ROUTE, plan.GLUON_DQ_ROUTE
+        self.saved = tuple(getattr(plan, name) for name in self.NAMES)
         keys = [(d, kind) for d in (64, 128) for kind in ("dense", "causal", "window", "map")]
-        plan.GLUON_DKDV_ROUTE = {key: "dkdv" for key in keys} if "dkdv" in self.halves else {}
-        plan.GLUON_DQ_ROUTE = {key: "dq" for key in keys} if "dq" in self.halves else {}
+        for name, half in zip(self.NAMES, ("dkdv", "dkdv-tma", "dq")):
+            setattr(plan, name, {key: half for key in keys} if half in self.halves else {})
 
     def __exit__(self, *exc):
-        plan.GLUON_DKDV_ROUTE, plan.GLUON_DQ_ROUTE = self.saved
+        for name, saved in zip(self.NAMES, self.saved):
+            setattr(plan, name, saved)
 
 
 def rel_errors(got, want) -> list:
@@ -180,8 +184,9 @@ def check(args) -> int:
             continue
         # Through the plan (the routes switched on): flashx's backward with the Gluon launches.
         window = None if left < 0 else (left, 0 if causal else -1)
-        failures += compared(f"plan   {name}", lambda: routed_grads(
-            q, k, v, do, causal=causal and window is None, window=window), refs)
+        for halves in PLAN_HALVES:
+            failures += compared(f"plan {'+'.join(halves)} {name}", lambda: routed_grads(
+                q, k, v, do, halves, causal=causal and window is None, window=window), refs)
     if not args.kernel_only:
         failures += check_documents()
     return failures
@@ -195,14 +200,19 @@ def check_documents() -> int:
     k, v = (torch.randn(b, n, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     do = torch.randn_like(q)
     _, _, dk_ref, dv_ref, dq_ref = reference(q, k, v, do, True, -1, document=DOCUMENT.value)
-    return compared(f"plan   documents of {DOCUMENT.value} B={b} N={n} Hq={hq} Hkv={hkv} D={d} causal",
-                    lambda: routed_grads(q, k, v, do, causal=True, mask_mod=documents), (dq_ref, dk_ref, dv_ref))
+    return sum(compared(f"plan {'+'.join(halves)} documents of {DOCUMENT.value} B={b} N={n} Hq={hq} Hkv={hkv} D={d} causal",
+                        lambda: routed_grads(q, k, v, do, halves, causal=True, mask_mod=documents), (dq_ref, dk_ref, dv_ref))
+               for halves in PLAN_HALVES)
 
 
-def routed_grads(q, k, v, do, **options) -> tuple:
-    """dQ, dK, dV of flashx's attention with the Gluon backward routes switched on."""
+# The Gluon launches checked through the plan: dK/dV by cp.async and by TMA, each with dQ.
+PLAN_HALVES = (("dkdv", "dq"), ("dkdv-tma", "dq"))
+
+
+def routed_grads(q, k, v, do, halves, **options) -> tuple:
+    """dQ, dK, dV of flashx's attention with the Gluon backward routes of `halves` switched on."""
     qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
-    with routed():
+    with routed(halves):
         return torch.autograd.grad(ft.attention(qg, kg, vg, **options), (qg, kg, vg), do)
 
 
@@ -222,7 +232,8 @@ def compared(label: str, run, refs: tuple) -> int:
 
 
 # Tiles to time side by side (--variants): copies, stages, consumer / producer registers. "cp-s2"
-# is the plan's (GLUON_DKDV_TILES["dkdv"]); each compiles offline without a spill in its loops.
+# and "tma-s3" are the plan's (GLUON_DKDV_TILES "dkdv" and "dkdv-tma"); each compiles offline
+# without a spill in its loops.
 VARIANTS = {
     "cp-s2": dict(tma=False, stages=2, cregs=232, pregs=48),
     "cp-s3": dict(tma=False, stages=3, cregs=232, pregs=48),
@@ -254,19 +265,15 @@ def bench(args) -> None:
         ms_gluon = ms_variants[args.variants[0]]
         ms_dq = triton.testing.do_bench(lambda: launch_dq(q, k, v, do, lse_log2, delta, causal, left, args),
                                         warmup=25, rep=100)
-        ms_flashx = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
-                                            warmup=25, rep=100)
         ms_routed = {}
-        for halves in (("dkdv",), ("dkdv", "dq")):  # the same backward with Gluon launches in place of portable ones
+        for halves in ROUTED_HALVES:  # the same backward with Gluon launches in place of portable ones
             with routed(halves):
                 ms_routed[halves] = triton.testing.do_bench(
                     lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), warmup=25, rep=100)
         row = {**{f"gluon dK/dV {v}": 8 * b * hq * pairs * d / ms / 1e9 for v, ms in ms_variants.items()},
                "gluon dQ": 6 * b * hq * pairs * d / ms_dq / 1e9,
-               "flashx bwd": 10 * b * hq * pairs * d / ms_flashx / 1e9,
-               "flashx bwd, Gluon dK/dV": 10 * b * hq * pairs * d / ms_routed[("dkdv",)] / 1e9,
-               "flashx bwd, Gluon dK/dV + dQ": 10 * b * hq * pairs * d / ms_routed[("dkdv", "dq")] / 1e9,
-               "gluon dK/dV share": ms_gluon / ms_flashx}  # the first variant's
+               **{label: 10 * b * hq * pairs * d / ms_routed[halves] / 1e9 for halves, label in ROUTED_HALVES.items()},
+               "gluon dK/dV share": ms_gluon / ms_routed[()]}  # the first variant's
         if left < 0 and hq == hkv:
             qt, kt, vt = (x.detach().transpose(1, 2).requires_grad_() for x in (q, k, v))
             for label, backend in (("FA2 bwd", SDPBackend.FLASH_ATTENTION), ("cuDNN bwd", SDPBackend.CUDNN_ATTENTION)):
@@ -285,6 +292,16 @@ def bench(args) -> None:
                                           for n in names) + " |")
 
 
+# flashx's whole backward timed with these Gluon launches (the columns' labels).
+ROUTED_HALVES = {
+    (): "flashx bwd",
+    ("dkdv",): "flashx bwd, Gluon dK/dV",
+    ("dkdv-tma",): "flashx bwd, Gluon dK/dV TMA",
+    ("dkdv", "dq"): "flashx bwd, Gluon dK/dV + dQ",
+    ("dkdv-tma", "dq"): "flashx bwd, Gluon dK/dV TMA + dQ",
+}
+
+
 def bench_documents() -> tuple:
     """(name, row): the variants benchmark's causal document mask (8 documents on N = 16k, H = 16,
     D = 128), flashx's backward portable and with the Gluon launches (through its block map)."""
@@ -295,8 +312,7 @@ def bench_documents() -> tuple:
     bm = ft.create_block_mask(documents, None, None, n, n, causal=True, device="cuda")
     out = ft.attention(q, k, v, causal=True, block_mask=bm)
     row = {}
-    for label, halves in (("flashx bwd", ()), ("flashx bwd, Gluon dK/dV", ("dkdv",)),
-                          ("flashx bwd, Gluon dK/dV + dQ", ("dkdv", "dq"))):
+    for halves, label in ROUTED_HALVES.items():
         with routed(halves):
             ms = triton.testing.do_bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True),
                                          warmup=25, rep=100)

@@ -275,8 +275,8 @@ def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, d
     ],
 )
 def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, case):
-    """With GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE switched on (empty until the kernels have run),
-    jax.grad of flashx.jax.attention launches the Gluon dK/dV and dQ kernels through jax-triton:
+    """With GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE switched on for dense and causal calls, jax.grad
+    of flashx.jax.attention launches the Gluon dK/dV and dQ kernels (cp.async) through jax-triton:
     the gradients against float32 within the dtype's bound of JAX's own. Run it under a timeout:
     a wrong barrier protocol hangs rather than fails."""
     from flashx.core import gluon_backward, plan as plan_mod

@@ -578,20 +578,31 @@ def test_gluon_backward_route(monkeypatch, gpu_plans, options, d, dtype, kind):
     """A backward takes the Gluon dK/dV and dQ tiles that GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE give
     its head dim and kind (dense, causal, or a left window with causal or no right limit), each on
     its own, for 16-bit calls with padded row statistics and nothing else the Gluon kernels do not
-    do; none while the routes are empty, and none off Hopper."""
+    do; with host descriptors, GLUON_DKDV_TMA_ROUTE's dK/dV tile first where Q has no broadcast
+    axis; none while the routes are empty, and none off Hopper."""
     q, kv = gpu_spec((2, 700, 4, d), dtype), gpu_spec((2, 900, 2, d), dtype)
-    assert core.plan_attention(q, kv, kv, **options).gluon_backward_tiles == (None, None)  # the routes are empty
+    for route in ("GLUON_DKDV_ROUTE", "GLUON_DQ_ROUTE", "GLUON_DKDV_TMA_ROUTE"):
+        monkeypatch.setattr(plan_mod, route, {})
+    assert core.plan_attention(q, kv, kv, **options).gluon_backward_tiles("host") == (None, None)
     plan_mod.clear_plan_cache()
     kinds = ("dense", "causal", "window")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(d, k): "dkdv" for k in kinds})
     plan = core.plan_attention(q, kv, kv, **options)
-    assert plan.gluon_backward_tiles == ((None, None) if kind is None else ("dkdv", None))
+    assert plan.gluon_backward_tiles() == ((None, None) if kind is None else ("dkdv", None))
     monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(d, k): "dq" for k in kinds})
-    assert plan.gluon_backward_tiles == ((None, None) if kind is None else ("dkdv", "dq"))
+    assert plan.gluon_backward_tiles() == ((None, None) if kind is None else ("dkdv", "dq"))
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(d, k): "dkdv-tma" for k in kinds})
+    assert plan.gluon_backward_tiles("host") == ((None, None) if kind is None else ("dkdv-tma", "dq"))
+    assert plan.gluon_backward_tiles() == ((None, None) if kind is None else ("dkdv", "dq"))
+    broadcast = core.ArraySpec(q.shape, (0,) + tuple(q.strides[1:]), dtype, "cuda:0")  # one batch row for both
+    assert core.plan_attention(broadcast, kv, kv, **options).gluon_backward_tiles("host")[0] == (None if kind is None else "dkdv")
+    with pytest.raises(ValueError, match="descriptors"):
+        plan.gluon_backward_tiles("device")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {})
-    assert plan.gluon_backward_tiles == ((None, None) if kind is None else (None, "dq"))
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {})
+    assert plan.gluon_backward_tiles() == ((None, None) if kind is None else (None, "dq"))
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
-    assert plan.gluon_backward_tiles == (None, None)
+    assert plan.gluon_backward_tiles() == (None, None)
 
 
 @pytest.mark.parametrize("window", [None, (300, 0)])
@@ -606,6 +617,8 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
     from flashx.core.gluon_backward import gluon_attention_dkdv_kernel, gluon_attention_dq_kernel
 
     kinds = ("causal", "window")
+    for route in ("GLUON_DKDV_ROUTE", "GLUON_DQ_ROUTE", "GLUON_DKDV_TMA_ROUTE"):
+        monkeypatch.setattr(plan_mod, route, {})
     if halves in ("dkdv", "both"):
         monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
     if halves in ("dq", "both"):
@@ -641,6 +654,45 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
         assert not gluon_kernels & {call.kernel for call in calls}
 
 
+def test_gluon_backward_host_descriptors(monkeypatch, gpu_plans):
+    """With host descriptors and a TMA dK/dV tile routed, only the Gluon dK/dV launch binds Q and
+    dO as descriptors (over [B, Nq, Hq, D], dO with its own strides, 64-row blocks) with the
+    tile's constexprs; the preprocess and dQ keep the arrays; a dO with a broadcast axis, or a
+    launcher without descriptors, takes the cp.async tile."""
+    from flashx.core.gluon_backward import gluon_attention_dkdv_kernel
+
+    described = []
+
+    def fake_descriptor(array, shape, strides, rows, dtype):
+        described.append((array, tuple(shape), tuple(strides), rows, dtype))
+        return ("descriptor", array)
+
+    monkeypatch.setattr(plan_mod, "gluon_tma_descriptor", fake_descriptor)
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, "causal"): "dkdv"})
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma"})
+    q, kv = gpu_spec((2, 700, 4, 128)), gpu_spec((2, 900, 2, 128))
+    plan = core.plan_attention(q, kv, kv, causal=True)
+    arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
+    grad_out = spec((2, 700, 4, 128), strides=(700 * 4 * 256, 4 * 256, 256, 1))  # dO in rows of 256
+    preprocess, dkdv, dq = plan.backward_calls(arrays, None, False, grad_out, descriptors="host")
+    assert dkdv.kernel is gluon_attention_dkdv_kernel
+    tile = plan_mod.GLUON_DKDV_TILES["dkdv-tma"]
+    assert tile["TMA"] and {n: dkdv.constexprs[n] for n in tile} == tile
+    args = dict(zip(kernel_params(dkdv.kernel)[0], dkdv.args))
+    assert args["Q"] == ("descriptor", arrays["Q"]) and args["DO"] == ("descriptor", arrays["DO"])
+    assert args["K"] is arrays["K"] and args["V"] is arrays["V"]
+    assert described == [(arrays["Q"], (2, 700, 4, 128), (700 * 512, 512, 128, 1), 64, "bfloat16"),
+                         (arrays["DO"], (2, 700, 4, 128), (700 * 1024, 1024, 256, 1), 64, "bfloat16")]
+    for call in (preprocess, dq):
+        bound = dict(zip(kernel_params(call.kernel)[0], call.args))
+        assert all(bound[n] is arrays[n] for n in ("Q", "DO") if n in bound)
+    described.clear()
+    broadcast = spec((2, 700, 4, 128), strides=(0, 512, 128, 1))
+    for calls in (plan.backward_calls(arrays, None, False, broadcast, descriptors="host"),
+                  plan.backward_calls(arrays, None, False, q)):
+        assert calls[1].kernel is gluon_attention_dkdv_kernel and not calls[1].constexprs["TMA"]
+    assert described == []
+
 def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):
     """A call with a 128 x 128 block map (mask_mod, causal folded in) is kind "map": its Gluon
     launches bind the map (dK/dV the transposed lists, dQ the rows' lists) with the map's strides,
@@ -659,7 +711,7 @@ def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):
     q = gpu_spec((2, 900, 4, 128))
     bm = plan_mod.plan_block_mask(documents, None, 4, 900, 900, causal=True)
     plan = core.plan_attention(q, q, q, causal=True, mask_mod=documents, block_mask=bm)
-    assert plan.gluon_backward_tiles == ("dkdv", "dq")
+    assert plan.gluon_backward_tiles() == ("dkdv", "dq")
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2", "MAP_COUNTS",
                                           "MAP_INDICES", "MAP_T_COUNTS", "MAP_T_INDICES")}
     _, dkdv, dq = plan.backward_calls(arrays, None, False, q)
@@ -677,5 +729,5 @@ def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):
     assert args["stride_cb"] == 0 and args["stride_ik"] == 8
     plan_mod.clear_plan_cache()
     other = plan_mod.plan_block_mask(documents, None, 4, 900, 900, causal=True, blocks=(64, 128))
-    assert core.plan_attention(q, q, q, causal=True, mask_mod=documents, block_mask=other).gluon_backward_tiles == (None, None)
-    assert core.plan_attention(q, q, q, causal=True, mask_mod=documents).gluon_backward_tiles == (None, None)
+    assert core.plan_attention(q, q, q, causal=True, mask_mod=documents, block_mask=other).gluon_backward_tiles() == (None, None)
+    assert core.plan_attention(q, q, q, causal=True, mask_mod=documents).gluon_backward_tiles() == (None, None)

@@ -691,7 +691,7 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
     ],
 )
 def test_gpu_gluon_backward_kernels(case):
-    """The Gluon dK/dV and dQ kernels (core/gluon_backward.py; prepared, not routed), launched as
+    """The Gluon dK/dV and dQ kernels (core/gluon_backward.py), launched directly as
     benchmarks/gluon_backward_check.py does from flashx's own forward (out, lse): dQ, dK and dV
     against float64 within the dtype's bound of torch's own bf16 gradients. Run it under a
     timeout: a wrong barrier protocol hangs rather than fails."""
@@ -739,18 +739,25 @@ def _documents_of_300(b, h, q_idx, kv_idx):
         pytest.param(Case(2, 1000, 1000, 4, 2, 128, 128, causal=True), "documents", id="documents-gqa"),
     ],
 )
-def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, window):
-    """With GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE switched on (empty until the kernels have run),
-    flashx's backward launches the Gluon dK/dV and dQ kernels (a causal document mask: through
-    its block map, mask_mod on the partial blocks): dq, dk and dv against float64 within the
-    dtype's bound of torch's own bf16 gradients. Run it under a timeout (see above)."""
+@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma"])
+def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, window, dkdv_tile):
+    """With the Gluon backward routes switched on for every kind (dK/dV by cp.async, or by TMA
+    from host descriptors of Q and dO), flashx's backward launches the Gluon dK/dV and dQ kernels
+    (a causal document mask: through its block map, mask_mod on the partial blocks): dq, dk and
+    dv against float64 within the dtype's bound of torch's own bf16 gradients. Run it under a
+    timeout (see above)."""
     from flashx.core import gluon_backward, plan as plan_mod
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the Gluon kernels run on sm_90 devices only")
     kinds = ("dense", "causal", "window", "map")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile == "dkdv-tma"})
     monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
+    described = []
+    describe = plan_mod.AttentionPlan._backward_tma_descriptors
+    monkeypatch.setattr(plan_mod.AttentionPlan, "_backward_tma_descriptors",
+                        lambda self, *a: described.append(1) or describe(self, *a))
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
     q, k, v = (torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(torch.bfloat16).requires_grad_()
                for s in shapes(*case[:7], "bnhd"))
@@ -760,6 +767,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, wi
         options = dict(causal=True, mask_mod=_documents_of_300)
     grads = torch.autograd.grad(flashx.torch.attention(q, k, v, **options), (q, k, v), grad)
     assert {gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel} <= set(backward_kernels)
+    assert bool(described) is (dkdv_tile == "dkdv-tma")
     mask = None
     if window is not None:
         i = torch.arange(case.nq, device="cuda")[:, None] + case.nkv - case.nq

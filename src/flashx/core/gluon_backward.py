@@ -2,10 +2,10 @@
 half loses to FlexAttention on windows and documents (NOTES v0.6-v0.9), written the way the
 Gluon forward is.
 
-PREPARED, NOT ROUTED: the plan launches them only where plan.GLUON_DKDV_ROUTE /
-GLUON_DQ_ROUTE name a tile, and both are empty until the kernels have run on the GPU.
+The plan launches them where plan.GLUON_DKDV_ROUTE / GLUON_DKDV_TMA_ROUTE / GLUON_DQ_ROUTE name
+a tile (D = 128; NOTES v0.17 has the first run's checks and times).
 benchmarks/gluon_backward_check.py checks them against float64 and times them beside the
-portable backward (NOTES v0.16).
+portable backward.
 
 Why: the portable dK/dV tile (64 queries x 128 keys, 8 warps) holds dK and dV for 128 keys, K,
 V, and the step's S, dP in the registers of two warpgroups that meet at barriers every step, and

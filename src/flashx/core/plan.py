@@ -162,20 +162,28 @@ GLUON_DESCRIPTOR_BYTES = 3 * 128  # three CUtensorMaps a program
 
 
 # The Gluon backward kernels (core/gluon_backward.py, dK/dV and dQ): their tiles, and which calls
-# take one, by (head dim, "dense" | "causal" | "window"); a call without a route runs the
-# portable kernel for that half. The routes are empty: the kernels compile for sm_90 offline
-# (Triton 3.6; no spill inside their step loops at D = 64 or 128, dense, causal or windowed) but
-# have not run on the GPU yet (NOTES v0.16). benchmarks/gluon_backward_check.py checks them
-# against float64 and times them. cp.async copies (no descriptors: both frontends launch them
-# alike); at 232 / 48 registers neither producer spills. dQ's 128-key blocks spill in its loop.
+# take one, by (head dim, "dense" | "causal" | "window" | "map"); a call without a route runs the
+# portable kernel for that half. First run on the H200 2026-11-30 (NOTES v0.17): every check
+# against float64 passed (kernels, and through the plan from torch, windows and documents
+# included). cp.async tiles (no descriptors: both frontends launch them alike; at 232 / 48
+# registers neither producer spills). "dkdv-tma" streams Q and dO by TMA from host descriptors
+# (torch's launcher; GLUON_DKDV_TMA_ROUTE comes first there).
 GLUON_DKDV_TILES = {
     "dkdv": dict(BLOCK_N=128, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
+    "dkdv-tma": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240),
 }
 GLUON_DQ_TILES = {
     "dq": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
 }
-GLUON_DKDV_ROUTE: dict = {}
-GLUON_DQ_ROUTE: dict = {}
+# 2026-11-30 22:10 UTC, whole backward TFLOP/s, portable / Gluon dK/dV / Gluon dK/dV + dQ (D = 128):
+# 4k dense 407 / 423 / 416; 4k causal 371 / 377 / 370; 16k causal 391 / 416 / 426; GQA 32/8 4k
+# causal 343 / 365 / 361; 16k window 1024 275 / 287 / 297; 16k 8 documents 286 / 299 / 325. D = 64
+# (4k causal) 337 / 326 / 326: not routed. The dQ kernel only where it won by more than noise.
+GLUON_DKDV_ROUTE: dict = {(128, kind): "dkdv" for kind in ("dense", "causal", "window", "map")}
+GLUON_DQ_ROUTE: dict = {(128, kind): "dq" for kind in ("window", "map")}
+# Same run, the dK/dV kernel alone, TMA (3 stages) / cp.async (2 stages): 599 / 576 (4k dense),
+# 530 / 517 (4k causal), 612 / 606 (16k causal), 502 / 482 (GQA), 449 / 403 (window).
+GLUON_DKDV_TMA_ROUTE: dict = {(128, kind): "dkdv-tma" for kind in ("dense", "causal", "window", "map")}
 
 
 def descriptor_scratch_bytes(grid: Sequence[int]) -> int:
@@ -777,20 +785,26 @@ class AttentionPlan:
         return (plain and causal_at_most and rows_contiguous and f["STRIDE_ALIGN"] >= 8
                 and self.dtype in ("float16", "bfloat16") and self.head_dim == self.head_dim_v)
 
-    @property
-    def gluon_backward_tiles(self) -> tuple:
+    def gluon_backward_tiles(self, descriptors: Optional[str] = None) -> tuple:
         """(dK/dV tile, dQ tile): the Gluon backward tiles (GLUON_DKDV_TILES, GLUON_DQ_TILES) this
         call's backward takes on Hopper, each None where its half runs the portable kernel: where
         GLUON_DKDV_ROUTE / GLUON_DQ_ROUTE name one for its head dim and kind ("dense", "causal",
         "window", "map": a block map, whatever else it folds in), for calls the Gluon kernels can
         run (_gluon_plain, windows and block maps included) whose row statistics are padded (the
-        kernels read lse_log2 and delta unmasked)."""
+        kernels read lse_log2 and delta unmasked). descriptors: "host" where the launcher passes
+        host tensor descriptors (Triton's) and Q has no broadcast axis: GLUON_DKDV_TMA_ROUTE comes
+        first for dK/dV (backward_calls also asks it of dO's strides)."""
+        if descriptors not in (None, "host"):
+            raise ValueError(f'descriptors must be None or "host", got {descriptors!r}')
         if not runtime.hopper_gluon():
             return None, None
         kind = self._memoized("gluon_backward_kind", self._gluon_backward_kind)
         if kind is None:
             return None, None
-        return GLUON_DKDV_ROUTE.get((self.head_dim, kind)), GLUON_DQ_ROUTE.get((self.head_dim, kind))
+        key = (self.head_dim, kind)
+        q_positive = all(self.scalars[f"stride_q{a}"] > 0 for a in "bnh")
+        tma = GLUON_DKDV_TMA_ROUTE.get(key) if descriptors == "host" and q_positive else None
+        return tma or GLUON_DKDV_ROUTE.get(key), GLUON_DQ_ROUTE.get(key)
 
     def _gluon_backward_kind(self) -> Optional[str]:
         f = self.flags
@@ -864,13 +878,15 @@ class AttentionPlan:
 
     def backward_calls(
         self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec,
-        split: Optional[bool] = None, gluon: bool = True,
+        split: Optional[bool] = None, gluon: bool = True, descriptors: Optional[str] = None,
     ) -> tuple:
         """(preprocess, *gradient launches): the row statistics, then dK/dV's and dQ's programs in
         one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says); with
         tiles.dkdv_passes == 2, dK/dV's launch is two, dV's then dK's. gluon: whether each half
         may take the Gluon kernel where gluon_backward_tiles gives one (the caller's Q, K, V and
-        dO start at 16-byte boundaries); then dK/dV and dQ launch apart.
+        dO start at 16-byte boundaries); then dK/dV and dQ launch apart. descriptors: "host" where
+        the launcher passes host tensor descriptors; where dK/dV takes a TMA tile, its launch binds
+        descriptors of Q and dO (as forward_call's) in their places.
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
         gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
@@ -883,12 +899,29 @@ class AttentionPlan:
         if tuple(grad_out.shape) != self.out_shape:
             raise ValueError(f"grad_out must have the output's shape {self.out_shape}, got {tuple(grad_out.shape)}")
         has_dlse = arrays.get("DLSE") is not None
-        gluon_tiles = self.gluon_backward_tiles if gluon and not bias_grad else (None, None)
+        # A descriptor's strides are positive (dO's too: a broadcast gradient takes cp.async).
+        descriptors = descriptors if all(s > 0 for s in grad_out.strides) else None
+        gluon_tiles = self.gluon_backward_tiles(descriptors) if gluon and not bias_grad else (None, None)
         statics = self._memoized(
             ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles),
             lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles),
         )
+        if gluon_tiles[0] is not None and GLUON_DKDV_TILES[gluon_tiles[0]]["TMA"]:
+            # Only the Gluon dK/dV launch (constexpr TMA) takes Q and dO as descriptors.
+            tma_arrays = {**arrays, **self._backward_tma_descriptors(arrays, grad_out.strides)}
+            return tuple(self._call(static, tma_arrays if static[4].get("TMA") else arrays, placeholder)
+                         for static in statics)
         return tuple(self._call(static, arrays, placeholder) for static in statics)
+
+    def _backward_tma_descriptors(self, arrays: Mapping[str, Any], grad_out_strides: Sequence[int]) -> dict:
+        """Q and dO as the Gluon dK/dV kernel's TMA descriptors over their logical [B, Nq, Hq, D]
+        shapes and strides (any layout), 64-row blocks (one consumer's step)."""
+        s, shape = self.scalars, (self.batch, self.max_seqlen_q, self.heads_q, self.head_dim)
+        do_strides = tuple(grad_out_strides[a] for a in self.layout_axes)
+        return {
+            "Q": gluon_tma_descriptor(arrays["Q"], shape, (s["stride_qb"], s["stride_qn"], s["stride_qh"], 1), 64, self.dtype),
+            "DO": gluon_tma_descriptor(arrays["DO"], shape, do_strides[:3] + (1,), 64, self.dtype),
+        }
 
     def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool, split: bool,
                           gluon_tiles: tuple = (None, None)) -> tuple:

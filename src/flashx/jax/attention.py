@@ -128,7 +128,7 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     grad_out = _spec("grad_out", dout)
 
     # The Gluon backward kernels launch through jax-triton's builder taught Gluon (flashx/jax/gluon.py).
-    gluon = any(plan.gluon_backward_tiles) and _gluon.install()
+    gluon = any(plan.gluon_backward_tiles()) and _gluon.install()
 
     def call(index):
         return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out, gluon=gluon)[index], ())
@@ -150,7 +150,7 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
         results = _launch(call(index), arrays, out_types,
                           zeroed=tuple(i for i, n in enumerate(launch.outputs) if n in zeroed and n in launch.writes))
         grads.update((n, r) for n, r in zip(launch.outputs, results) if n in launch.writes)
-    dk, dv, dq, dbias = grads["DK"], grads["DV"], grads["DQ"], grads["DBIAS"]
+    dk, dv, dq, dbias = grads["DK"], grads["DV"], grads["DQ"], grads.get("DBIAS")  # the Gluon launches write no dBias
     if bias_grad:
         axes = plan.bias_reduce_axes
         dbias = (dbias.sum(axis=axes, keepdims=True) if axes else dbias).reshape(bias.shape).astype(bias.dtype)

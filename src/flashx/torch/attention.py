@@ -163,9 +163,9 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
                       LSE_LOG2=lse_log2,
                       DLSE=None if dlse is None else dlse.contiguous())
         # The Gluon backward kernels copy 16 bytes: views that start off a boundary take tl.
-        gluon = any(plan.gluon_backward_tiles) and all(x.data_ptr() % 16 == 0 for x in (q, k, v, dout))
+        gluon = any(plan.gluon_backward_tiles("host")) and all(x.data_ptr() % 16 == 0 for x in (q, k, v, dout))
         preprocess, *gradients = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout),
-                                                     gluon=gluon)
+                                                     gluon=gluon, descriptors="host")
         outputs = dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias)
         with _on_device(q):
             preprocess.launch((delta, lse_log2))
