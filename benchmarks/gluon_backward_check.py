@@ -103,10 +103,10 @@ def launch(q, k, v, do, lse_log2, delta, causal, window_left, args):
         d ** -0.5, 1, window_left, nq, nkv, hq // hkv,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *lse_log2.stride()[:2],
         *NO_MAP_STRIDES, *dk.stride()[:3], *dv.stride()[:3],
-        dk, dv,
+        dk, dv, dk,  # DESCRIPTOR_SCRATCH: unused (host descriptors)
         HEAD_DIM=d, BLOCK_N=128, LIMIT_RIGHT=causal, LIMIT_LEFT=window_left >= 0, STRIDE_ALIGN=8, ROW_ALIGN=16,
         STAGES=args.stages, PRODUCER_WARPS=4, PRODUCER_REGS=args.pregs, CONSUMER_REGS=args.cregs, TMA=args.tma,
-        **NO_MAP, num_warps=4,
+        DEVICE_DESCRIPTORS=False, **NO_MAP, num_warps=4,
     )
     return dk, dv
 

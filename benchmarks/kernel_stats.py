@@ -106,12 +106,15 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
 
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
-    def tma_call(plan, shape):
-        """The plan's TMA forward, its descriptors over (CPU) torch tensors: only compiled."""
+    def tma_arrays(shape):
+        """Q, K, V and dO as (CPU) torch tensors, for host descriptors that are only compiled."""
         import torch
 
-        arrays = {name: torch.empty(shape, dtype=torch.bfloat16) for name in "QKV"}
-        return plan.forward_call(arrays, None, descriptors="host")
+        return {name: torch.empty(shape, dtype=torch.bfloat16) for name in ("Q", "K", "V", "DO")}
+
+    def tma_call(plan, shape):
+        """The plan's TMA forward, its descriptors over (CPU) torch tensors: only compiled."""
+        return plan.forward_call(tma_arrays(shape), None, descriptors="host")
 
     def resources(call, dtype: str) -> str:
         from triton.runtime.jit import mangle_type
@@ -172,14 +175,20 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.plan.GLUON_TMA_ROUTE)
                 calls.append(("Gluon TMA fwd", tma_call(plan, shape)))
             kind = plan._gluon_backward_kind()
-            if kind is not None:  # the Gluon backward kernels, routed here for these lines only (their routes are empty)
-                routes = core.plan.GLUON_DKDV_ROUTE, core.plan.GLUON_DQ_ROUTE
-                core.plan.GLUON_DKDV_ROUTE, core.plan.GLUON_DQ_ROUTE = {(d, kind): "dkdv"}, {(d, kind): "dq"}
+            if kind is not None:  # the Gluon backward kernels, routed here at every head dim for these lines
+                names = ("GLUON_DKDV_ROUTE", "GLUON_DKDV_TMA_ROUTE", "GLUON_DQ_ROUTE")
+                routes = tuple(getattr(core.plan, name) for name in names)
+                for name, tile in zip(names, ("dkdv", "dkdv-tma", "dq")):
+                    setattr(core.plan, name, {(d, kind): tile})
                 try:
                     _, gluon_dkdv, gluon_dq = plan.backward_calls({}, None, False, spec)
-                    calls += [("Gluon dK/dV", gluon_dkdv), ("Gluon dQ", gluon_dq)]
+                    # Its TMA tile: host descriptors (torch's, over CPU tensors), or built on the device (JAX's).
+                    _, gluon_tma, _ = (plan.backward_calls({}, None, False, spec, descriptors="device") if jax_like
+                                       else plan.backward_calls(tma_arrays(shape), None, False, spec, descriptors="host"))
+                    calls += [("Gluon dK/dV", gluon_dkdv), ("Gluon dK/dV TMA", gluon_tma), ("Gluon dQ", gluon_dq)]
                 finally:
-                    core.plan.GLUON_DKDV_ROUTE, core.plan.GLUON_DQ_ROUTE = routes
+                    for name, route in zip(names, routes):
+                        setattr(core.plan, name, route)
             gluon_on[0] = False
             _, *dkdv, dq = plan.backward_calls({}, None, False, spec, split=True)
             _, both = plan.backward_calls({}, None, False, spec, split=False)

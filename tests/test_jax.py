@@ -274,17 +274,25 @@ def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, d
         pytest.param(Case(1, 900, 900, 2, 1, 128, 128), id="mqa-dense"),
     ],
 )
-def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, case):
-    """With GLUON_DKDV_ROUTE and GLUON_DQ_ROUTE switched on for dense and causal calls, jax.grad
-    of flashx.jax.attention launches the Gluon dK/dV and dQ kernels (cp.async) through jax-triton:
+@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma"])
+def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, case, dkdv_tile):
+    """With the Gluon backward routes switched on for dense and causal calls (dK/dV by cp.async,
+    or by TMA from descriptors the kernel builds in its DESCRIPTOR_SCRATCH output), jax.grad of
+    flashx.jax.attention launches the Gluon dK/dV and dQ kernels through jax-triton:
     the gradients against float32 within the dtype's bound of JAX's own. Run it under a timeout:
     a wrong barrier protocol hangs rather than fails."""
     from flashx.core import gluon_backward, plan as plan_mod
 
     if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
         pytest.skip("the Gluon kernels run on sm_90 devices only")
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in ("dense", "causal")})
-    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in ("dense", "causal")})
+    kinds = ("dense", "causal")
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile == "dkdv-tma"})
+    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
+    on_device = []
+    statics = plan_mod.AttentionPlan._backward_statics
+    monkeypatch.setattr(plan_mod.AttentionPlan, "_backward_statics", lambda self, *a: on_device.extend(
+        bool(static[4].get("DEVICE_DESCRIPTORS")) for static in statics(self, *a)) or statics(self, *a))
     q, k, v = make_inputs(rng, case, "bfloat16")
     cotangent = jnp.asarray(rng.standard_normal(q.shape[:-1] + (case.dv,)), jnp.float32)
 
@@ -294,6 +302,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
     ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(*a, causal=case.causal), q, k, v),
                             argnums=(0, 1, 2)))(q, k, v)
     assert {gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel} <= set(backward_kernels)
+    assert any(on_device) is (dkdv_tile == "dkdv-tma")
     up = [x.astype(jnp.float32) for x in (q, k, v)]
     ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
                    argnums=(0, 1, 2))(*up)
@@ -359,4 +368,42 @@ def test_forward_asks_for_descriptor_scratch(monkeypatch, device_descriptors):
     assert call.constexprs["TMA"] == call.constexprs["DEVICE_DESCRIPTORS"] == device_descriptors
     scratch = plan_mod.descriptor_scratch_bytes(call.grid) if device_descriptors else 1
     assert [t.shape for t in out_types] == [(2, 2100, 4, 128), (2, 4, 2100), (scratch,)]
+    assert out_types[2].dtype == jnp.uint8
+
+
+@pytest.mark.parametrize("device_descriptors", [False, True])
+def test_backward_asks_for_descriptor_scratch(monkeypatch, device_descriptors):
+    """Traced as on Hopper (nothing runs: jax.eval_shape), jax.grad's backward launches the
+    routed Gluon dK/dV kernel with DK, DV and DESCRIPTOR_SCRATCH: descriptor_scratch_bytes(grid)
+    bytes where its TMA tile builds Q's and dO's descriptors on the device
+    (plan.GLUON_DEVICE_DESCRIPTORS), else the cp.async tile and one byte; the gradients keep
+    their shapes."""
+    import sys
+
+    from flashx import core
+    from flashx.core import gluon_backward, plan as plan_mod
+
+    module = sys.modules["flashx.jax.attention"]
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
+    monkeypatch.setattr(module._gluon, "install", lambda: True)
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", device_descriptors)
+    asked = []
+    launch = module._launch
+
+    def recorded(build, arrays, out_types, zeroed=()):
+        call, _ = build({}, None)
+        asked.append((call, out_types))
+        return launch(build, arrays, out_types, zeroed)
+
+    monkeypatch.setattr(module, "_launch", recorded)
+    q, k, v = (jax.ShapeDtypeStruct((2, 1100, h, 128), jnp.bfloat16) for h in (4, 2, 2))
+    grads = jax.eval_shape(jax.grad(lambda q, k, v: flashx.jax.attention(q, k, v, causal=True).astype(jnp.float32).sum(),
+                                    argnums=(0, 1, 2)), q, k, v)
+    assert [g.shape for g in grads] == [(2, 1100, 4, 128), (2, 1100, 2, 128), (2, 1100, 2, 128)]
+    (call, out_types), = [(c, t) for c, t in asked if c.kernel is gluon_backward.gluon_attention_dkdv_kernel]
+    assert call.outputs == ("DK", "DV", "DESCRIPTOR_SCRATCH") and call.grid == (9, 2, 2)
+    assert call.constexprs["TMA"] == call.constexprs["DEVICE_DESCRIPTORS"] == device_descriptors
+    scratch = plan_mod.descriptor_scratch_bytes(call.grid) if device_descriptors else 1
+    assert [t.shape for t in out_types] == [(2, 1100, 2, 128), (2, 1100, 2, 128), (scratch,)]
     assert out_types[2].dtype == jnp.uint8

@@ -597,7 +597,7 @@ def test_gluon_backward_route(monkeypatch, gpu_plans, options, d, dtype, kind):
     broadcast = core.ArraySpec(q.shape, (0,) + tuple(q.strides[1:]), dtype, "cuda:0")  # one batch row for both
     assert core.plan_attention(broadcast, kv, kv, **options).gluon_backward_tiles("host")[0] == (None if kind is None else "dkdv")
     with pytest.raises(ValueError, match="descriptors"):
-        plan.gluon_backward_tiles("device")
+        plan.gluon_backward_tiles("devices")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {})
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {})
     assert plan.gluon_backward_tiles() == ((None, None) if kind is None else (None, "dq"))
@@ -631,7 +631,8 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
     assert (dq.kernel is gluon_attention_dq_kernel) is (halves != "dkdv")
     assert set(dkdv.writes) == DKDV and set(dq.writes) <= DQ and "DQ" in dq.writes
     if halves != "dq":
-        assert dkdv.outputs == ("DK", "DV") and dkdv.grid == (8, 2, 2) and dkdv.options["num_warps"] == 4
+        assert dkdv.outputs == ("DK", "DV", "DESCRIPTOR_SCRATCH") and dkdv.writes == ("DK", "DV")
+        assert dkdv.grid == (8, 2, 2) and dkdv.options["num_warps"] == 4 and not dkdv.constexprs["DEVICE_DESCRIPTORS"]
         assert {n: dkdv.constexprs[n] for n in plan_mod.GLUON_DKDV_TILES["dkdv"]} == plan_mod.GLUON_DKDV_TILES["dkdv"]
     else:
         assert not dkdv.constexprs["RUN_DQ"]
@@ -654,11 +655,13 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
         assert not gluon_kernels & {call.kernel for call in calls}
 
 
-def test_gluon_backward_host_descriptors(monkeypatch, gpu_plans):
+def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
     """With host descriptors and a TMA dK/dV tile routed, only the Gluon dK/dV launch binds Q and
     dO as descriptors (over [B, Nq, Hq, D], dO with its own strides, 64-row blocks) with the
-    tile's constexprs; the preprocess and dQ keep the arrays; a dO with a broadcast axis, or a
-    launcher without descriptors, takes the cp.async tile."""
+    tile's constexprs; the preprocess and dQ keep the arrays. With device descriptors (while
+    GLUON_DEVICE_DESCRIPTORS), the launch keeps the arrays, builds the descriptors itself and
+    writes DESCRIPTOR_SCRATCH. A dO with a broadcast axis, or a launcher without descriptors,
+    takes the cp.async tile."""
     from flashx.core.gluon_backward import gluon_attention_dkdv_kernel
 
     described = []
@@ -683,14 +686,25 @@ def test_gluon_backward_host_descriptors(monkeypatch, gpu_plans):
     assert args["K"] is arrays["K"] and args["V"] is arrays["V"]
     assert described == [(arrays["Q"], (2, 700, 4, 128), (700 * 512, 512, 128, 1), 64, "bfloat16"),
                          (arrays["DO"], (2, 700, 4, 128), (700 * 1024, 1024, 256, 1), 64, "bfloat16")]
+    assert not dkdv.constexprs["DEVICE_DESCRIPTORS"] and dkdv.writes == ("DK", "DV")
     for call in (preprocess, dq):
         bound = dict(zip(kernel_params(call.kernel)[0], call.args))
         assert all(bound[n] is arrays[n] for n in ("Q", "DO") if n in bound)
     described.clear()
+    # On the device (jax-triton's launcher): the kernel builds them, in its DESCRIPTOR_SCRATCH.
+    _, dkdv, _ = plan.backward_calls(arrays, None, False, grad_out, descriptors="device")
+    assert dkdv.constexprs["TMA"] and dkdv.constexprs["DEVICE_DESCRIPTORS"]
+    assert dkdv.writes == ("DK", "DV", "DESCRIPTOR_SCRATCH") == dkdv.outputs
+    args = dict(zip(kernel_params(dkdv.kernel)[0], dkdv.args))
+    assert args["Q"] is arrays["Q"] and args["DO"] is arrays["DO"]
     broadcast = spec((2, 700, 4, 128), strides=(0, 512, 128, 1))
     for calls in (plan.backward_calls(arrays, None, False, broadcast, descriptors="host"),
+                  plan.backward_calls(arrays, None, False, broadcast, descriptors="device"),
                   plan.backward_calls(arrays, None, False, q)):
         assert calls[1].kernel is gluon_attention_dkdv_kernel and not calls[1].constexprs["TMA"]
+        assert not calls[1].constexprs["DEVICE_DESCRIPTORS"] and calls[1].writes == ("DK", "DV")
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", False)
+    assert plan.gluon_backward_tiles("device") == ("dkdv", None)
     assert described == []
 
 def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):

@@ -38,7 +38,7 @@ bottom-right). D = Dv = 64 or 128; 16-bit inputs.
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, warpgroup_mma
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma, warpgroup_mma
 
 from .gluon_forward import (
     CONSUMER_ROWS,
@@ -142,15 +142,24 @@ def _query_blocks(k0, seqlen_q, diag_offset, window_left, BLOCK_N: gl.constexpr,
 def _dkdv_producer(Q, DO, strides, sizes, rings, map_t,
                    BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
                    PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
-                   TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr):
+                   TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr,
+                   DEVICE_DESCRIPTORS: gl.constexpr):
     """Copy Q_i then dO_i into ring step s's stage (s % STAGES) once both consumers have handed it
     back, for every query block i this program's keys see (BLOCK_MAP: the transposed map's
-    partial list, then its full one), of every q head of the kv head's group.
+    partial list, then its full one), of every q head of the kv head's group. DEVICE_DESCRIPTORS:
+    Q and dO come as pointers, and their TMA descriptors are built here, in the program's global
+    scratch (for launchers that cannot pass host descriptors: jax-triton's).
 
     strides: Q's and dO's (batch, row, head) strides; sizes, rings, map_t: as _dkdv_consumer's."""
     stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
     q_smem, do_smem, q_ready, do_ready, q_empty, do_empty = rings
+    if DEVICE_DESCRIPTORS:
+        shape = [gl.num_programs(2), seqlen_q, gl.num_programs(1) * gqa_group, BLOCK_D]
+        block: gl.constexpr = [1, QUERY_BLOCK, 1, BLOCK_D]
+        layout_q: gl.constexpr = descriptor_layout(QUERY_BLOCK, BLOCK_D, Q.dtype.element_ty)
+        Q = tma.make_tensor_descriptor(Q, shape, [stride_qb, stride_qn, stride_qh, 1], block, layout_q)
+        DO = tma.make_tensor_descriptor(DO, shape, [stride_dob, stride_don, stride_doh, 1], block, layout_q)
     layout: gl.constexpr = _copy_layout(BLOCK_D, PRODUCER_WARPS)
     offs_m = gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(1, layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
@@ -374,15 +383,18 @@ def gluon_attention_dkdv_kernel(
     stride_dob, stride_don, stride_doh, stride_rb, stride_rh,
     stride_tcb, stride_tch, stride_tcq, stride_tib, stride_tih, stride_tiq, stride_tik,
     stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
-    DK, DV,
+    DK, DV, DESCRIPTOR_SCRATCH,
     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     STRIDE_ALIGN: gl.constexpr, ROW_ALIGN: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
-    PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
+    PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr,
     BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr,
 ):
     """Grid (cdiv(Nkv, BLOCK_N), Hkv, B); launch with num_warps=4 (the first consumer's
     warpgroup: Triton adds the other partitions' warps). BLOCK_N: 128 (two consumers). TMA: Q and
-    dO are tensor descriptors over [B, Nq, Hq, D] with [1, 64, 1, D] blocks (descriptor_layout).
+    dO are tensor descriptors over [B, Nq, Hq, D] with [1, 64, 1, D] blocks (descriptor_layout);
+    with DEVICE_DESCRIPTORS they are pointers and the producer builds those descriptors in the
+    program's global scratch (2 x 128 bytes), which jax-triton's launcher takes from the
+    DESCRIPTOR_SCRATCH output (flashx/jax/gluon.py; otherwise unused, as in the forward).
     STRIDE_ALIGN: what Q's, K's, V's, dO's, dK's and dV's (batch, row, head) strides are multiples
     of; ROW_ALIGN: the same for the row statistics' (batch, head) strides (jax-triton passes no
     divisibility hints). BLOCK_MAP: the program walks the transposed block map's lists for its
@@ -429,7 +441,7 @@ def gluon_attention_dkdv_kernel(
                            1, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS,
                            HAS_MASK_MOD, MASK_MOD)),
          (_dkdv_producer, (Q, DO, copy_strides, sizes, rings, map_t, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
-                           LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS))],
+                           LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, DEVICE_DESCRIPTORS))],
         [CONSUMER_WARPS, PRODUCER_WARPS],
         [CONSUMER_REGS, PRODUCER_REGS],
     )

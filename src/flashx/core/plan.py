@@ -791,11 +791,12 @@ class AttentionPlan:
         GLUON_DKDV_ROUTE / GLUON_DQ_ROUTE name one for its head dim and kind ("dense", "causal",
         "window", "map": a block map, whatever else it folds in), for calls the Gluon kernels can
         run (_gluon_plain, windows and block maps included) whose row statistics are padded (the
-        kernels read lse_log2 and delta unmasked). descriptors: "host" where the launcher passes
-        host tensor descriptors (Triton's) and Q has no broadcast axis: GLUON_DKDV_TMA_ROUTE comes
-        first for dK/dV (backward_calls also asks it of dO's strides)."""
-        if descriptors not in (None, "host"):
-            raise ValueError(f'descriptors must be None or "host", got {descriptors!r}')
+        kernels read lse_log2 and delta unmasked). descriptors: as gluon_forward_tile's ("host":
+        Triton's launcher; "device": jax-triton's through flashx/jax/gluon.py, while
+        GLUON_DEVICE_DESCRIPTORS); with descriptors and a Q without broadcast axes,
+        GLUON_DKDV_TMA_ROUTE comes first for dK/dV (backward_calls also asks it of dO's strides)."""
+        if descriptors not in (None, "host", "device"):
+            raise ValueError(f'descriptors must be None, "host" or "device", got {descriptors!r}')
         if not runtime.hopper_gluon():
             return None, None
         kind = self._memoized("gluon_backward_kind", self._gluon_backward_kind)
@@ -803,8 +804,9 @@ class AttentionPlan:
             return None, None
         key = (self.head_dim, kind)
         q_positive = all(self.scalars[f"stride_q{a}"] > 0 for a in "bnh")
-        tma = GLUON_DKDV_TMA_ROUTE.get(key) if descriptors == "host" and q_positive else None
-        return tma or GLUON_DKDV_ROUTE.get(key), GLUON_DQ_ROUTE.get(key)
+        tma = descriptors == "host" or (descriptors == "device" and GLUON_DEVICE_DESCRIPTORS)
+        tma_tile = GLUON_DKDV_TMA_ROUTE.get(key) if tma and q_positive else None
+        return tma_tile or GLUON_DKDV_ROUTE.get(key), GLUON_DQ_ROUTE.get(key)
 
     def _gluon_backward_kind(self) -> Optional[str]:
         f = self.flags
@@ -884,9 +886,10 @@ class AttentionPlan:
         one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says); with
         tiles.dkdv_passes == 2, dK/dV's launch is two, dV's then dK's. gluon: whether each half
         may take the Gluon kernel where gluon_backward_tiles gives one (the caller's Q, K, V and
-        dO start at 16-byte boundaries); then dK/dV and dQ launch apart. descriptors: "host" where
-        the launcher passes host tensor descriptors; where dK/dV takes a TMA tile, its launch binds
-        descriptors of Q and dO (as forward_call's) in their places.
+        dO start at 16-byte boundaries); then dK/dV and dQ launch apart. descriptors: as
+        gluon_backward_tiles'; where dK/dV takes a TMA tile, its launch binds host descriptors of
+        Q and dO in their places ("host"), or builds them on the device and writes its
+        DESCRIPTOR_SCRATCH output (descriptor_scratch_bytes(grid); "device").
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
         gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
@@ -902,11 +905,12 @@ class AttentionPlan:
         # A descriptor's strides are positive (dO's too: a broadcast gradient takes cp.async).
         descriptors = descriptors if all(s > 0 for s in grad_out.strides) else None
         gluon_tiles = self.gluon_backward_tiles(descriptors) if gluon and not bias_grad else (None, None)
+        on_device = descriptors == "device"
         statics = self._memoized(
-            ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles),
-            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles),
+            ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device),
+            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device),
         )
-        if gluon_tiles[0] is not None and GLUON_DKDV_TILES[gluon_tiles[0]]["TMA"]:
+        if gluon_tiles[0] is not None and GLUON_DKDV_TILES[gluon_tiles[0]]["TMA"] and not on_device:
             # Only the Gluon dK/dV launch (constexpr TMA) takes Q and dO as descriptors.
             tma_arrays = {**arrays, **self._backward_tma_descriptors(arrays, grad_out.strides)}
             return tuple(self._call(static, tma_arrays if static[4].get("TMA") else arrays, placeholder)
@@ -924,7 +928,7 @@ class AttentionPlan:
         }
 
     def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool, split: bool,
-                          gluon_tiles: tuple = (None, None)) -> tuple:
+                          gluon_tiles: tuple = (None, None), device_descriptors: bool = False) -> tuple:
         do_strides = (0,) + grad_out_strides if self.varlen else tuple(grad_out_strides[a] for a in self.layout_axes)
         grads = (
             _named_strides("stride_do", "bnhd", do_strides) | self._dense("stride_dk", self.k_shape)
@@ -978,11 +982,12 @@ class AttentionPlan:
         if any(gluon_tiles) and do_strides[3] == 1 and align["STRIDE_ALIGN"] >= 8:
             from . import gluon_backward  # imported only where it runs
 
-            def gluon_launch(kernel: Any, tile: dict, grid: tuple, outputs: tuple, map_steps: int) -> tuple:
+            def gluon_launch(kernel: Any, tile: dict, grid: tuple, outputs: tuple, map_steps: int,
+                             writes: tuple = (), **constexprs) -> tuple:
                 # num_warps: the first consumer's warpgroup; Triton adds the other partitions' warps.
                 return self._static(kernel, grid, self._template(kernel, grads), outputs,
-                                    self._constexprs(kernel, dict(align, **tile, MAP_STEPS=map_steps)),
-                                    dict(num_warps=4, num_stages=1))
+                                    self._constexprs(kernel, dict(align, **tile, MAP_STEPS=map_steps, **constexprs)),
+                                    dict(num_warps=4, num_stages=1), writes)
 
             dkdv_tile, dq_tile = gluon_tiles
             # A map block (128 x 128) is walked in 64-row steps by dK/dV, in 64-key steps by dQ.
@@ -991,9 +996,14 @@ class AttentionPlan:
                 dkdv = dkdv_alone()
             else:
                 tile = GLUON_DKDV_TILES[dkdv_tile]
+                # DESCRIPTOR_SCRATCH: written (as the forward's) only where the TMA tile builds its
+                # descriptors on the device.
+                on_device = device_descriptors and tile["TMA"]
+                dkdv_outputs = ("DK", "DV", "DESCRIPTOR_SCRATCH")
                 dkdv = (gluon_launch(gluon_backward.gluon_attention_dkdv_kernel, tile,
                                      (_cdiv(self.max_seqlen_kv, tile["BLOCK_N"]), self.heads_kv, self.batch),
-                                     ("DK", "DV"), map_m),)
+                                     dkdv_outputs, map_m, dkdv_outputs if on_device else dkdv_outputs[:2],
+                                     DEVICE_DESCRIPTORS=on_device),)
             if dq_tile is None:
                 dq = launch(False, True)
             else:

@@ -127,11 +127,12 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DLSE=dlse)
     grad_out = _spec("grad_out", dout)
 
-    # The Gluon backward kernels launch through jax-triton's builder taught Gluon (flashx/jax/gluon.py).
-    gluon = any(plan.gluon_backward_tiles()) and _gluon.install()
+    # The Gluon backward kernels launch through jax-triton's builder taught Gluon (flashx/jax/gluon.py),
+    # which also points a TMA dK/dV tile's descriptors at its DESCRIPTOR_SCRATCH output.
+    gluon = any(plan.gluon_backward_tiles("device")) and _gluon.install()
 
     def call(index):
-        return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out, gluon=gluon)[index], ())
+        return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out, gluon=gluon, descriptors="device")[index], ())
 
     row_stats = jax.ShapeDtypeStruct(plan.row_stats_shape, jnp.float32)
     arrays["DELTA"], arrays["LSE_LOG2"] = _launch(call(0), arrays, (row_stats, row_stats))
@@ -142,8 +143,9 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     # that no query block visits are never written.
     zeroed = ("DK", "DV", "DQ", "DBIAS") if plan.varlen else ("DBIAS",)
     grads = {}
-    _, *launches = plan.backward_calls({}, None, bias_grad, grad_out, gluon=gluon)
+    _, *launches = plan.backward_calls({}, None, bias_grad, grad_out, gluon=gluon, descriptors="device")
     for index, launch in enumerate(launches, start=1):
+        types["DESCRIPTOR_SCRATCH"] = jax.ShapeDtypeStruct((core.plan.descriptor_scratch_bytes(launch.grid),), jnp.uint8)
         # The outputs a launch takes but does not write get a one-element stand-in.
         out_types = tuple(types[n] if n in launch.writes else jax.ShapeDtypeStruct((1,), types[n].dtype)
                           for n in launch.outputs)
