@@ -335,12 +335,11 @@ def test_scratch_taken_from_the_argument():
         _scratch_in_argument(ptx.replace(",\n\t.param .u64 k_param_5", ""), "k", names, signature, 384)
 
 
-@pytest.mark.parametrize("device_descriptors", [False, True])
-def test_forward_asks_for_descriptor_scratch(monkeypatch, device_descriptors):
-    """Traced as on Hopper (nothing runs: jax.eval_shape), the JAX forward's Gluon launch asks for
-    O, LSE and DESCRIPTOR_SCRATCH: descriptor_scratch_bytes(grid) bytes where its TMA tile builds
-    descriptors on the device (plan.GLUON_DEVICE_DESCRIPTORS), else one byte for the cp.async
-    tile; the caller gets O and LSE only."""
+@pytest.fixture(params=[False, True], ids=["cp-async", "device-descriptors"])
+def traced_as_hopper(request, monkeypatch):
+    """(GLUON_DEVICE_DESCRIPTORS, launches): JAX traced as on Hopper (nothing runs: tests use
+    jax.eval_shape) with the flag as parametrized; launches gets (KernelCall, out_types) of each
+    launch the frontend asks jax-triton for."""
     import sys
 
     from flashx import core
@@ -350,7 +349,7 @@ def test_forward_asks_for_descriptor_scratch(monkeypatch, device_descriptors):
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
     monkeypatch.setattr(module._gluon, "install", lambda: True)
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", device_descriptors)
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", request.param)
     asked = []
     launch = module._launch
 
@@ -360,6 +359,17 @@ def test_forward_asks_for_descriptor_scratch(monkeypatch, device_descriptors):
         return launch(build, arrays, out_types, zeroed)
 
     monkeypatch.setattr(module, "_launch", recorded)
+    return request.param, asked
+
+
+def test_forward_asks_for_descriptor_scratch(traced_as_hopper):
+    """The JAX forward's Gluon launch asks for O, LSE and DESCRIPTOR_SCRATCH:
+    descriptor_scratch_bytes(grid) bytes where its TMA tile builds descriptors on the device
+    (plan.GLUON_DEVICE_DESCRIPTORS), else one byte for the cp.async tile; the caller gets O and
+    LSE only."""
+    from flashx.core import plan as plan_mod
+
+    device_descriptors, asked = traced_as_hopper
     q, k, v = (jax.ShapeDtypeStruct((2, 2100, h, 128), jnp.bfloat16) for h in (4, 2, 2))
     out, lse = jax.eval_shape(lambda q, k, v: flashx.jax.attention(q, k, v, return_lse=True), q, k, v)
     assert (out.shape, lse.shape) == ((2, 2100, 4, 128), (2, 4, 2100))
@@ -371,32 +381,14 @@ def test_forward_asks_for_descriptor_scratch(monkeypatch, device_descriptors):
     assert out_types[2].dtype == jnp.uint8
 
 
-@pytest.mark.parametrize("device_descriptors", [False, True])
-def test_backward_asks_for_descriptor_scratch(monkeypatch, device_descriptors):
-    """Traced as on Hopper (nothing runs: jax.eval_shape), jax.grad's backward launches the
-    routed Gluon dK/dV kernel with DK, DV and DESCRIPTOR_SCRATCH: descriptor_scratch_bytes(grid)
-    bytes where its TMA tile builds Q's and dO's descriptors on the device
-    (plan.GLUON_DEVICE_DESCRIPTORS), else the cp.async tile and one byte; the gradients keep
-    their shapes."""
-    import sys
-
-    from flashx import core
+def test_backward_asks_for_descriptor_scratch(traced_as_hopper):
+    """jax.grad's backward launches the routed Gluon dK/dV kernel with DK, DV and
+    DESCRIPTOR_SCRATCH: descriptor_scratch_bytes(grid) bytes where its TMA tile builds Q's and
+    dO's descriptors on the device (plan.GLUON_DEVICE_DESCRIPTORS), else the cp.async tile and
+    one byte; the gradients keep their shapes."""
     from flashx.core import gluon_backward, plan as plan_mod
 
-    module = sys.modules["flashx.jax.attention"]
-    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
-    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
-    monkeypatch.setattr(module._gluon, "install", lambda: True)
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", device_descriptors)
-    asked = []
-    launch = module._launch
-
-    def recorded(build, arrays, out_types, zeroed=()):
-        call, _ = build({}, None)
-        asked.append((call, out_types))
-        return launch(build, arrays, out_types, zeroed)
-
-    monkeypatch.setattr(module, "_launch", recorded)
+    device_descriptors, asked = traced_as_hopper
     q, k, v = (jax.ShapeDtypeStruct((2, 1100, h, 128), jnp.bfloat16) for h in (4, 2, 2))
     grads = jax.eval_shape(jax.grad(lambda q, k, v: flashx.jax.attention(q, k, v, causal=True).astype(jnp.float32).sum(),
                                     argnums=(0, 1, 2)), q, k, v)
