@@ -703,6 +703,10 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
                   plan.backward_calls(arrays, None, False, q)):
         assert calls[1].kernel is gluon_attention_dkdv_kernel and not calls[1].constexprs["TMA"]
         assert not calls[1].constexprs["DEVICE_DESCRIPTORS"] and calls[1].writes == ("DK", "DV")
+    # dO whose rows are not contiguous: the portable kernels, and no descriptor built.
+    columns = spec((2, 700, 4, 128), strides=(700 * 4 * 128, 1, 700, 700 * 4))
+    calls = plan.backward_calls(arrays, None, False, columns, descriptors="host")
+    assert gluon_attention_dkdv_kernel not in {call.kernel for call in calls}
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", False)
     assert plan.gluon_backward_tiles("device") == ("dkdv", None)
     assert described == []

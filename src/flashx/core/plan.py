@@ -910,8 +910,9 @@ class AttentionPlan:
             ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device),
             lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device),
         )
-        if gluon_tiles[0] is not None and GLUON_DKDV_TILES[gluon_tiles[0]]["TMA"] and not on_device:
-            # Only the Gluon dK/dV launch (constexpr TMA) takes Q and dO as descriptors.
+        # Only a Gluon dK/dV launch with constexpr TMA (and host descriptors) takes Q and dO as
+        # descriptors; where dO's rows do not fit the Gluon kernels the statics are portable.
+        if not on_device and any(static[4].get("TMA") for static in statics):
             tma_arrays = {**arrays, **self._backward_tma_descriptors(arrays, grad_out.strides)}
             return tuple(self._call(static, tma_arrays if static[4].get("TMA") else arrays, placeholder)
                          for static in statics)
