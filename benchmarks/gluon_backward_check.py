@@ -97,16 +97,19 @@ def launch(q, k, v, do, lse_log2, delta, causal, window_left, args):
     nkv, hkv = k.shape[1], k.shape[2]
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     qs, dos = copied(args, q, do)
+    persistent = getattr(args, "persistent", False)
     grid = (triton.cdiv(nkv, 128), hkv, b)
+    if persistent:
+        grid = (min(math.prod(grid), torch.cuda.get_device_properties(q.device).multi_processor_count),)
     gluon_backward.gluon_attention_dkdv_kernel[grid](
         qs, k, v, dos, lse_log2, delta, lse_log2, lse_log2,  # no block map: its arrays unused
-        d ** -0.5, 1, window_left, nq, nkv, hq // hkv,
+        d ** -0.5, 1, window_left, nq, nkv, hq // hkv, hkv, b,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *lse_log2.stride()[:2],
         *NO_MAP_STRIDES, *dk.stride()[:3], *dv.stride()[:3],
         dk, dv, dk,  # DESCRIPTOR_SCRATCH: unused (host descriptors)
         HEAD_DIM=d, BLOCK_N=128, LIMIT_RIGHT=causal, LIMIT_LEFT=window_left >= 0, STRIDE_ALIGN=8, ROW_ALIGN=16,
         STAGES=args.stages, PRODUCER_WARPS=4, PRODUCER_REGS=args.pregs, CONSUMER_REGS=args.cregs, TMA=args.tma,
-        DEVICE_DESCRIPTORS=False, **NO_MAP, num_warps=4,
+        DEVICE_DESCRIPTORS=False, PERSISTENT=persistent, **NO_MAP, num_warps=4,
     )
     return dk, dv
 
@@ -133,22 +136,27 @@ def launch_dq(q, k, v, do, lse_log2, delta, causal, window_left, args):
 
 class routed:
     """The plan's Gluon backward routes, inside a with block, switched on for every head dim and
-    kind for the halves named ("dkdv": cp.async, "dkdv-tma": TMA where the launcher passes host
-    descriptors, "dq"), and off for the others; () is the portable backward."""
+    kind for the halves named (a dK/dV tile of GLUON_DKDV_TILES: "dkdv" by cp.async, "dkdv-tma" or
+    "dkdv-tma-persist" by TMA where the launcher passes host descriptors; "dq"), and off for the
+    others; () is the portable backward."""
 
-    NAMES = ("GLUON_DKDV_ROUTE", "GLUON_DKDV_TMA_ROUTE", "GLUON_DQ_ROUTE")
+    ROUTES = {"dkdv": "GLUON_DKDV_ROUTE", "dkdv-tma": "GLUON_DKDV_TMA_ROUTE",
+              "dkdv-tma-persist": "GLUON_DKDV_TMA_ROUTE", "dq": "GLUON_DQ_ROUTE"}
 
     def __init__(self, halves=("dkdv", "dq")):
         self.halves = halves
 
     def __enter__(self):
-        self.saved = tuple(getattr(plan, name) for name in self.NAMES)
+        names = sorted(set(self.ROUTES.values()))
+        self.saved = {name: getattr(plan, name) for name in names}
         keys = [(d, kind) for d in (64, 128) for kind in ("dense", "causal", "window", "map")]
-        for name, half in zip(self.NAMES, ("dkdv", "dkdv-tma", "dq")):
-            setattr(plan, name, {key: half for key in keys} if half in self.halves else {})
+        for name in names:
+            setattr(plan, name, {})
+        for half in self.halves:
+            setattr(plan, self.ROUTES[half], {key: half for key in keys})
 
     def __exit__(self, *exc):
-        for name, saved in zip(self.NAMES, self.saved):
+        for name, saved in self.saved.items():
             setattr(plan, name, saved)
 
 
@@ -205,8 +213,9 @@ def check_documents() -> int:
                for halves in PLAN_HALVES)
 
 
-# The Gluon launches checked through the plan: dK/dV by cp.async and by TMA, each with dQ.
-PLAN_HALVES = (("dkdv", "dq"), ("dkdv-tma", "dq"))
+# The Gluon launches checked through the plan: dK/dV by cp.async, by TMA and by TMA on a
+# persistent grid, each with dQ.
+PLAN_HALVES = (("dkdv", "dq"), ("dkdv-tma", "dq"), ("dkdv-tma-persist", "dq"))
 
 
 def routed_grads(q, k, v, do, halves, **options) -> tuple:
@@ -231,14 +240,15 @@ def compared(label: str, run, refs: tuple) -> int:
     return 0 if ok else 1
 
 
-# Tiles to time side by side (--variants): copies, stages, consumer / producer registers. "cp-s2"
-# and "tma-s3" are the plan's (GLUON_DKDV_TILES "dkdv" and "dkdv-tma"); each compiles offline
-# without a spill in its loops.
+# Tiles to time side by side (--variants): copies, stages, consumer / producer registers, a
+# persistent grid. "cp-s2", "tma-s3" and "tma-s3-persist" are the plan's (GLUON_DKDV_TILES "dkdv",
+# "dkdv-tma", "dkdv-tma-persist"); each compiles offline without a spill in its loops.
 VARIANTS = {
     "cp-s2": dict(tma=False, stages=2, cregs=232, pregs=48),
     "cp-s3": dict(tma=False, stages=3, cregs=232, pregs=48),
     "tma-s2": dict(tma=True, stages=2, cregs=240, pregs=24),
     "tma-s3": dict(tma=True, stages=3, cregs=240, pregs=24),
+    "tma-s3-persist": dict(tma=True, stages=3, cregs=240, pregs=24, persistent=True),
 }
 
 
@@ -297,6 +307,7 @@ ROUTED_HALVES = {
     (): "flashx bwd",
     ("dkdv",): "flashx bwd, Gluon dK/dV",
     ("dkdv-tma",): "flashx bwd, Gluon dK/dV TMA",
+    ("dkdv-tma-persist",): "flashx bwd, Gluon dK/dV TMA persistent",
     ("dkdv", "dq"): "flashx bwd, Gluon dK/dV + dQ",
     ("dkdv-tma", "dq"): "flashx bwd, Gluon dK/dV TMA + dQ",
 }

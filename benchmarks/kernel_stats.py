@@ -182,10 +182,15 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                     setattr(core.plan, name, {(d, kind): tile})
                 try:
                     _, gluon_dkdv, gluon_dq = plan.backward_calls({}, None, False, spec)
-                    # Its TMA tile: host descriptors (torch's, over CPU tensors), or built on the device (JAX's).
-                    _, gluon_tma, _ = (plan.backward_calls({}, None, False, spec, descriptors="device") if jax_like
-                                       else plan.backward_calls(tma_arrays(shape), None, False, spec, descriptors="host"))
-                    calls += [("Gluon dK/dV", gluon_dkdv), ("Gluon dK/dV TMA", gluon_tma), ("Gluon dQ", gluon_dq)]
+                    calls.append(("Gluon dK/dV", gluon_dkdv))
+                    # Its TMA tiles: host descriptors (torch's, over CPU tensors), or built on the device (JAX's).
+                    for tile, line in (("dkdv-tma", "Gluon dK/dV TMA"), ("dkdv-tma-persist", "Gluon dK/dV TMA p")):
+                        core.plan.GLUON_DKDV_TMA_ROUTE = {(d, kind): tile}
+                        _, gluon_tma, _ = (
+                            plan.backward_calls({}, None, False, spec, descriptors="device") if jax_like
+                            else plan.backward_calls(tma_arrays(shape), None, False, spec, descriptors="host"))
+                        calls.append((line, gluon_tma))
+                    calls.append(("Gluon dQ", gluon_dq))
                 finally:
                     for name, route in zip(names, routes):
                         setattr(core.plan, name, route)

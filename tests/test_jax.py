@@ -274,10 +274,11 @@ def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, d
         pytest.param(Case(1, 900, 900, 2, 1, 128, 128), id="mqa-dense"),
     ],
 )
-@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma"])
+@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma", "dkdv-tma-persist"])
 def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, case, dkdv_tile):
     """With the Gluon backward routes switched on for dense and causal calls (dK/dV by cp.async,
-    or by TMA from descriptors the kernel builds in its DESCRIPTOR_SCRATCH output), jax.grad of
+    or by TMA from descriptors the kernel builds in its DESCRIPTOR_SCRATCH output, on the grid or
+    persistent: "dkdv-tma-persist", prepared and not routed, first run pending), jax.grad of
     flashx.jax.attention launches the Gluon dK/dV and dQ kernels through jax-triton:
     the gradients against float32 within the dtype's bound of JAX's own. Run it under a timeout:
     a wrong barrier protocol hangs rather than fails."""
@@ -287,7 +288,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
         pytest.skip("the Gluon kernels run on sm_90 devices only")
     kinds = ("dense", "causal")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile == "dkdv-tma"})
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile != "dkdv"})
     monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
     on_device = []
     statics = plan_mod.AttentionPlan._backward_statics
@@ -302,7 +303,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
     ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(*a, causal=case.causal), q, k, v),
                             argnums=(0, 1, 2)))(q, k, v)
     assert {gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel} <= set(backward_kernels)
-    assert any(on_device) is (dkdv_tile == "dkdv-tma")
+    assert any(on_device) is (dkdv_tile != "dkdv")
     up = [x.astype(jnp.float32) for x in (q, k, v)]
     ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
                    argnums=(0, 1, 2))(*up)

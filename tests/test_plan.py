@@ -711,6 +711,27 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
     assert plan.gluon_backward_tiles("device") == ("dkdv", None)
     assert described == []
 
+@pytest.mark.parametrize("kv_blocks, grid", [(8, (32, 1, 1)), (100, (132, 1, 1))])
+def test_gluon_backward_persistent_grid(monkeypatch, gpu_plans, kv_blocks, grid):
+    """The persistent dK/dV tile ("dkdv-tma-persist", not routed) launches one program per tile
+    up to one per multiprocessor, and passes the kv heads and batches its walk decodes tiles by;
+    host or device descriptors alike. The other tiles keep the (key blocks, kv heads, batch) grid."""
+    monkeypatch.setattr(plan_mod, "gluon_tma_descriptor", lambda *a: "descriptor")
+    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, "causal"): "dkdv"})
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma-persist"})
+    q = gpu_spec((2, 128 * kv_blocks - 5, 4, 128))
+    kv = gpu_spec((2, 128 * kv_blocks - 5, 2, 128))
+    plan = core.plan_attention(q, kv, kv, causal=True)
+    arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
+    for descriptors in ("host", "device"):
+        _, dkdv, _ = plan.backward_calls(arrays, None, False, q, descriptors=descriptors)
+        assert dkdv.constexprs["PERSISTENT"] and dkdv.constexprs["TMA"] and dkdv.grid == grid
+        args = dict(zip(kernel_params(dkdv.kernel)[0], dkdv.args))
+        assert (args["num_heads_kv"], args["num_batches"], args["gqa_group"]) == (2, 2, 2)
+    _, dkdv, _ = plan.backward_calls(arrays, None, False, q)  # no descriptors: the cp.async tile
+    assert not dkdv.constexprs["PERSISTENT"] and dkdv.grid == (kv_blocks, 2, 2)
+
 def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):
     """A call with a 128 x 128 block map (mask_mod, causal folded in) is kind "map": its Gluon
     launches bind the map (dK/dV the transposed lists, dQ the rows' lists) with the map's strides,

@@ -739,10 +739,11 @@ def _documents_of_300(b, h, q_idx, kv_idx):
         pytest.param(Case(2, 1000, 1000, 4, 2, 128, 128, causal=True), "documents", id="documents-gqa"),
     ],
 )
-@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma"])
+@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma", "dkdv-tma-persist"])
 def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, window, dkdv_tile):
     """With the Gluon backward routes switched on for every kind (dK/dV by cp.async, or by TMA
-    from host descriptors of Q and dO), flashx's backward launches the Gluon dK/dV and dQ kernels
+    from host descriptors of Q and dO, on the grid or persistent: "dkdv-tma-persist", prepared
+    and not routed, first run pending), flashx's backward launches the Gluon dK/dV and dQ kernels
     (a causal document mask: through its block map, mask_mod on the partial blocks): dq, dk and
     dv against float64 within the dtype's bound of torch's own bf16 gradients. Run it under a
     timeout (see above)."""
@@ -752,7 +753,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, wi
         pytest.skip("the Gluon kernels run on sm_90 devices only")
     kinds = ("dense", "causal", "window", "map")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile == "dkdv-tma"})
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile != "dkdv"})
     monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
     described = []
     describe = plan_mod.AttentionPlan._backward_tma_descriptors
@@ -767,7 +768,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, wi
         options = dict(causal=True, mask_mod=_documents_of_300)
     grads = torch.autograd.grad(flashx.torch.attention(q, k, v, **options), (q, k, v), grad)
     assert {gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel} <= set(backward_kernels)
-    assert bool(described) is (dkdv_tile == "dkdv-tma")
+    assert bool(described) is (dkdv_tile != "dkdv")
     mask = None
     if window is not None:
         i = torch.arange(case.nq, device="cuda")[:, None] + case.nkv - case.nq

@@ -49,6 +49,8 @@ from .gluon_forward import (
     _copy_block,
     _copy_layout,
     _ring_slot,
+    _tile,
+    _tile_walk,
     descriptor_layout,
 )
 
@@ -139,23 +141,28 @@ def _query_blocks(k0, seqlen_q, diag_offset, window_left, BLOCK_N: gl.constexpr,
 
 
 @gluon.jit
-def _dkdv_producer(Q, DO, strides, sizes, rings, map_t,
+def _dkdv_producer(Q, DO, strides, sizes, grid_sizes, rings, map_t,
                    BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
                    PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
                    TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr,
-                   DEVICE_DESCRIPTORS: gl.constexpr):
+                   DEVICE_DESCRIPTORS: gl.constexpr, PERSISTENT: gl.constexpr):
     """Copy Q_i then dO_i into ring step s's stage (s % STAGES) once both consumers have handed it
     back, for every query block i this program's keys see (BLOCK_MAP: the transposed map's
-    partial list, then its full one), of every q head of the kv head's group. DEVICE_DESCRIPTORS:
+    partial list, then its full one), of every q head of the kv head's group; PERSISTENT: for
+    each of its key blocks in turn (_dkdv_tile), the ring steps running on. DEVICE_DESCRIPTORS:
     Q and dO come as pointers, and their TMA descriptors are built here, in the program's global
     scratch (for launchers that cannot pass host descriptors: jax-triton's).
 
-    strides: Q's and dO's (batch, row, head) strides; sizes, rings, map_t: as _dkdv_consumer's."""
+    strides: Q's and dO's (batch, row, head) strides; sizes, grid_sizes, rings, map_t: as
+    _dkdv_consumer's."""
     stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
-    q_smem, do_smem, q_ready, do_ready, q_empty, do_empty = rings
+    num_heads_kv, num_batches = grid_sizes
     if DEVICE_DESCRIPTORS:
-        shape = [gl.num_programs(2), seqlen_q, gl.num_programs(1) * gqa_group, BLOCK_D]
+        if PERSISTENT:
+            shape = [num_batches, seqlen_q, num_heads_kv * gqa_group, BLOCK_D]
+        else:
+            shape = [gl.num_programs(2), seqlen_q, gl.num_programs(1) * gqa_group, BLOCK_D]
         block: gl.constexpr = [1, QUERY_BLOCK, 1, BLOCK_D]
         layout_q: gl.constexpr = descriptor_layout(QUERY_BLOCK, BLOCK_D, Q.dtype.element_ty)
         Q = tma.make_tensor_descriptor(Q, shape, [stride_qb, stride_qn, stride_qh, 1], block, layout_q)
@@ -165,13 +172,48 @@ def _dkdv_producer(Q, DO, strides, sizes, rings, map_t,
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
     q_offs = offs_m[:, None] * stride_qn + offs_d[None, :]
     do_offs = offs_m[:, None] * stride_don + offs_d[None, :]
-    k_block = gl.program_id(0)
-    kv_head = gl.program_id(1)
-    batch = gl.program_id(2)
+    offsets = (offs_m, q_offs, do_offs)
+    s = gl.to_tensor(0)  # ring steps so far
+    num_tiles = gl.cdiv(seqlen_kv, BLOCK_N) * num_heads_kv * num_batches
+    first_tile, end_tile, step = _tile_walk(num_tiles, PERSISTENT)
+    for t in range(first_tile, end_tile, step):
+        tile = _dkdv_tile(t, num_tiles, grid_sizes, seqlen_kv, BLOCK_N, LIMIT_RIGHT, PERSISTENT)
+        s = _dkdv_producer_tile(Q, DO, strides, sizes, offsets, rings, map_t, tile, s, BLOCK_N, STAGES,
+                                LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS)
+
+
+@gluon.jit
+def _dkdv_tile(t, num_tiles, grid_sizes, seqlen_kv, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
+               PERSISTENT: gl.constexpr):
+    """(key block, kv head, batch) of tile t: the program's own (not PERSISTENT), or the
+    forward's persistent walk (_tile) over key blocks, under causal masks the first key blocks
+    (which the most queries see) first."""
+    num_heads_kv, num_batches = grid_sizes
+    if PERSISTENT:
+        block, kv_head, batch = _tile(t, num_tiles, num_heads_kv, num_batches, seqlen_kv, BLOCK_N, LIMIT_RIGHT,
+                                      PERSISTENT)
+        if LIMIT_RIGHT:  # _tile starts from the last block (the forward's heaviest)
+            block = gl.cdiv(seqlen_kv, BLOCK_N) - 1 - block
+    else:
+        block = gl.program_id(0)
+        kv_head = gl.program_id(1)
+        batch = gl.program_id(2)
+    return block, kv_head, batch
+
+
+@gluon.jit
+def _dkdv_producer_tile(Q, DO, strides, sizes, offsets, rings, map_t, tile, s, BLOCK_N: gl.constexpr,
+                        STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+                        TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr):
+    """The producer's copies for one key block (tile: key block, kv head, batch) from ring step
+    s; the next ring step."""
+    stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh = strides
+    seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
+    offs_m, q_offs, do_offs = offsets
+    k_block, kv_head, batch = tile
     b64 = batch.to(gl.int64)
     first, end = _query_blocks(k_block * BLOCK_N, seqlen_q, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
                                LIMIT_LEFT)
-    s = gl.to_tensor(0)  # ring steps so far
     for g in range(gqa_group):
         head = kv_head * gqa_group + g
         q_base = b64 * stride_qb + head.to(gl.int64) * stride_qh
@@ -184,6 +226,7 @@ def _dkdv_producer(Q, DO, strides, sizes, rings, map_t,
             s = _copy_rows(copies, rings, s, 0, n_full, p_list + stride_kind, STAGES, TMA, BLOCK_MAP, MAP_STEPS)
         else:
             s = _copy_rows(copies, rings, s, first, end, Q, STAGES, TMA, BLOCK_MAP, MAP_STEPS)
+    return s
 
 
 @gluon.jit
@@ -296,30 +339,49 @@ def _dkdv_steps(dk, dv, s, begin, end, p_list, stats, operands, rings, BLOCK_D: 
 
 
 @gluon.jit
-def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings, kv_smem, map_t,
-                   CONSUMER: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-                   LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr,
+def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk_scale_log2, sm_scale, rings,
+                   kv_smem, map_t, CONSUMER: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
+                   STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr,
                    BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
-                   MASK_MOD: gl.constexpr):
-    """One warpgroup: keys k0 + CONSUMER * 64 .. + 64 of this program's block; their dK and dV.
+                   MASK_MOD: gl.constexpr, PERSISTENT: gl.constexpr):
+    """One warpgroup: keys k0 + CONSUMER * 64 .. + 64 of this program's block (PERSISTENT: of
+    each of its key blocks in turn, as the producer walks them); their dK and dV.
 
     strides: K's, V's, the row statistics' (batch, head), dK's and dV's (batch, row, head);
-    sizes: (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group); rings: (q_smem, do_smem,
-    q_ready, do_ready, q_empty, do_empty); kv_smem: [2 * consumers, 64, D], this consumer's K at
-    2 * CONSUMER, its V after it; map_t: the transposed block map (_map_row), with BLOCK_MAP."""
+    sizes: (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group); grid_sizes: (kv heads,
+    batches); rings: (q_smem, do_smem, q_ready, do_ready, q_empty, do_empty); kv_smem:
+    [2 * consumers, 64, D], this consumer's K at 2 * CONSUMER, its V after it; map_t: the
+    transposed block map (_map_row), with BLOCK_MAP."""
+    seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
+    num_heads_kv, num_batches = grid_sizes
+    s = gl.to_tensor(0)  # ring steps so far
+    num_tiles = gl.cdiv(seqlen_kv, BLOCK_N) * num_heads_kv * num_batches
+    first_tile, end_tile, step = _tile_walk(num_tiles, PERSISTENT)
+    for t in range(first_tile, end_tile, step):
+        tile = _dkdv_tile(t, num_tiles, grid_sizes, seqlen_kv, BLOCK_N, LIMIT_RIGHT, PERSISTENT)
+        s = _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings,
+                                kv_smem, map_t, tile, s, CONSUMER, BLOCK_N, BLOCK_D, STAGES, LIMIT_RIGHT, LIMIT_LEFT,
+                                TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
+
+
+@gluon.jit
+def _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings, kv_smem,
+                        map_t, tile, s, CONSUMER: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
+                        STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+                        TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr,
+                        HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr):
+    """One consumer's part of one key block (tile: key block, kv head, batch) from ring step s:
+    its dK and dV, written; the next ring step."""
     (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_rb, stride_rh,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
-    q_smem, do_smem, q_ready, do_ready, q_empty, do_empty = rings
     dtype: gl.constexpr = DK.dtype.element_ty
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, QUERY_BLOCK, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
 
-    k_block = gl.program_id(0)
-    kv_head = gl.program_id(1)
-    batch = gl.program_id(2)
+    k_block, kv_head, batch = tile
     b64 = batch.to(gl.int64)
     h64 = kv_head.to(gl.int64)
     k0 = k_block * BLOCK_N
@@ -340,7 +402,6 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2,
     dv = gl.zeros([KEYS_PER_CONSUMER, BLOCK_D], gl.float32, layout=acc_layout)
     first, end = _query_blocks(k0, seqlen_q, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT, LIMIT_LEFT)
     lo, hi = _unmasked_blocks(kc0, first, end, diag_offset, window_left, LIMIT_RIGHT, LIMIT_LEFT)
-    s = gl.to_tensor(0)  # ring steps so far
     for g in range(gqa_group):
         head = kv_head * gqa_group + g
         stats = (LSE_LOG2 + (b64 * stride_rb + head.to(gl.int64) * stride_rh),
@@ -373,12 +434,13 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2,
              (dk * sm_scale).to(dtype), mask=out_ok)
     gl.store(DV + b64 * stride_dvb + h64 * stride_dvh + out_rows * stride_dvn + offs_do[None, :], dv.to(dtype),
              mask=out_ok)
+    return s
 
 
 @gluon.jit
 def gluon_attention_dkdv_kernel(
     Q, K, V, DO, LSE_LOG2, DELTA, MAP_T_COUNTS, MAP_T_INDICES,
-    sm_scale, bottom_right, window_left, seqlen_q, seqlen_kv, gqa_group,
+    sm_scale, bottom_right, window_left, seqlen_q, seqlen_kv, gqa_group, num_heads_kv, num_batches,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
     stride_dob, stride_don, stride_doh, stride_rb, stride_rh,
     stride_tcb, stride_tch, stride_tcq, stride_tib, stride_tih, stride_tiq, stride_tik,
@@ -387,9 +449,12 @@ def gluon_attention_dkdv_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
     STRIDE_ALIGN: gl.constexpr, ROW_ALIGN: gl.constexpr, STAGES: gl.constexpr, PRODUCER_WARPS: gl.constexpr,
     PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr,
+    PERSISTENT: gl.constexpr,
     BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr,
 ):
-    """Grid (cdiv(Nkv, BLOCK_N), Hkv, B); launch with num_warps=4 (the first consumer's
+    """Grid (cdiv(Nkv, BLOCK_N), Hkv, B), or PERSISTENT (min(those tiles, SMs),) with each program
+    walking tiles as the forward's persistent grid does, the first key blocks first under causal
+    masks (num_heads_kv = Hkv, num_batches = B); launch with num_warps=4 (the first consumer's
     warpgroup: Triton adds the other partitions' warps). BLOCK_N: 128 (two consumers). TMA: Q and
     dO are tensor descriptors over [B, Nq, Hq, D] with [1, 64, 1, D] blocks (descriptor_layout);
     with DEVICE_DESCRIPTORS they are pointers and the producer builds those descriptors in the
@@ -427,6 +492,7 @@ def gluon_attention_dkdv_kernel(
     qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
     scale = sm_scale.to(gl.float32)
     sizes = (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group)
+    grid_sizes = (num_heads_kv, num_batches)
     rings = (q_smem, do_smem, q_ready, do_ready, q_empty, do_empty)
     copy_strides = (stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh)
     strides = (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_rb, stride_rh,
@@ -434,14 +500,15 @@ def gluon_attention_dkdv_kernel(
     map_t = (MAP_T_COUNTS, MAP_T_INDICES, stride_tcb, stride_tch, stride_tcq, stride_tib, stride_tih, stride_tiq,
              stride_tik)
     gl.warp_specialize(
-        [(_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, kv_smem, map_t,
-                           0, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS,
-                           HAS_MASK_MOD, MASK_MOD)),
-         (_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, kv_smem, map_t,
-                           1, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS,
-                           HAS_MASK_MOD, MASK_MOD)),
-         (_dkdv_producer, (Q, DO, copy_strides, sizes, rings, map_t, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
-                           LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, DEVICE_DESCRIPTORS))],
+        [(_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk_scale_log2, scale, rings,
+                           kv_smem, map_t, 0, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP,
+                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT)),
+         (_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk_scale_log2, scale, rings,
+                           kv_smem, map_t, 1, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP,
+                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT)),
+         (_dkdv_producer, (Q, DO, copy_strides, sizes, grid_sizes, rings, map_t, BLOCK_N, HEAD_DIM, STAGES,
+                           PRODUCER_WARPS, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, DEVICE_DESCRIPTORS,
+                           PERSISTENT))],
         [CONSUMER_WARPS, PRODUCER_WARPS],
         [CONSUMER_REGS, PRODUCER_REGS],
     )

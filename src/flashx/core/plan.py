@@ -169,8 +169,15 @@ GLUON_DESCRIPTOR_BYTES = 3 * 128  # three CUtensorMaps a program
 # registers neither producer spills). "dkdv-tma" streams Q and dO by TMA from host descriptors
 # (torch's launcher; GLUON_DKDV_TMA_ROUTE comes first there).
 GLUON_DKDV_TILES = {
-    "dkdv": dict(BLOCK_N=128, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
-    "dkdv-tma": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240),
+    "dkdv": dict(BLOCK_N=128, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232,
+                 PERSISTENT=False),
+    "dkdv-tma": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240,
+                     PERSISTENT=False),
+    # Prepared, not routed (NOTES v0.17): one program a multiprocessor walking key blocks (the first
+    # first under causal masks), so that a block's K/V staging and dK/dV stores overlap the
+    # producer's next copies; compiles offline, not yet run.
+    "dkdv-tma-persist": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24,
+                             CONSUMER_REGS=240, PERSISTENT=True),
 }
 GLUON_DQ_TILES = {
     "dq": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
@@ -986,7 +993,8 @@ class AttentionPlan:
             def gluon_launch(kernel: Any, tile: dict, grid: tuple, outputs: tuple, map_steps: int,
                              writes: tuple = (), **constexprs) -> tuple:
                 # num_warps: the first consumer's warpgroup; Triton adds the other partitions' warps.
-                return self._static(kernel, grid, self._template(kernel, grads), outputs,
+                sizes = dict(num_heads_kv=self.heads_kv, num_batches=self.batch)  # a persistent walk's
+                return self._static(kernel, grid, self._template(kernel, grads | sizes), outputs,
                                     self._constexprs(kernel, dict(align, **tile, MAP_STEPS=map_steps, **constexprs)),
                                     dict(num_warps=4, num_stages=1), writes)
 
@@ -1001,8 +1009,10 @@ class AttentionPlan:
                 # descriptors on the device.
                 on_device = device_descriptors and tile["TMA"]
                 dkdv_outputs = ("DK", "DV", "DESCRIPTOR_SCRATCH")
-                dkdv = (gluon_launch(gluon_backward.gluon_attention_dkdv_kernel, tile,
-                                     (_cdiv(self.max_seqlen_kv, tile["BLOCK_N"]), self.heads_kv, self.batch),
+                grid = (_cdiv(self.max_seqlen_kv, tile["BLOCK_N"]), self.heads_kv, self.batch)
+                if tile["PERSISTENT"]:
+                    grid = (min(math.prod(grid), runtime.multiprocessor_count()), 1, 1)
+                dkdv = (gluon_launch(gluon_backward.gluon_attention_dkdv_kernel, tile, grid,
                                      dkdv_outputs, map_m, dkdv_outputs if on_device else dkdv_outputs[:2],
                                      DEVICE_DESCRIPTORS=on_device),)
             if dq_tile is None:
