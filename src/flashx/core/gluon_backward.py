@@ -189,15 +189,10 @@ def _dkdv_tile(t, num_tiles, grid_sizes, seqlen_kv, BLOCK_N: gl.constexpr, LIMIT
     forward's persistent walk (_tile) over key blocks, under causal masks the first key blocks
     (which the most queries see) first."""
     num_heads_kv, num_batches = grid_sizes
-    if PERSISTENT:
-        block, kv_head, batch = _tile(t, num_tiles, num_heads_kv, num_batches, seqlen_kv, BLOCK_N, LIMIT_RIGHT,
-                                      PERSISTENT)
-        if LIMIT_RIGHT:  # _tile starts from the last block (the forward's heaviest)
-            block = gl.cdiv(seqlen_kv, BLOCK_N) - 1 - block
-    else:
-        block = gl.program_id(0)
-        kv_head = gl.program_id(1)
-        batch = gl.program_id(2)
+    block, kv_head, batch = _tile(t, num_tiles, num_heads_kv, num_batches, seqlen_kv, BLOCK_N, LIMIT_RIGHT,
+                                  PERSISTENT)
+    if LIMIT_RIGHT:  # _tile starts from the last block (the forward's heaviest): the other way round
+        block = (gl.cdiv(seqlen_kv, BLOCK_N) if PERSISTENT else gl.num_programs(0)) - 1 - block
     return block, kv_head, batch
 
 

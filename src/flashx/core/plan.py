@@ -193,6 +193,15 @@ GLUON_DQ_ROUTE: dict = {(128, kind): "dq" for kind in ("window", "map")}
 GLUON_DKDV_TMA_ROUTE: dict = {(128, kind): "dkdv-tma" for kind in ("dense", "causal", "window", "map")}
 
 
+def _takes_tma(descriptors: Optional[str]) -> bool:
+    """Whether a launcher that passes `descriptors` (None; "host": Triton's, host tensor
+    descriptors; "device": jax-triton's, descriptors built in the kernel's DESCRIPTOR_SCRATCH)
+    may take a TMA tile: "device" only while GLUON_DEVICE_DESCRIPTORS."""
+    if descriptors not in (None, "host", "device"):
+        raise ValueError(f'descriptors must be None, "host" or "device", got {descriptors!r}')
+    return descriptors == "host" or (descriptors == "device" and GLUON_DEVICE_DESCRIPTORS)
+
+
 def descriptor_scratch_bytes(grid: Sequence[int]) -> int:
     """The DESCRIPTOR_SCRATCH a DEVICE_DESCRIPTORS launch needs: every program's descriptors, and
     room to round the buffer's start up to 128 bytes (a tensor map's alignment)."""
@@ -752,11 +761,9 @@ class AttentionPlan:
         (jax-triton's, through flashx/jax/gluon.py; taken while GLUON_DEVICE_DESCRIPTORS), else
         None. With descriptors, GLUON_TMA_ROUTE comes first, for inputs with no broadcast axis (a
         descriptor's strides must be positive multiples of 16 bytes)."""
-        if descriptors not in (None, "host", "device"):
-            raise ValueError(f'descriptors must be None, "host" or "device", got {descriptors!r}')
+        tma = _takes_tma(descriptors)
         if not runtime.hopper_gluon():
             return None
-        tma = descriptors == "host" or (descriptors == "device" and GLUON_DEVICE_DESCRIPTORS)
         # The call's own part is decided once per plan (forward calls ask on every launch).
         tma_tile = self._memoized("gluon_tma_tile", self._gluon_tma_tile) if tma else None
         return tma_tile or self.gluon_tile
@@ -802,8 +809,7 @@ class AttentionPlan:
         Triton's launcher; "device": jax-triton's through flashx/jax/gluon.py, while
         GLUON_DEVICE_DESCRIPTORS); with descriptors and a Q without broadcast axes,
         GLUON_DKDV_TMA_ROUTE comes first for dK/dV (backward_calls also asks it of dO's strides)."""
-        if descriptors not in (None, "host", "device"):
-            raise ValueError(f'descriptors must be None, "host" or "device", got {descriptors!r}')
+        tma = _takes_tma(descriptors)
         if not runtime.hopper_gluon():
             return None, None
         kind = self._memoized("gluon_backward_kind", self._gluon_backward_kind)
@@ -811,7 +817,6 @@ class AttentionPlan:
             return None, None
         key = (self.head_dim, kind)
         q_positive = all(self.scalars[f"stride_q{a}"] > 0 for a in "bnh")
-        tma = descriptors == "host" or (descriptors == "device" and GLUON_DEVICE_DESCRIPTORS)
         tma_tile = GLUON_DKDV_TMA_ROUTE.get(key) if tma and q_positive else None
         return tma_tile or GLUON_DKDV_ROUTE.get(key), GLUON_DQ_ROUTE.get(key)
 

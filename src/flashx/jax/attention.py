@@ -100,6 +100,15 @@ def _plan(options: core.CallOptions, q, k, v, bias, aux: Mapping[str, Any]) -> c
     return core.plan_call(options, _spec("q", q), _spec("k", k), _spec("v", v), specs)
 
 
+def _output_types(call: core.KernelCall, types: Mapping[str, Any]) -> tuple:
+    """The result types of a launch's outputs: types[name] for those it writes, a one-element
+    stand-in for those it takes but leaves alone; a Gluon launch's DESCRIPTOR_SCRATCH, where it
+    builds TMA descriptors on the device, sized for its grid (plan.descriptor_scratch_bytes)."""
+    types = dict(types, DESCRIPTOR_SCRATCH=jax.ShapeDtypeStruct(
+        (core.plan.descriptor_scratch_bytes(call.grid),), jnp.uint8))
+    return tuple(types[n] if n in call.writes else jax.ShapeDtypeStruct((1,), types[n].dtype) for n in call.outputs)
+
+
 def _forward(options: core.CallOptions, q, k, v, bias, aux):
     plan = _plan(options, q, k, v, bias, aux)
     out_types = (jax.ShapeDtypeStruct(plan.out_shape, q.dtype), jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32))
@@ -111,10 +120,8 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
     # which also points a TMA tile's descriptors at the DESCRIPTOR_SCRATCH output.
     gluon_ok = plan.gluon_forward_tile(descriptors="device") is not None and _gluon.install()
     probe = plan.forward_call({}, None, gluon=gluon_ok, descriptors="device")  # its outputs and grid
-    extra = tuple(jax.ShapeDtypeStruct((core.plan.descriptor_scratch_bytes(probe.grid) if name in probe.writes else 1,),
-                                       jnp.uint8) for name in probe.outputs[2:])
     results = _launch(lambda a, p: (plan.forward_call(a, p, gluon=gluon_ok, descriptors="device"), ()), arrays,
-                      out_types + extra, zeroed=(0, 1) if plan.varlen else ())
+                      _output_types(probe, dict(O=out_types[0], LSE=out_types[1])), zeroed=(0, 1) if plan.varlen else ())
     return results[:2]
 
 
@@ -145,11 +152,7 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     grads = {}
     _, *launches = plan.backward_calls({}, None, bias_grad, grad_out, gluon=gluon, descriptors="device")
     for index, launch in enumerate(launches, start=1):
-        types["DESCRIPTOR_SCRATCH"] = jax.ShapeDtypeStruct((core.plan.descriptor_scratch_bytes(launch.grid),), jnp.uint8)
-        # The outputs a launch takes but does not write get a one-element stand-in.
-        out_types = tuple(types[n] if n in launch.writes else jax.ShapeDtypeStruct((1,), types[n].dtype)
-                          for n in launch.outputs)
-        results = _launch(call(index), arrays, out_types,
+        results = _launch(call(index), arrays, _output_types(launch, types),
                           zeroed=tuple(i for i, n in enumerate(launch.outputs) if n in zeroed and n in launch.writes))
         grads.update((n, r) for n, r in zip(launch.outputs, results) if n in launch.writes)
     dk, dv, dq, dbias = grads["DK"], grads["DV"], grads["DQ"], grads.get("DBIAS")  # the Gluon launches write no dBias
