@@ -256,7 +256,8 @@ def bench(args) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     rows = []
-    shapes = [(4, 4096, 16, 16, 128, False, -1), (4, 4096, 16, 16, 128, True, -1), (1, 16384, 16, 16, 128, True, -1),
+    shapes = [(16, 1024, 16, 16, 128, False, -1), (16, 1024, 16, 16, 128, True, -1),
+              (4, 4096, 16, 16, 128, False, -1), (4, 4096, 16, 16, 128, True, -1), (1, 16384, 16, 16, 128, True, -1),
               (4, 4096, 32, 8, 128, True, -1), (1, 16384, 16, 16, 128, True, 1023), (4, 4096, 32, 32, 64, True, -1)]
     for b, n, hq, hkv, d, causal, left in shapes:
         q = torch.randn(b, n, hq, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
