@@ -35,6 +35,7 @@ class Variant(NamedTuple):
     q_by_producer: bool = False  # the producer copies each tile's Q (two buffers) with cp.async
     tma: bool = False  # Q, K and V by TMA (needs q_by_producer): torch passes host descriptors, JAX's are built on the device
     producer_warps: int = 4
+    trim: bool = False  # TRIM_DIAGONAL: each consumer only the key blocks its rows see (a half diagonal block)
 
 
 VARIANTS = {
@@ -62,6 +63,16 @@ VARIANTS = {
     "pp-n64-qp-persist": Variant(128, 128, 64, 2, False, True, 192, 96, True),
     "pp-n64-s3-qp-persist": Variant(128, 128, 64, 3, False, True, 192, 96, True),
     "pp-n64-s3-qp": Variant(128, 128, 64, 3, False, False, 200, 80, True),
+    # Trimmed diagonals (session 18): a consumer computes only the key blocks its own 64 rows see,
+    # so a 128-row causal tile's first consumer runs its diagonal block on 64 keys (BLOCK_N = 128)
+    # or skips it (BLOCK_N = 64). First run 2026-11-30: correct from torch and JAX, +1-3% at 1k
+    # causal; "d256-tma-trim" is routed. The persistent 128-key forms (pp-tma-persist-trim,
+    # d64-tma-persist-trim) are left out: launched from torch they read shared memory out of
+    # bounds (compute-sanitizer: a wgmma's Q operand) though the same source ran correctly from
+    # JAX (NOTES v0.18).
+    "pp-tma-c240-trim": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, trim=True),
+    "d256-tma-trim": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, trim=True),
+    "d256-tma-persist-trim": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, trim=True),
     # D = 64: two consumers (as at D = 128) or three (FlashAttention-3's shape there).
     "d64-pp": Variant(64, 128, 128, 2, False, False, 200, 80),
     "d64-c3": Variant(64, 192, 128, 2, False, False, 152, 56),
@@ -99,7 +110,7 @@ def _constexprs(variant: Variant, causal: bool, device_descriptors: bool = False
                 STRIDE_ALIGN=8, STAGES=variant.stages, TURNS=variant.turns, PERSISTENT=variant.persistent,
                 Q_BY_PRODUCER=variant.q_by_producer, TMA=variant.tma,
                 PRODUCER_WARPS=variant.producer_warps, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs,
-                DEVICE_DESCRIPTORS=device_descriptors)
+                DEVICE_DESCRIPTORS=device_descriptors, TRIM_DIAGONAL=variant.trim)
 
 
 def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:

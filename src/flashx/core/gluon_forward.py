@@ -15,7 +15,10 @@ NUM_CONSUMERS + 1 partitions on it:
 PERSISTENT: at most one program an SM (grid (programs, 1, 1)), each walking the tiles program,
 program + programs, ... (causal: every other full round backwards, see _tile); ring stages and
 turns carry from tile to tile, so a program's next K/V copies start while its consumers finish
-the last tile, and no wave is left half full. Q_BY_PRODUCER: the producer also copies each tile's
+the last tile, and no wave is left half full. TRIM_DIAGONAL (without TURNS): each consumer
+computes only the key blocks its own 64 rows see, and the last of them on its first half alone
+where its rows see none of the second (a 128-row causal tile's first consumer on its diagonal
+block): the blocks it leaves it hands straight back. Q_BY_PRODUCER: the producer also copies each tile's
 Q, into one of two buffer sets (one at D = 256, _q_sets), so a persistent program's next Q arrives
 while its consumers finish the last tile.
 
@@ -159,19 +162,41 @@ def _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M: gl.constexpr,
 
 
 @gluon.jit
-def _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                LIMIT_RIGHT: gl.constexpr):
-    """(key blocks, of which unmasked) of the tile from query row0: all of them, or (causal) up to
-    its last row's diagonal; those before its first row's diagonal and inside the sequence need no
-    mask. At least one block, so that every barrier protocol runs; a row that sees none is masked."""
+def _kv_end(rows_end, seqlen_kv, diag_offset, LIMIT_RIGHT: gl.constexpr):
+    """One past the last key that query rows before rows_end see: all of them, or (causal) up to
+    the last row's diagonal."""
     if LIMIT_RIGHT:
-        kv_end = gl.minimum(gl.maximum(row0 + BLOCK_M + diag_offset, 0), seqlen_kv)
-        n_unmasked = gl.maximum(row0 + diag_offset + 1, 0) // BLOCK_N
+        kv_end = gl.minimum(gl.maximum(rows_end + diag_offset, 0), seqlen_kv)
     else:
         kv_end = seqlen_kv
+    return kv_end
+
+
+@gluon.jit
+def _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                LIMIT_RIGHT: gl.constexpr):
+    """(key blocks, of which unmasked) of the BLOCK_M rows from query row0: all of them, or
+    (causal) up to their last row's diagonal; those before their first row's diagonal and inside
+    the sequence need no mask. At least one block, so that every barrier protocol runs; a row
+    that sees none is masked."""
+    kv_end = _kv_end(row0 + BLOCK_M, seqlen_kv, diag_offset, LIMIT_RIGHT)
+    if LIMIT_RIGHT:
+        n_unmasked = gl.maximum(row0 + diag_offset + 1, 0) // BLOCK_N
+    else:
         n_unmasked = seqlen_kv // BLOCK_N
     n_blocks = gl.maximum(gl.cdiv(kv_end, BLOCK_N), 1)
     return n_blocks, gl.minimum(n_unmasked, seqlen_kv // BLOCK_N)
+
+
+@gluon.jit
+def _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr):
+    """TRIM_DIAGONAL: (full blocks, 1 if a half block follows them else 0, unmasked blocks) of one
+    consumer's 64 rows from row0. The half block is the last block these rows see, on its first
+    BLOCK_N // 2 keys, where they see none of the rest."""
+    n_visible, n_unmasked = _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, CONSUMER_ROWS, BLOCK_N, LIMIT_RIGHT)
+    kv_end = _kv_end(row0 + CONSUMER_ROWS, seqlen_kv, diag_offset, LIMIT_RIGHT)
+    half = (kv_end - (n_visible - 1) * BLOCK_N <= BLOCK_N // 2).to(gl.int32)
+    return n_visible - half, half, n_unmasked
 
 
 @gluon.jit
@@ -278,11 +303,11 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
 
 
 @gluon.jit
-def _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout: gl.constexpr,
-                 BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """-inf where key j * BLOCK_N + c is past the sequence or (CAUSAL) right of row r's diagonal."""
+def _mask_scores(s, col0, row0, diag_offset, seqlen_kv, s_layout: gl.constexpr,
+                 KEYS: gl.constexpr, CAUSAL: gl.constexpr):
+    """-inf where key col0 + c (of KEYS) is past the sequence or (CAUSAL) right of row r's diagonal."""
     rows = row0 + gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, s_layout))
-    cols = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    cols = col0 + gl.arange(0, KEYS, layout=gl.SliceLayout(0, s_layout))
     visible = cols[None, :] < seqlen_kv
     if CAUSAL:
         visible = visible & (cols[None, :] <= rows[:, None] + diag_offset)
@@ -299,6 +324,28 @@ def _softmax_step(s, m_i, l_i, qk_scale_log2):
     p = gl.exp2(s * qk_scale_log2 - m_safe[:, None])
     alpha = gl.exp2(m_i - m_safe)
     return p, m_new, l_i * alpha + gl.sum(p, 1), alpha
+
+
+@gluon.jit
+def _kv_step(q_tile, k_tile, v_tile, k_free, v_ready, v_phase, v_free, m_i, l_i, acc, col0, masked, row0, diag_offset,
+             seqlen_kv, qk_scale_log2, s_layout: gl.constexpr, o_layout: gl.constexpr, KEYS: gl.constexpr,
+             CAUSAL: gl.constexpr):
+    """One consumer's step on KEYS keys from col0 without turns: S = Q K^T, the online softmax
+    (masked: -inf right of the diagonal and past the sequence), O += P V; K's and V's stages handed
+    back (k_free, v_free) once read. k_tile / v_tile [KEYS, D]; m_i, l_i [64] in s_layout's rows,
+    acc [64, D] in o_layout: returned updated."""
+    s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([CONSUMER_ROWS, KEYS], gl.float32, layout=s_layout),
+                      use_acc=False)
+    mbarrier.arrive(k_free)
+    if masked:
+        s = _mask_scores(s, col0, row0, diag_offset, seqlen_kv, s_layout, KEYS, CAUSAL)
+    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
+    acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
+    mbarrier.wait(v_ready, v_phase)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    acc = warpgroup_mma(gl.convert_layout(p.to(v_tile.dtype), p_layout), v_tile, acc)
+    mbarrier.arrive(v_free)
+    return m_i, l_i, acc
 
 
 @gluon.jit
@@ -320,7 +367,7 @@ def _pass_turn(turns, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
               CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
-              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr):
+              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, TRIM_DIAGONAL: gl.constexpr):
     """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles.
 
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
@@ -402,7 +449,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                 if j > 0:
                     mbarrier.arrive(v_empty.index(_ring_slot(i + j - 1, STAGES)[0]))
                 if j >= n_unmasked:
-                    s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+                    s = _mask_scores(s, j * BLOCK_N, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
                 p32, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
                 p = gl.convert_layout(p32.to(dtype), p_layout)
             last, last_phase = _ring_slot(i + n_blocks - 1, STAGES)
@@ -414,20 +461,43 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
             turn += 1
             mbarrier.arrive(v_empty.index(last))
         else:
-            for j in range(n_blocks):
+            n_full = n_blocks
+            if TRIM_DIAGONAL:
+                n_full, half, n_unmasked = _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N, CAUSAL)
+            for j in range(n_full):
                 stage, phase = _ring_slot(i + j, STAGES)
                 mbarrier.wait(k_ready.index(stage), phase)
-                s = warpgroup_mma(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
-                                  use_acc=False)
-                mbarrier.arrive(k_empty.index(stage))
-                if j >= n_unmasked:
-                    s = _mask_scores(s, j, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
-                p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
-                acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-                mbarrier.wait(v_ready.index(stage), phase)
-                acc = warpgroup_mma(gl.convert_layout(p.to(dtype), p_layout), _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D,
-                                                                                       TMA), acc)
-                mbarrier.arrive(v_empty.index(stage))
+                m_i, l_i, acc = _kv_step(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA),
+                                         _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA), k_empty.index(stage),
+                                         v_ready.index(stage), phase, v_empty.index(stage), m_i, l_i, acc,
+                                         j * BLOCK_N, j >= n_unmasked, row0, diag_offset, seqlen_kv, qk_scale_log2,
+                                         s_layout, o_layout, BLOCK_N, CAUSAL)
+            if TRIM_DIAGONAL:
+                HALF: gl.constexpr = BLOCK_N // 2
+                half_layout: gl.constexpr = gl.NVMMADistributedLayout(
+                    version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, HALF, 16])
+                row_half: gl.constexpr = gl.SliceLayout(1, half_layout)
+                m_h = gl.convert_layout(m_i, row_half)
+                l_h = gl.convert_layout(l_i, row_half)
+                # The half block, if any: a loop of 0 or 1 steps.
+                for j in range(n_full, n_full + half):
+                    stage, phase = _ring_slot(i + j, STAGES)
+                    mbarrier.wait(k_ready.index(stage), phase)
+                    m_h, l_h, acc = _kv_step(
+                        q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).slice(0, HALF),
+                        _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA).slice(0, HALF), k_empty.index(stage),
+                        v_ready.index(stage), phase, v_empty.index(stage), m_h, l_h, acc, j * BLOCK_N, True, row0,
+                        diag_offset, seqlen_kv, qk_scale_log2, half_layout, o_layout, HALF, CAUSAL)
+                m_i = gl.convert_layout(m_h, row_s)
+                l_i = gl.convert_layout(l_h, row_s)
+                # Blocks past these rows' keys: handed back once filled (an early hand-back would
+                # count towards the stage's previous round).
+                for j in range(n_full + half, n_blocks):
+                    stage, phase = _ring_slot(i + j, STAGES)
+                    mbarrier.wait(k_ready.index(stage), phase)
+                    mbarrier.arrive(k_empty.index(stage))
+                    mbarrier.wait(v_ready.index(stage), phase)
+                    mbarrier.arrive(v_empty.index(stage))
         i += n_blocks
         if Q_BY_PRODUCER:
             mbarrier.arrive(q_empty.index(q_set))  # its last S = Q K^T has completed
@@ -455,7 +525,7 @@ def gluon_attention_forward_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
     STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
     Q_BY_PRODUCER: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr, TRIM_DIAGONAL: gl.constexpr,
 ):
     """Grid (cdiv(Nq, BLOCK_M), Hq, B), or PERSISTENT (at most the SM count, 1, 1); launch with
     num_warps=4 (the first consumer's warpgroup: Triton adds the other partitions' warps).
@@ -469,6 +539,7 @@ def gluon_attention_forward_kernel(
     Q_SETS: gl.constexpr = _q_sets(HEAD_DIM)
     gl.static_assert(NUM_CONSUMERS * CONSUMER_ROWS == BLOCK_M)
     gl.static_assert(NUM_CONSUMERS == 2 or NUM_CONSUMERS == 3)
+    gl.static_assert(not (TRIM_DIAGONAL and TURNS))  # a consumer that skips a step would skip its turn
     dtype: gl.constexpr = O.dtype.element_ty
     # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
     A: gl.constexpr = STRIDE_ALIGN
@@ -528,10 +599,10 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],
@@ -542,13 +613,13 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],
