@@ -21,9 +21,9 @@ Systems (the JAX ones jitted):
 
 FLOPs: 4 * B * H * Nq * Nkv * D, halved when causal.
 Timing: torch with triton.testing.do_bench (median, L2 flushed between calls); JAX with a
-jitted function, warm-up (compile included) excluded, median over samples, each sample a
-few back-to-back calls ended by block_until_ready (so host dispatch is not counted as
-kernel time).
+jitted function, warm-up (compile included) excluded: block_until_ready around a jitted loop
+(lax.fori_loop) of calls, each call's output its next call's q (so XLA cannot hoist the call,
+and host dispatch is not counted as kernel time), median ms a call over loops of >= 20 ms.
 
 A system that fails on a shape (a backend not available, an error, out of memory) is shown as
 "-" and its reason is printed and listed under the table; the run goes on. Every system's output
@@ -210,7 +210,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
             if device == "cuda":
                 torch.cuda.synchronize()  # these buffers are torch's (and maybe copies): written before JAX reads them
             fn = jax.jit(make_attention())
-            ms = common.time_jax(fn, args, warmup_ms, rep_ms)
+            ms = common.time_jax(fn, args, warmup_ms, rep_ms, feed=0)
             out = jax.block_until_ready(fn(*args))
             back = common.torch_bhnd_from_jax if bnhd else common.torch_from_jax
             return ms, back(torch, out, device)
@@ -273,7 +273,8 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " buffers; flashx's JAX frontend: the same buffers through DLPack); jax.nn cuDNN and Pallas GPU: a (B, N, H, D) copy",
         "- TFLOP/s = 4*B*H*N*N*D / time, halved when causal",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
-        " JAX: jitted, compile and warm-up excluded, median over samples of back-to-back calls ended by block_until_ready",
+        " JAX: jitted, compile and warm-up excluded, block_until_ready around a jitted loop (lax.fori_loop) of calls,"
+        " each call's output its next call's q, median ms a call over loops of >= 20 ms",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"
         " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"
         " jax.experimental.pallas.ops.gpu.attention.mha (default block sizes)",

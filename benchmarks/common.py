@@ -7,7 +7,8 @@ from torch, which shares the process), which must happen before JAX is imported.
 
 Conventions every script follows:
 - a system that fails on a case is shown as "-" and its reason is logged and listed under the table;
-- timing: torch with triton.testing.do_bench (median), JAX jitted with block_until_ready (median);
+- timing: torch with triton.testing.do_bench (median), JAX jitted with block_until_ready (median:
+  around a jitted loop where the call's output can feed its next input, else back-to-back calls);
 - results: DIR/<name>.md (header with date, GPU, driver, versions), DIR/<name>.json, maybe a .png;
 - --device cpu is a debug mode (Triton's interpreter, tiny shapes, wall-clock timing): it runs
   the code paths without a GPU; its numbers mean nothing.
@@ -334,16 +335,41 @@ def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cud
     return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
-def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> float:
+def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: Optional[int] = None) -> float:
     """Median ms of a jitted `fn(*args)` (any pytree output); compile and warm-up excluded.
 
-    Each sample runs `inner` calls back to back and waits for the last with block_until_ready,
-    so the host's dispatch overlaps the GPU's work as it does in a real program.
+    feed=None: each sample runs calls back to back from the host and waits for the last with
+    block_until_ready (time_wall). feed=i: block_until_ready around a jitted loop of calls
+    (lax.fori_loop), each call's first output leaf taking args[i]'s place in the next, so that
+    XLA can neither hoist the call out of the loop nor drop it, and host dispatch is not counted;
+    the back-to-back method where that leaf's shape or dtype differs from args[i]'s.
     """
     import jax
 
     jax.block_until_ready(fn(*args))  # compile
-    return time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms)
+    if feed is None or _DEBUG_TIMING:
+        return time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms)
+    first = jax.tree_util.tree_leaves(jax.eval_shape(fn, *args))[0]
+    if (first.shape, first.dtype) != (args[feed].shape, args[feed].dtype):
+        return time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms)
+
+    def looped(trips: int) -> Callable:
+        def step(_, carried):
+            out = jax.tree_util.tree_leaves(fn(*carried))[0]
+            return carried[:feed] + (out,) + carried[feed + 1:]
+        return jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a)[feed])
+
+    estimate_ms = time_wall(lambda: fn(*args), jax.block_until_ready, min(warmup_ms, 20.0), min(rep_ms, 20.0))
+    # Loops of at least ~20 ms, so that the one host round trip a loop is spread over its calls.
+    trips = max(2, min(200, int(20.0 / max(estimate_ms, 1e-3))))
+    loop = looped(trips)
+    jax.block_until_ready(loop(*args))  # compile
+    times, begin = [], time.perf_counter()
+    while len(times) < 5 or (time.perf_counter() - begin) * 1e3 < warmup_ms + rep_ms:
+        start = time.perf_counter()
+        jax.block_until_ready(loop(*args))
+        times.append((time.perf_counter() - start) * 1e3 / trips)
+    return statistics.median(times[1:])  # the first loop is warm-up
 
 
 # Set by start() for --device cpu: one warm-up call and one timed call (the interpreter is slow
