@@ -357,11 +357,13 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: O
         def step(_, carried):
             out = jax.tree_util.tree_leaves(fn(*carried))[0]
             return carried[:feed] + (out,) + carried[feed + 1:]
-        return jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a)[feed])
+        # Unrolled: XLA's GPU while loop brings its condition back to the host on every trip.
+        return jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a, unroll=True)[feed])
 
     estimate_ms = time_wall(lambda: fn(*args), jax.block_until_ready, min(warmup_ms, 20.0), min(rep_ms, 20.0))
-    # Loops of at least ~20 ms, so that the one host round trip a loop is spread over its calls.
-    trips = max(2, min(200, int(20.0 / max(estimate_ms, 1e-3))))
+    # Loops of ~20 ms where calls are long enough (at most 128 calls), so that the one host round
+    # trip a loop is spread over its calls.
+    trips = max(2, min(128, int(20.0 / max(estimate_ms, 1e-3))))
     loop = looped(trips)
     jax.block_until_ready(loop(*args))  # compile
     times, begin = [], time.perf_counter()
