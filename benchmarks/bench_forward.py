@@ -23,7 +23,7 @@ FLOPs: 4 * B * H * Nq * Nkv * D, halved when causal.
 Timing: torch with triton.testing.do_bench (median, L2 flushed between calls); JAX with a
 jitted function, warm-up (compile included) excluded: block_until_ready around a jitted loop
 (lax.fori_loop) of calls, each call's output its next call's q (so XLA cannot hoist the call,
-and host dispatch is not counted as kernel time), median ms a call over loops of >= 20 ms.
+and host dispatch is not counted as kernel time), median ms a call over loops of ~20 ms (at most 128 calls).
 
 A system that fails on a shape (a backend not available, an error, out of memory) is shown as
 "-" and its reason is printed and listed under the table; the run goes on. Every system's output
@@ -273,8 +273,8 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " buffers; flashx's JAX frontend: the same buffers through DLPack); jax.nn cuDNN and Pallas GPU: a (B, N, H, D) copy",
         "- TFLOP/s = 4*B*H*N*N*D / time, halved when causal",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
-        " JAX: jitted, compile and warm-up excluded, block_until_ready around a jitted loop (lax.fori_loop) of calls,"
-        " each call's output its next call's q, median ms a call over loops of >= 20 ms",
+        " JAX: jitted, compile and warm-up excluded, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls,"
+        " each call's output its next call's q, median ms a call over loops of ~20 ms (at most 128 calls)",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"
         " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"
         " jax.experimental.pallas.ops.gpu.attention.mha (default block sizes)",

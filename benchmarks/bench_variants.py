@@ -435,7 +435,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         "- forward: one call (inputs require grad); backward: torch.autograd.grad(out, (q, k, v), dO, retain_graph=True)"
         " on one saved forward (JAX: the jitted vjp function)",
         f"- timing: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
-        " JAX: jitted, block_until_ready around a jitted loop (lax.fori_loop) of calls, each call's output (dQ) its"
+        " JAX: jitted, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls, each call's output (dQ) its"
         " next call's q (dO), median ms a call",
         "- flashx: window=(W-1, 0) with causal=True; documents: mask_mod=document_mask with causal=True and a block mask"
         " built once by flashx.torch.create_block_mask; FlexAttention: torch.compile(flex_attention, dynamic=False), the"
