@@ -21,9 +21,10 @@ Systems (the JAX ones jitted):
 
 FLOPs: 4 * B * H * Nq * Nkv * D, halved when causal.
 Timing: torch with triton.testing.do_bench (median, L2 flushed between calls); JAX with a
-jitted function, warm-up (compile included) excluded: block_until_ready around a jitted loop
-(lax.fori_loop) of calls, each call's output its next call's q (so XLA cannot hoist the call,
-and host dispatch is not counted as kernel time), median ms a call over loops of ~20 ms (at most 128 calls).
+jitted function, warm-up (compile included) excluded: block_until_ready around a jitted,
+unrolled loop (lax.fori_loop) of calls, each call's output its next call's q (so XLA cannot
+hoist the call, and host dispatch is not counted as kernel time), median ms a call over loops
+of ~20 ms (at most 128 calls).
 
 A system that fails on a shape (a backend not available, an error, out of memory) is shown as
 "-" and its reason is printed and listed under the table; the run goes on. Every system's output
