@@ -66,10 +66,12 @@ VARIANTS = {
     # Trimmed diagonals (session 18): a consumer computes only the key blocks its own 64 rows see,
     # so a 128-row causal tile's first consumer runs its diagonal block on 64 keys (BLOCK_N = 128)
     # or skips it (BLOCK_N = 64). First run 2026-11-30: correct from torch and JAX, +1-3% at 1k
-    # causal; "d256-tma-trim" is routed. The persistent 128-key forms (pp-tma-persist-trim,
-    # d64-tma-persist-trim) are left out: launched from torch they read shared memory out of
-    # bounds (compute-sanitizer: a wgmma's Q operand) though the same source ran correctly from
-    # JAX (NOTES v0.18).
+    # causal; "d256-tma-trim" is routed. The persistent 128-key forms read shared memory out of
+    # bounds from torch in that run: Triton's ptxas 12.8 miscompiled the half step as a separate
+    # step after the loop (NOTES v0.18); the half step now runs inside the loop, and these two
+    # have not run since.
+    "pp-tma-persist-trim": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, trim=True),
+    "d64-tma-persist-trim": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, trim=True),
     "pp-tma-c240-trim": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, trim=True),
     "d256-tma-trim": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, trim=True),
     "d256-tma-persist-trim": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, trim=True),

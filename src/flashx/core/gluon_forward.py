@@ -461,38 +461,44 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
             turn += 1
             mbarrier.arrive(v_empty.index(last))
         else:
-            n_full = n_blocks
+            n_steps = n_blocks  # the blocks this consumer computes (the others it only hands back)
             if TRIM_DIAGONAL:
                 n_full, half, n_unmasked = _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N, CAUSAL)
-            for j in range(n_full):
-                stage, phase = _ring_slot(i + j, STAGES)
-                mbarrier.wait(k_ready.index(stage), phase)
-                m_i, l_i, acc = _kv_step(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA),
-                                         _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA), k_empty.index(stage),
-                                         v_ready.index(stage), phase, v_empty.index(stage), m_i, l_i, acc,
-                                         j * BLOCK_N, j >= n_unmasked, row0, diag_offset, seqlen_kv, qk_scale_log2,
-                                         s_layout, o_layout, BLOCK_N, CAUSAL)
-            if TRIM_DIAGONAL:
+                n_steps = n_full + half
                 HALF: gl.constexpr = BLOCK_N // 2
                 half_layout: gl.constexpr = gl.NVMMADistributedLayout(
                     version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, HALF, 16])
                 row_half: gl.constexpr = gl.SliceLayout(1, half_layout)
-                m_h = gl.convert_layout(m_i, row_half)
-                l_h = gl.convert_layout(l_i, row_half)
-                # The half block, if any: a loop of 0 or 1 steps.
-                for j in range(n_full, n_full + half):
-                    stage, phase = _ring_slot(i + j, STAGES)
-                    mbarrier.wait(k_ready.index(stage), phase)
-                    m_h, l_h, acc = _kv_step(
-                        q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).slice(0, HALF),
-                        _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA).slice(0, HALF), k_empty.index(stage),
-                        v_ready.index(stage), phase, v_empty.index(stage), m_h, l_h, acc, j * BLOCK_N, True, row0,
-                        diag_offset, seqlen_kv, qk_scale_log2, half_layout, o_layout, HALF, CAUSAL)
-                m_i = gl.convert_layout(m_h, row_s)
-                l_i = gl.convert_layout(l_h, row_s)
+            for j in range(n_steps):
+                stage, phase = _ring_slot(i + j, STAGES)
+                mbarrier.wait(k_ready.index(stage), phase)
+                k_tile = _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA)
+                v_tile = _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA)
+                full_step = True
+                if TRIM_DIAGONAL:
+                    # The half block inside the loop of full ones: as a step after the loop,
+                    # Triton 3.6's ptxas (12.8) read its Q operand's descriptors from registers
+                    # that only the loop's entry set, wrong where the loop ran no step (seen in
+                    # the SASS after an out-of-bounds shared read on the H200; CUDA 13.0's ptxas,
+                    # which jaxlib's launches go through, did not).
+                    full_step = j < n_full
+                    if not full_step:
+                        m_h, l_h, acc = _kv_step(
+                            q_tile, k_tile.slice(0, HALF), v_tile.slice(0, HALF), k_empty.index(stage),
+                            v_ready.index(stage), phase, v_empty.index(stage), gl.convert_layout(m_i, row_half),
+                            gl.convert_layout(l_i, row_half), acc, j * BLOCK_N, True, row0, diag_offset, seqlen_kv,
+                            qk_scale_log2, half_layout, o_layout, HALF, CAUSAL)
+                        m_i = gl.convert_layout(m_h, row_s)
+                        l_i = gl.convert_layout(l_h, row_s)
+                if full_step:
+                    m_i, l_i, acc = _kv_step(q_tile, k_tile, v_tile, k_empty.index(stage), v_ready.index(stage), phase,
+                                             v_empty.index(stage), m_i, l_i, acc, j * BLOCK_N, j >= n_unmasked, row0,
+                                             diag_offset, seqlen_kv, qk_scale_log2, s_layout, o_layout, BLOCK_N,
+                                             CAUSAL)
+            if TRIM_DIAGONAL:
                 # Blocks past these rows' keys: handed back once filled (an early hand-back would
                 # count towards the stage's previous round).
-                for j in range(n_full + half, n_blocks):
+                for j in range(n_steps, n_blocks):
                     stage, phase = _ring_slot(i + j, STAGES)
                     mbarrier.wait(k_ready.index(stage), phase)
                     mbarrier.arrive(k_empty.index(stage))
