@@ -400,7 +400,7 @@ def test_gluon_forward_route_table():
         pytest.param(dict(d=64, causal=True, nkv=16384), "d64-c3-turns-tma-persist", id="d64-causal-16k"),
         pytest.param(dict(d=64, causal=True), None, id="d64-causal-4k"),
         pytest.param(dict(d=256), "d256-tma-persist", id="d256"),
-        pytest.param(dict(d=256, causal=True), "d256-tma-trim", id="d256-causal"),
+        pytest.param(dict(d=256, causal=True), "d256-tma", id="d256-causal"),
         pytest.param(dict(d=256, causal=True, nkv=1023), None, id="d256-causal-short-kv"),
         pytest.param(dict(d=256, causal=True, nkv=4096), "d256-tma-persist", id="d256-causal-4k"),
         # No TMA tile: the cp.async route's tile.
