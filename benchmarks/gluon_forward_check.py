@@ -36,6 +36,7 @@ class Variant(NamedTuple):
     tma: bool = False  # Q, K and V by TMA (needs q_by_producer): torch passes host descriptors, JAX's are built on the device
     producer_warps: int = 4
     trim: bool = False  # TRIM_DIAGONAL: each consumer only the key blocks its rows see (a half diagonal block)
+    overlap: bool = False  # OVERLAP: block j's softmax under block j - 1's O += P V, in each consumer
 
 
 VARIANTS = {
@@ -75,6 +76,13 @@ VARIANTS = {
     "pp-tma-c240-trim": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, trim=True),
     "d256-tma-trim": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, trim=True),
     "d256-tma-persist-trim": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, trim=True),
+    # Each consumer's softmax under its previous block's O += P V (session 18, prepared: compiled
+    # offline for sm_90, not yet run): FlashAttention-3's overlap within a warpgroup.
+    "pp-tma-persist-ovl": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, overlap=True),
+    "pp-tma-c240-ovl": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, overlap=True),
+    "d64-tma-persist-ovl": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, overlap=True),
+    "d256-tma-ovl": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, overlap=True),
+    "d256-tma-persist-ovl": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, overlap=True),
     # D = 64: two consumers (as at D = 128) or three (FlashAttention-3's shape there).
     "d64-pp": Variant(64, 128, 128, 2, False, False, 200, 80),
     "d64-c3": Variant(64, 192, 128, 2, False, False, 152, 56),
@@ -112,7 +120,7 @@ def _constexprs(variant: Variant, causal: bool, device_descriptors: bool = False
                 STRIDE_ALIGN=8, STAGES=variant.stages, TURNS=variant.turns, PERSISTENT=variant.persistent,
                 Q_BY_PRODUCER=variant.q_by_producer, TMA=variant.tma,
                 PRODUCER_WARPS=variant.producer_warps, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs,
-                DEVICE_DESCRIPTORS=device_descriptors, TRIM_DIAGONAL=variant.trim)
+                DEVICE_DESCRIPTORS=device_descriptors, TRIM_DIAGONAL=variant.trim, OVERLAP=variant.overlap)
 
 
 def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:

@@ -18,7 +18,9 @@ turns carry from tile to tile, so a program's next K/V copies start while its co
 the last tile, and no wave is left half full. TRIM_DIAGONAL (without TURNS): each consumer
 computes only the key blocks its own 64 rows see, and the last of them on its first half alone
 where its rows see none of the second (a 128-row causal tile's first consumer on its diagonal
-block): the blocks it leaves it hands straight back. Q_BY_PRODUCER: the producer also copies each tile's
+block): the blocks it leaves it hands straight back. OVERLAP (without TURNS or TRIM_DIAGONAL):
+each consumer issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} together and runs block j's softmax
+while the latter is in flight (FlashAttention-3's overlap within a warpgroup). Q_BY_PRODUCER: the producer also copies each tile's
 Q, into one of two buffer sets (one at D = 256, _q_sets), so a persistent program's next Q arrives
 while its consumers finish the last tile.
 
@@ -44,6 +46,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier,
     tma,
     warpgroup_mma,
+    warpgroup_mma_wait,
 )
 
 LOG2_E = gl.constexpr(1.4426950408889634)
@@ -349,6 +352,54 @@ def _kv_step(q_tile, k_tile, v_tile, k_free, v_ready, v_phase, v_free, m_i, l_i,
 
 
 @gluon.jit
+def _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks, n_unmasked, m_i, l_i,
+                      acc, row0, diag_offset, seqlen_kv, qk_scale_log2, s_layout: gl.constexpr,
+                      o_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+                      TMA: gl.constexpr, CAUSAL: gl.constexpr):
+    """OVERLAP: one consumer's steps over n_blocks key blocks from ring step i, each block's
+    softmax under the previous block's O += P V. acc [64, D] enters as zeros; (m_i, l_i, acc) out.
+
+    Block j: S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued together (asynchronous wgmma);
+    once S_j has retired its softmax runs while P_{j-1} V_{j-1} is still in flight; then O, which
+    holds blocks up to j - 1, is rescaled by block j's factor, ready for P_j V_j."""
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    dtype: gl.constexpr = v_smem.dtype
+    s_zero = gl.zeros([CONSUMER_ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    stage, phase = _ring_slot(i, STAGES)
+    mbarrier.wait(k_ready.index(stage), phase)
+    s = warpgroup_mma(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
+                      use_acc=False)
+    mbarrier.arrive(k_empty.index(stage))
+    if n_unmasked <= 0:
+        s = _mask_scores(s, 0, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+    p, m_i, l_i, _ = _softmax_step(s, m_i, l_i, qk_scale_log2)  # O is 0: nothing to rescale
+    p16 = gl.convert_layout(p.to(dtype), p_layout)
+    for j in range(1, n_blocks):
+        stage, phase = _ring_slot(i + j, STAGES)
+        prev, prev_phase = _ring_slot(i + j - 1, STAGES)
+        mbarrier.wait(k_ready.index(stage), phase)
+        s_next = warpgroup_mma(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
+                               use_acc=False, is_async=True)
+        mbarrier.wait(v_ready.index(prev), prev_phase)
+        acc_next = warpgroup_mma(p16, _as_tile(v_smem.index(prev), BLOCK_N, BLOCK_D, TMA), acc, is_async=True)
+        s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))  # S_j retired; P_{j-1} V_{j-1} may run on
+        mbarrier.arrive(k_empty.index(stage))
+        if j >= n_unmasked:
+            s = _mask_scores(s, j * BLOCK_N, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
+        acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc_next, p16))  # P_{j-1} stays live until here
+        mbarrier.arrive(v_empty.index(prev))
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        p16 = gl.convert_layout(p.to(dtype), p_layout)
+    last, last_phase = _ring_slot(i + n_blocks - 1, STAGES)
+    mbarrier.wait(v_ready.index(last), last_phase)
+    acc = warpgroup_mma(p16, _as_tile(v_smem.index(last), BLOCK_N, BLOCK_D, TMA), acc)
+    mbarrier.arrive(v_empty.index(last))
+    return m_i, l_i, acc
+
+
+@gluon.jit
 def _take_turn(turns, turn, CONSUMER: gl.constexpr):
     """Wait until the tensor cores are this consumer's: its turn-th turn follows the previous
     consumer's (consumer 0's first turn, on a fresh barrier, does not wait)."""
@@ -367,7 +418,7 @@ def _pass_turn(turns, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
               CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
-              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, TRIM_DIAGONAL: gl.constexpr):
+              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, TRIM_DIAGONAL: gl.constexpr, OVERLAP: gl.constexpr):
     """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles.
 
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
@@ -460,6 +511,10 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
             _pass_turn(turns, CONSUMER, NUM_CONSUMERS)
             turn += 1
             mbarrier.arrive(v_empty.index(last))
+        elif OVERLAP:
+            m_i, l_i, acc = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks,
+                                              n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv, qk_scale_log2,
+                                              s_layout, o_layout, BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL)
         else:
             n_steps = n_blocks  # the blocks this consumer computes (the others it only hands back)
             if TRIM_DIAGONAL:
@@ -532,6 +587,7 @@ def gluon_attention_forward_kernel(
     STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
     Q_BY_PRODUCER: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr, TRIM_DIAGONAL: gl.constexpr,
+    OVERLAP: gl.constexpr,
 ):
     """Grid (cdiv(Nq, BLOCK_M), Hq, B), or PERSISTENT (at most the SM count, 1, 1); launch with
     num_warps=4 (the first consumer's warpgroup: Triton adds the other partitions' warps).
@@ -546,6 +602,7 @@ def gluon_attention_forward_kernel(
     gl.static_assert(NUM_CONSUMERS * CONSUMER_ROWS == BLOCK_M)
     gl.static_assert(NUM_CONSUMERS == 2 or NUM_CONSUMERS == 3)
     gl.static_assert(not (TRIM_DIAGONAL and TURNS))  # a consumer that skips a step would skip its turn
+    gl.static_assert(not (OVERLAP and (TURNS or TRIM_DIAGONAL)))
     dtype: gl.constexpr = O.dtype.element_ty
     # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
     A: gl.constexpr = STRIDE_ALIGN
@@ -605,10 +662,10 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],
@@ -619,13 +676,13 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
                           2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],

@@ -96,13 +96,13 @@ LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 #   464 / 335 at N = 1k vs tl 403 / 292 (2026-11-30 17:35 UTC; shorter untimed).
 GLUON_FORWARD_TILES = {
     "pp": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
-               TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200, TRIM_DIAGONAL=False),
+               TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200, TRIM_DIAGONAL=False, OVERLAP=False),
     "pp-qp-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
-                          TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=96, CONSUMER_REGS=192, TRIM_DIAGONAL=False),
+                          TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=96, CONSUMER_REGS=192, TRIM_DIAGONAL=False, OVERLAP=False),
     "d64-c3-turns": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=False, Q_BY_PRODUCER=False,
-                         TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152, TRIM_DIAGONAL=False),
+                         TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152, TRIM_DIAGONAL=False, OVERLAP=False),
     "d256-pp": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
-                    TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224, TRIM_DIAGONAL=False),
+                    TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224, TRIM_DIAGONAL=False, OVERLAP=False),
     # TMA tiles (Q, K and V by host tensor descriptors, one producer thread issuing bulk copies, so
     # the consumers get more registers), persistent with two Q buffer sets; 2026-11-30 18:49 UTC,
     # bnhd, against the cp.async tiles above in the same run:
@@ -113,20 +113,20 @@ GLUON_FORWARD_TILES = {
     # - "d64-c3-turns-tma-persist", D = 64: non-causal 471 vs 443 at 4k, 510 vs 479 at 16k, 382 vs
     #   tl 373 at 1k; causal 468 vs 450 at 16k, but 387 vs tl 392 at 4k.
     "pp-tma-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
-                           TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False),
+                           TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False, OVERLAP=False),
     "pp-tma-turns-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True, Q_BY_PRODUCER=True,
-                                 TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False),
+                                 TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False, OVERLAP=False),
     "d64-c3-turns-tma-persist": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
                                      Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
-                                     CONSUMER_REGS=160, TRIM_DIAGONAL=False),
+                                     CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False),
     # D = 256 by TMA: one Q buffer set (_q_sets), the consumers at 240 registers; 2026-11-30 20:45
     # UTC, bnhd, against d256-pp in the same run: non-causal 515 vs 465 at N = 1k, 603 vs 548 at
     # 4k, 631 vs 568 at 16k ("d256-tma-persist"); causal 358 vs 335 at 1k ("d256-tma"), 536 vs 480
     # at 4k ("d256-tma-persist"; "d256-tma" 519), 630 vs 593 at 16k ("d256-tma"; persistent 612).
     "d256-tma": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
-                     TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False),
+                     TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False, OVERLAP=False),
     "d256-tma-persist": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
-                             TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False),
+                             TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False, OVERLAP=False),
     # D = 256 causal with a trimmed diagonal (session 18): each consumer computes only the key
     # blocks its own 64 rows see, so a causal tile's first consumer skips its last 64-key block;
     # 2026-11-30 23:36 UTC, bnhd, beside the tiles above in the same run: 366 vs d256-tma 356 at
@@ -134,7 +134,7 @@ GLUON_FORWARD_TILES = {
     # 23:38 GPU suite and 23:42 sweep; taken off the route again when the half step moved into
     # the step loop (a ptxas 12.8 hazard, NOTES v0.18), until that form has run on the GPU.
     "d256-tma-trim": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
-                          TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=True),
+                          TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=True, OVERLAP=False),
 }
 
 # Which Gluon tile a call takes, by (head dim, causal): (fewest keys, tile name) pairs in rising
