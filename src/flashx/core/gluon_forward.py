@@ -15,14 +15,15 @@ NUM_CONSUMERS + 1 partitions on it:
 PERSISTENT: at most one program an SM (grid (programs, 1, 1)), each walking the tiles program,
 program + programs, ... (causal: every other full round backwards, see _tile); ring stages and
 turns carry from tile to tile, so a program's next K/V copies start while its consumers finish
-the last tile, and no wave is left half full. TRIM_DIAGONAL (without TURNS): each consumer
-computes only the key blocks its own 64 rows see, and the last of them on its first half alone
-where its rows see none of the second (a 128-row causal tile's first consumer on its diagonal
-block): the blocks it leaves it hands straight back. OVERLAP (without TURNS or TRIM_DIAGONAL):
-each consumer issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} together and runs block j's softmax
-while the latter is in flight (FlashAttention-3's overlap within a warpgroup). Q_BY_PRODUCER: the producer also copies each tile's
+the last tile, and no wave is left half full. Q_BY_PRODUCER: the producer also copies each tile's
 Q, into one of two buffer sets (one at D = 256, _q_sets), so a persistent program's next Q arrives
 while its consumers finish the last tile.
+TRIM_DIAGONAL (without TURNS): each consumer computes only the key blocks its own 64 rows see,
+and the last of them on its first half alone where its rows see none of the second (a 128-row
+causal tile's first consumer on its diagonal block); the blocks it leaves it hands straight back.
+OVERLAP (without TURNS or TRIM_DIAGONAL): each consumer issues S_j = Q K_j^T and
+O += P_{j-1} V_{j-1} together and runs block j's softmax while the latter is in flight
+(FlashAttention-3's overlap within a warpgroup).
 
 TMA: Q, K and V come as tensor descriptors, each over the array's [B, N, H, D] shape and
 strides with a [1, rows, 1, D] block: the copy engine fills rows past N with zeros, and one
