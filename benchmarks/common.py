@@ -347,24 +347,23 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: O
     import jax
 
     jax.block_until_ready(fn(*args))  # compile
+    back_to_back = functools.partial(time_wall, lambda: fn(*args), jax.block_until_ready)
     if feed is None or _DEBUG_TIMING:
-        return time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms)
+        return back_to_back(warmup_ms, rep_ms)
     first = jax.tree_util.tree_leaves(jax.eval_shape(fn, *args))[0]
     if (first.shape, first.dtype) != (args[feed].shape, args[feed].dtype):
-        return time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms)
+        return back_to_back(warmup_ms, rep_ms)
 
-    def looped(trips: int) -> Callable:
-        def step(_, carried):
-            out = jax.tree_util.tree_leaves(fn(*carried))[0]
-            return carried[:feed] + (out,) + carried[feed + 1:]
-        # Unrolled: XLA's GPU while loop brings its condition back to the host on every trip.
-        return jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a, unroll=True)[feed])
+    def step(_, carried):
+        out = jax.tree_util.tree_leaves(fn(*carried))[0]
+        return carried[:feed] + (out,) + carried[feed + 1:]
 
-    estimate_ms = time_wall(lambda: fn(*args), jax.block_until_ready, min(warmup_ms, 20.0), min(rep_ms, 20.0))
+    estimate_ms = back_to_back(min(warmup_ms, 20.0), min(rep_ms, 20.0))
     # Loops of ~20 ms where calls are long enough (at most 128 calls), so that the one host round
     # trip a loop is spread over its calls.
     trips = max(2, min(128, int(20.0 / max(estimate_ms, 1e-3))))
-    loop = looped(trips)
+    # Unrolled: XLA's GPU while loop brings its condition back to the host on every trip.
+    loop = jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a, unroll=True)[feed])
     jax.block_until_ready(loop(*args))  # compile
     times, begin = [], time.perf_counter()
     while len(times) < 5 or (time.perf_counter() - begin) * 1e3 < warmup_ms + rep_ms:
