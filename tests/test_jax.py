@@ -242,6 +242,7 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
         pytest.param(Case(1, 2100, 2100, 4, 4, 128, 128, causal=True, layout="bhnd"), "float16",
                      id="n2100-causal-bhnd-fp16"),
         pytest.param(Case(2, 1100, 1030, 4, 2, 64, 64), "bfloat16", id="d64-q1100-kv1030-bf16"),
+        pytest.param(Case(1, 1200, 4200, 2, 1, 256, 256, causal=True), "bfloat16", id="d256-mqa-q1200-kv4200-causal"),
     ],
 )
 def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, dtype):

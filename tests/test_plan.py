@@ -3,6 +3,7 @@ tile table's lookups, and the plan cache (which must never let a bad call throug
 
 import ast
 import dataclasses
+import math
 
 import pytest
 
@@ -389,20 +390,20 @@ def test_gluon_forward_route_table():
 @pytest.mark.parametrize(
     "change, tile",
     [
-        pytest.param({}, "pp-tma-turns-persist", id="dense"),
-        pytest.param(dict(nkv=1024, hkv=1), "pp-tma-turns-persist", id="1k-keys-mqa"),
-        pytest.param(dict(nkv=1023, layout="bhnd"), "pp-tma-persist", id="short-kv-bhnd"),
+        pytest.param({}, "pp-tma-persist-ovl", id="dense"),
+        pytest.param(dict(nkv=1024, hkv=1), "pp-tma-persist-ovl", id="1k-keys-mqa"),
+        pytest.param(dict(nkv=256, layout="bhnd"), "pp-tma-persist-ovl", id="short-kv-bhnd"),
         pytest.param(dict(nkv=255), None, id="shorter-kv"),
-        pytest.param(dict(causal=True), "pp-tma-persist", id="causal"),
-        pytest.param(dict(causal=True, nkv=2047), None, id="causal-short-kv"),
+        pytest.param(dict(causal=True), "pp-tma-c240-ovl", id="causal"),
+        pytest.param(dict(causal=True, nkv=1023), None, id="causal-short-kv"),
         pytest.param(dict(d=64), "d64-c3-turns-tma-persist", id="d64-1k-keys"),
         pytest.param(dict(d=64, nkv=1023), None, id="d64-short-kv"),
         pytest.param(dict(d=64, causal=True, nkv=16384), "d64-c3-turns-tma-persist", id="d64-causal-16k"),
         pytest.param(dict(d=64, causal=True), None, id="d64-causal-4k"),
-        pytest.param(dict(d=256), "d256-tma-persist", id="d256"),
-        pytest.param(dict(d=256, causal=True), "d256-tma", id="d256-causal"),
+        pytest.param(dict(d=256), "d256-tma-persist-ovl", id="d256"),
+        pytest.param(dict(d=256, causal=True), "d256-tma-trim", id="d256-causal"),
         pytest.param(dict(d=256, causal=True, nkv=1023), None, id="d256-causal-short-kv"),
-        pytest.param(dict(d=256, causal=True, nkv=4096), "d256-tma-persist", id="d256-causal-4k"),
+        pytest.param(dict(d=256, causal=True, nkv=4096), "d256-tma-persist-ovl", id="d256-causal-4k"),
         # No TMA tile: the cp.async route's tile.
         pytest.param(dict(d=256, broadcast_k=True), "d256-pp", id="d256-broadcast-k"),
         pytest.param(dict(broadcast_k=True), "pp", id="broadcast-k"),
@@ -463,8 +464,9 @@ def test_gluon_device_descriptors_call(monkeypatch, causal):
     assert call.writes == call.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH")
     args = dict(zip(kernel_params(call.kernel)[0], call.args))
     assert (args["Q"], args["K"], args["V"]) == (q, k, v)
-    assert call.grid == (132, 1, 1)
-    assert plan_mod.descriptor_scratch_bytes(call.grid) == 132 * 3 * 128 + 127
+    # A program per SM (persistent), else per 128 query rows of each (head, batch).
+    assert call.grid == ((132, 1, 1) if tile["PERSISTENT"] else (17, 4, 2))
+    assert plan_mod.descriptor_scratch_bytes(call.grid) == math.prod(call.grid) * 3 * 128 + 127
     # The host-descriptor launch of the same plan is a launch of its own.
     assert not plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors=None).constexprs["DEVICE_DESCRIPTORS"]
 

@@ -626,6 +626,7 @@ GLUON_CASES = [
     pytest.param(Case(1, 2049, 2049, 2, 2, 256, 256, causal=True), "bfloat16", id="d256-n2049-causal"),
     pytest.param(Case(2, 700, 2300, 3, 1, 256, 256, layout="bhnd"), "float16", id="d256-mqa-q700-kv2300-bhnd"),
     pytest.param(Case(2, 1100, 1030, 3, 1, 256, 256, causal=True), "bfloat16", id="d256-mqa-q1100-kv1030-causal"),
+    pytest.param(Case(1, 1500, 4100, 2, 1, 256, 256, causal=True), "float16", id="d256-mqa-q1500-kv4100-causal"),
 ]
 
 

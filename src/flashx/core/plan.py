@@ -103,36 +103,35 @@ GLUON_FORWARD_TILES = {
                          TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152, TRIM_DIAGONAL=False, OVERLAP=False),
     "d256-pp": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
                     TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224, TRIM_DIAGONAL=False, OVERLAP=False),
-    # TMA tiles (Q, K and V by host tensor descriptors, one producer thread issuing bulk copies, so
-    # the consumers get more registers), persistent with two Q buffer sets; 2026-11-30 18:49 UTC,
-    # bnhd, against the cp.async tiles above in the same run:
-    # - "pp-tma-persist", D = 128: non-causal 554 vs pp 529 at N = 4k, 430 vs pp-qp-persist 406 at
-    #   512; causal 500 vs 451 at 4k, 580 vs 532 at 16k.
-    # - "pp-tma-turns-persist", D = 128, the two consumers taking turns: non-causal 586 vs 529 at
-    #   4k, 594 vs 536 at 16k, 513 vs 467 at 1k.
+    # TMA tiles (Q, K and V by tensor descriptors, one producer thread issuing bulk copies, so the
+    # consumers get more registers). Before OVERLAP (v0.15-v0.18) torch ran "pp-tma-persist" /
+    # "pp-tma-turns-persist" at D = 128, "d256-tma" / "d256-tma-persist" at D = 256: non-causal 586
+    # vs pp 529 at 4k (D = 128, turns), 603 vs d256-pp 548 (D = 256); gluon_forward_check.py keeps them.
     # - "d64-c3-turns-tma-persist", D = 64: non-causal 471 vs 443 at 4k, 510 vs 479 at 16k, 382 vs
-    #   tl 373 at 1k; causal 468 vs 450 at 16k, but 387 vs tl 392 at 4k.
-    "pp-tma-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
-                           TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False, OVERLAP=False),
-    "pp-tma-turns-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True, Q_BY_PRODUCER=True,
-                                 TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False, OVERLAP=False),
+    #   tl 373 at 1k; causal 468 vs 450 at 16k, but 387 vs tl 392 at 4k (2026-11-30 18:49 UTC).
+    # - OVERLAP (session 18, first run 2026-12-01 00:36 UTC, bnhd, in one run beside the tiles
+    #   they replace): each consumer's softmax of block j under its own P_{j-1} V_{j-1}.
+    #   "pp-tma-persist-ovl", D = 128 non-causal: 616 vs 588 (turns) at 4k, 515 vs 513 at 1k, 446
+    #   vs 436 at 512. "pp-tma-c240-ovl" (not persistent, consumers at 240 registers), D = 128
+    #   causal: 621 vs 579 (pp-tma-persist) at 16k, 515 vs 502 at 4k, 336 vs tl 323 at 1k; at 512
+    #   keys it trails tl (220 vs 249). "d256-tma-persist-ovl", D = 256: non-causal 554 / 659 / 668
+    #   vs 514 / 597 / 626 at 1k / 4k / 16k; causal 579 vs 535 at 4k, 652 vs 592 at 16k, but 323
+    #   vs 359 at 1k, where "d256-tma-trim" leads.
+    # - "d256-tma-trim", D = 256 causal from 1k keys: each consumer computes only the key blocks its
+    #   own 64 rows see (TRIM_DIAGONAL), so a causal tile's first consumer skips its last 64-key
+    #   block: 374 vs d256-tma 359 at 1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
     "d64-c3-turns-tma-persist": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
                                      Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                      CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False),
-    # D = 256 by TMA: one Q buffer set (_q_sets), the consumers at 240 registers; 2026-11-30 20:45
-    # UTC, bnhd, against d256-pp in the same run: non-causal 515 vs 465 at N = 1k, 603 vs 548 at
-    # 4k, 631 vs 568 at 16k ("d256-tma-persist"); causal 358 vs 335 at 1k ("d256-tma"), 536 vs 480
-    # at 4k ("d256-tma-persist"; "d256-tma" 519), 630 vs 593 at 16k ("d256-tma"; persistent 612).
-    "d256-tma": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
-                     TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False, OVERLAP=False),
-    "d256-tma-persist": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
-                             TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False, OVERLAP=False),
-    # D = 256 causal with a trimmed diagonal (session 18): each consumer computes only the key
-    # blocks its own 64 rows see, so a causal tile's first consumer skips its last 64-key block;
-    # 2026-11-30 23:36 UTC, bnhd, beside the tiles above in the same run: 366 vs d256-tma 356 at
-    # N = 1k, 529 vs d256-tma-persist 526 at 4k, 620 vs 595 at 16k. Routed from 1k keys for the
-    # 23:38 GPU suite and 23:42 sweep; taken off the route again when the half step moved into
-    # the step loop (a ptxas 12.8 hazard, NOTES v0.18), until that form has run on the GPU.
+    "pp-tma-persist-ovl": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
+                               TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False,
+                               OVERLAP=True),
+    "pp-tma-c240-ovl": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
+                            TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
+                            OVERLAP=True),
+    "d256-tma-persist-ovl": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
+                                 TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
+                                 OVERLAP=True),
     "d256-tma-trim": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
                           TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=True, OVERLAP=False),
 }
@@ -154,10 +153,10 @@ GLUON_FORWARD_ROUTE = {
 GLUON_TMA_ROUTE = {
     (64, False): ((1024, "d64-c3-turns-tma-persist"),),
     (64, True): ((16384, "d64-c3-turns-tma-persist"),),
-    (128, False): ((256, "pp-tma-persist"), (1024, "pp-tma-turns-persist")),
-    (128, True): ((2048, "pp-tma-persist"),),
-    (256, False): ((1024, "d256-tma-persist"),),
-    (256, True): ((1024, "d256-tma"), (4096, "d256-tma-persist")),
+    (128, False): ((256, "pp-tma-persist-ovl"),),
+    (128, True): ((1024, "pp-tma-c240-ovl"),),
+    (256, False): ((1024, "d256-tma-persist-ovl"),),
+    (256, True): ((1024, "d256-tma-trim"), (4096, "d256-tma-persist-ovl")),
 }
 # Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
 GLUON_TMA_Q_ROWS = 64
