@@ -340,9 +340,12 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: O
 
     feed=None: each sample runs calls back to back from the host and waits for the last with
     block_until_ready (time_wall). feed=i: block_until_ready around a jitted loop of calls
-    (lax.fori_loop), each call's first output leaf taking args[i]'s place in the next, so that
-    XLA can neither hoist the call out of the loop nor drop it, and host dispatch is not counted;
-    the back-to-back method where that leaf's shape or dtype differs from args[i]'s.
+    (lax.fori_loop), each call's outputs taking its inputs' places in the next, so that XLA can
+    neither hoist a call out of the loop nor drop any of its work, and host dispatch is not
+    counted: the first output leaf takes args[i]'s place, every other one the first input leaf
+    left (args' leaves in order, a vjp function's residuals included) of its shape and dtype. An
+    output leaf that feeds nothing would be dead code, and XLA drops the kernels that only it
+    needs (a backward's dK/dV), so where one has no place the back-to-back method is used.
     """
     import jax
 
@@ -350,20 +353,23 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: O
     back_to_back = functools.partial(time_wall, lambda: fn(*args), jax.block_until_ready)
     if feed is None or _DEBUG_TIMING:
         return back_to_back(warmup_ms, rep_ms)
-    first = jax.tree_util.tree_leaves(jax.eval_shape(fn, *args))[0]
-    if (first.shape, first.dtype) != (args[feed].shape, args[feed].dtype):
+    places = _feed_places(jax.tree_util.tree_leaves(jax.eval_shape(fn, *args)), args, feed)
+    if places is None:
         return back_to_back(warmup_ms, rep_ms)
+    _, treedef = jax.tree_util.tree_flatten(args)
 
     def step(_, carried):
-        out = jax.tree_util.tree_leaves(fn(*carried))[0]
-        return carried[:feed] + (out,) + carried[feed + 1:]
+        leaves = jax.tree_util.tree_leaves(carried)
+        for out, place in zip(jax.tree_util.tree_leaves(fn(*carried)), places):
+            leaves[place] = out
+        return jax.tree_util.tree_unflatten(treedef, leaves)
 
     estimate_ms = back_to_back(min(warmup_ms, 20.0), min(rep_ms, 20.0))
     # Loops of ~20 ms where calls are long enough (at most 128 calls), so that the one host round
     # trip a loop is spread over its calls.
     trips = max(2, min(128, int(20.0 / max(estimate_ms, 1e-3))))
     # Unrolled: XLA's GPU while loop brings its condition back to the host on every trip.
-    loop = jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a, unroll=True)[feed])
+    loop = jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a, unroll=True))
     jax.block_until_ready(loop(*args))  # compile
     times, begin = [], time.perf_counter()
     while len(times) < 5 or (time.perf_counter() - begin) * 1e3 < warmup_ms + rep_ms:
@@ -371,6 +377,27 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: O
         jax.block_until_ready(loop(*args))
         times.append((time.perf_counter() - start) * 1e3 / trips)
     return statistics.median(times[1:])  # the first loop is warm-up
+
+
+def _feed_places(outputs: list, args: tuple, feed: int) -> Optional[list]:
+    """For time_jax: the index, among args' flattened leaves, that each output leaf replaces in
+    the next call (the first: args[feed]'s; the others: the first unclaimed one of their shape and
+    dtype), or None where one has no place or args[feed] is not a single array."""
+    import jax
+
+    leaves = jax.tree_util.tree_leaves(args)
+    first = len(jax.tree_util.tree_leaves(args[:feed]))
+    if len(jax.tree_util.tree_leaves(args[feed])) != 1:
+        return None
+    kinds = [(getattr(x, "shape", None), getattr(x, "dtype", None)) for x in leaves]
+    places = []
+    for i, out in enumerate(outputs):
+        kind = (out.shape, out.dtype)
+        free = [j for j in ([first] if i == 0 else range(len(leaves))) if j not in places and kinds[j] == kind]
+        if not free:
+            return None
+        places.append(free[0])
+    return places
 
 
 # Set by start() for --device cpu: one warm-up call and one timed call (the interpreter is slow

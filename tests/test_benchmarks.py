@@ -4,6 +4,7 @@ from them."""
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from flashx.core import plan as plan_mod
@@ -24,7 +25,7 @@ def test_gluon_tiles_are_the_measured_variants():
     for name, tile in plan_mod.GLUON_FORWARD_TILES.items():
         measured = check._constexprs(check.VARIANTS[name], causal=False)
         assert {k: measured[k] for k in tile} == tile, name
-    for table in (plan_mod.GLUON_FORWARD_ROUTE, plan_mod.GLUON_TMA_ROUTE):
+    for table in (plan_mod.GLUON_FORWARD_ROUTE, plan_mod.GLUON_TMA_ROUTE, plan_mod.GLUON_DEVICE_TMA_ROUTE):
         for (head_dim, _causal), route in table.items():
             assert all(check.VARIANTS[name].head_dim == head_dim for _, name in route)
 
@@ -67,3 +68,38 @@ def test_gluon_backward_tiles_are_checked_variants():
     assert (dq["TMA"], dq["STAGES"], dq["CONSUMER_REGS"], dq["PRODUCER_REGS"]) == (
         variant["tma"], variant["stages"], variant["cregs"], variant["pregs"])
     assert (dq["BLOCK_M"], dq["BLOCK_N"], dq["PRODUCER_WARPS"]) == (128, 64, 4)  # what launch_dq() passes
+
+
+def test_jax_timing_loop_feeds_every_output():
+    """common.time_jax's loop hands every output leaf of a call to the next call (XLA drops work
+    whose results nothing reads, a backward's dK/dV kernels with dQ alone fed): dQ takes the
+    cotangent's place, dK and dV the places of vjp residuals of their shapes; where an output has
+    no such place, None (the back-to-back method)."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import common
+    finally:
+        sys.path.pop(0)
+
+    @jax.checkpoint  # residuals q, k and v, as flashx's own vjp keeps (with out and lse)
+    def attend(q, k, v):
+        return jax.nn.softmax(q @ k.T) @ v
+
+    rng = np.random.default_rng(0)
+    q, k, v = (jnp.asarray(rng.standard_normal(shape), jnp.float32) for shape in ((3, 5), (4, 5), (4, 5)))
+    _, vjp_fn = jax.vjp(attend, q, k, v)
+    args = (vjp_fn, jnp.ones((3, 5), jnp.float32))
+    outputs = jax.tree_util.tree_leaves(jax.eval_shape(lambda f, ct: f(ct), *args))
+    places = common._feed_places(outputs, args, feed=1)
+    leaves = jax.tree_util.tree_leaves(args)
+    assert places is not None and places[0] == len(leaves) - 1 and len(set(places)) == 3
+    assert all(leaves[p].shape == o.shape for p, o in zip(places, outputs))
+    # Forward and backward from (q, k, v, dO): each gradient takes its input's place.
+    grads = jax.tree_util.tree_leaves(jax.eval_shape(
+        jax.grad(lambda q, k, v, do: jnp.sum(attend(q, k, v) * do), argnums=(0, 1, 2)), q, k, v, q))
+    assert common._feed_places(grads, (q, k, v, q), feed=0) == [0, 1, 2]
+    # A second output of a shape no input has: no loop.
+    assert common._feed_places(outputs + [jax.ShapeDtypeStruct((7,), jnp.float32)], args, feed=1) is None

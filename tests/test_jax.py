@@ -257,7 +257,8 @@ def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, d
     if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
         pytest.skip("the Gluon forward runs on sm_90 devices only")
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
-    tile = plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, plan_mod.GLUON_TMA_ROUTE)
+    route = {**plan_mod.GLUON_TMA_ROUTE, **plan_mod.GLUON_DEVICE_TMA_ROUTE}
+    tile = plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, route)
     assert tile is not None and plan_mod.GLUON_FORWARD_TILES[tile]["TMA"]
     q, k, v = make_inputs(rng, case, dtype)
     out, lse = jax.jit(lambda q, k, v: flashx.jax.attention(q, k, v, causal=case.causal, layout=case.layout,

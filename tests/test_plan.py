@@ -377,7 +377,9 @@ def test_gluon_forward_route_table():
     constexprs = set(kernel_params(_gluon_kernel())[1])
     for name, tile in plan_mod.GLUON_FORWARD_TILES.items():
         assert set(tile) <= constexprs, name
-    for table, tma in ((plan_mod.GLUON_FORWARD_ROUTE, False), (plan_mod.GLUON_TMA_ROUTE, True)):
+    tables = ((plan_mod.GLUON_FORWARD_ROUTE, False), (plan_mod.GLUON_TMA_ROUTE, True),
+              (plan_mod.GLUON_DEVICE_TMA_ROUTE, True))
+    for table, tma in tables:
         for (head_dim, causal), route in table.items():
             fewest = [n for n, _ in route]
             assert fewest == sorted(set(fewest)), (head_dim, causal)
@@ -440,6 +442,20 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     assert plan.gluon_forward_tile(descriptors="device") is None
     with pytest.raises(ValueError, match="descriptors"):
         plan.gluon_forward_tile(descriptors=True)
+
+
+def test_gluon_device_tma_route(monkeypatch):
+    """A launcher that builds descriptors on the device takes GLUON_DEVICE_TMA_ROUTE's spans where
+    it has them: D = 128 causal between 1k and 2k keys runs a TMA tile from torch and the tl
+    forward from JAX, and from 2k keys the same tile from both."""
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
+    q, kv = spec((1, 1500, 4, 128)), spec((1, 1500, 2, 128))
+    plan = core.plan_attention(q, kv, kv, causal=True)
+    assert plan.gluon_forward_tile(descriptors="host") == "pp-tma-c240-ovl"
+    assert plan.gluon_forward_tile(descriptors="device") is None
+    longer = core.plan_attention(spec((1, 1500, 4, 128)), spec((1, 2048, 2, 128)), spec((1, 2048, 2, 128)), causal=True)
+    assert longer.gluon_forward_tile(descriptors="device") == longer.gluon_forward_tile(descriptors="host") == "pp-tma-c240-ovl"
 
 
 @pytest.mark.parametrize("causal", [False, True])

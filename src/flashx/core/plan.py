@@ -166,6 +166,14 @@ GLUON_TMA_Q_ROWS = 64
 # the H200 2026-11-30 (NOTES v0.16): 24 of 24 checks against float64 from JAX.
 GLUON_DEVICE_DESCRIPTORS = True
 GLUON_DESCRIPTOR_BYTES = 3 * 128  # three CUtensorMaps a program
+# Where such launchers take another span of GLUON_TMA_ROUTE: a grid of a program per tile builds
+# its descriptors once a tile, which short causal tiles feel. 2026-12-01 00:54 UTC, JAX (device
+# descriptors) / torch (host), D = 128 causal, TFLOP/s: pp-tma-c240-ovl 263 / 335 at 1k keys,
+# where JAX's tl forward read 305 and the persistent TMA tiles 288-304; 469 / 519 at 4k, the best
+# JAX tile there (the persistent ones 435-445).
+GLUON_DEVICE_TMA_ROUTE = {
+    (128, True): ((2048, "pp-tma-c240-ovl"),),
+}
 
 
 # The Gluon backward kernels (core/gluon_backward.py, dK/dV and dQ): their tiles, and which calls
@@ -766,13 +774,14 @@ class AttentionPlan:
         copies move 16 bytes). descriptors: "host" where the launcher passes host tensor
         descriptors (Triton's), "device" where it can point the kernel's scratch at an output
         (jax-triton's, through flashx/jax/gluon.py; taken while GLUON_DEVICE_DESCRIPTORS), else
-        None. With descriptors, GLUON_TMA_ROUTE comes first, for inputs with no broadcast axis (a
-        descriptor's strides must be positive multiples of 16 bytes)."""
+        None. With descriptors, GLUON_TMA_ROUTE comes first (with "device", GLUON_DEVICE_TMA_ROUTE's
+        spans replace its own), for inputs with no broadcast axis (a descriptor's strides must be
+        positive multiples of 16 bytes)."""
         tma = _takes_tma(descriptors)
         if not runtime.hopper_gluon():
             return None
         # The call's own part is decided once per plan (forward calls ask on every launch).
-        tma_tile = self._memoized("gluon_tma_tile", self._gluon_tma_tile) if tma else None
+        tma_tile = self._memoized(("gluon_tma_tile", descriptors), lambda: self._gluon_tma_tile(descriptors)) if tma else None
         return tma_tile or self.gluon_tile
 
     @property
@@ -780,9 +789,10 @@ class AttentionPlan:
         """The cp.async Gluon tile (GLUON_FORWARD_ROUTE) this call would take on Hopper, or None."""
         return self._memoized("gluon_tile", lambda: self._gluon_route(GLUON_FORWARD_ROUTE))
 
-    def _gluon_tma_tile(self) -> Optional[str]:
+    def _gluon_tma_tile(self, descriptors: str) -> Optional[str]:
         positive = all(self.scalars[f"stride_{x}{a}"] > 0 for x in "qkv" for a in "bnh")
-        return self._gluon_route(GLUON_TMA_ROUTE) if positive else None
+        route = {**GLUON_TMA_ROUTE, **GLUON_DEVICE_TMA_ROUTE} if descriptors == "device" else GLUON_TMA_ROUTE
+        return self._gluon_route(route) if positive else None
 
     def _gluon_route(self, route: Mapping) -> Optional[str]:
         if not self._gluon_plain(window=False, block_map=False):
