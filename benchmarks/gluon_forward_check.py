@@ -53,8 +53,9 @@ VARIANTS = {
     "pp-turns-qp-persist": Variant(128, 128, 128, 2, True, True, 192, 96, True),
     # TMA (session 14, first run in 15): one producer thread issues each copy, so the producer needs
     # few registers and the consumers may take more. Offline (sm_90): no stack at 240 / 32; three
-    # stages at D = 128 would need 257 KB of shared memory with Q's two buffer sets. Torch routes
-    # pp-tma-persist, pp-tma-turns-persist and d64-c3-turns-tma-persist (NOTES v0.15).
+    # stages at D = 128 would need 257 KB of shared memory with Q's two buffer sets. Routed in
+    # v0.15-v0.18: pp-tma-persist, pp-tma-turns-persist (OVERLAP tiles since v0.19), and
+    # d64-c3-turns-tma-persist (still).
     "pp-tma": Variant(128, 128, 128, 2, False, False, 200, 80, True, True),
     "pp-tma-c240": Variant(128, 128, 128, 2, False, False, 240, 32, True, True),
     "pp-tma-persist": Variant(128, 128, 128, 2, False, True, 232, 48, True, True),
@@ -66,18 +67,18 @@ VARIANTS = {
     "pp-n64-s3-qp": Variant(128, 128, 64, 3, False, False, 200, 80, True),
     # Trimmed diagonals (session 18): a consumer computes only the key blocks its own 64 rows see,
     # so a 128-row causal tile's first consumer runs its diagonal block on 64 keys (BLOCK_N = 128)
-    # or skips it (BLOCK_N = 64). First run 2026-11-30: correct from torch and JAX, +1-3% at 1k
-    # causal; "d256-tma-trim" is routed. The persistent 128-key forms read shared memory out of
-    # bounds from torch in that run: Triton's ptxas 12.8 miscompiled the half step as a separate
-    # step after the loop (NOTES v0.18); the half step now runs inside the loop, and these two
-    # have not run since.
+    # or skips it (BLOCK_N = 64). First run 2026-11-30: +1-3% at 1k causal; the persistent 128-key
+    # forms read shared memory out of bounds from torch: Triton's ptxas 12.8 miscompiled the half
+    # step as a separate step after the loop (NOTES v0.18). With the half step inside the loop all
+    # five passed from torch and JAX (2026-12-01, v0.19); "d256-tma-trim" is routed.
     "pp-tma-persist-trim": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, trim=True),
     "d64-tma-persist-trim": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, trim=True),
     "pp-tma-c240-trim": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, trim=True),
     "d256-tma-trim": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, trim=True),
     "d256-tma-persist-trim": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, trim=True),
-    # Each consumer's softmax under its previous block's O += P V (session 18, prepared: compiled
-    # offline for sm_90, not yet run): FlashAttention-3's overlap within a warpgroup.
+    # Each consumer's softmax under its previous block's O += P V (session 18; first run
+    # 2026-12-01, correct from both frontends, NOTES v0.19): FlashAttention-3's overlap within a
+    # warpgroup. Routed: pp-tma-persist-ovl, pp-tma-c240-ovl, d256-tma-persist-ovl.
     "pp-tma-persist-ovl": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, overlap=True),
     "pp-tma-c240-ovl": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, overlap=True),
     "d64-tma-persist-ovl": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, overlap=True),
