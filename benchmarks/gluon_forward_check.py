@@ -81,6 +81,9 @@ VARIANTS = {
     # warpgroup. Routed: pp-tma-persist-ovl, pp-tma-c240-ovl, d256-tma-persist-ovl.
     "pp-tma-persist-ovl": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, overlap=True),
     "pp-tma-c240-ovl": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, overlap=True),
+    # Persistent at 240 / 32 (session 19, prepared): pp-tma-persist-ovl keeps 32 bytes of stack at
+    # 232 / 48; persistent tiles also spare JAX's device descriptors a build per tile.
+    "pp-tma-c240-persist-ovl": Variant(128, 128, 128, 2, False, True, 240, 32, True, True, overlap=True),
     "d64-tma-persist-ovl": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, overlap=True),
     "d256-tma-ovl": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, overlap=True),
     "d256-tma-persist-ovl": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, overlap=True),
