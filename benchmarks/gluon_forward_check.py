@@ -37,6 +37,7 @@ class Variant(NamedTuple):
     producer_warps: int = 4
     trim: bool = False  # TRIM_DIAGONAL: each consumer only the key blocks its rows see (a half diagonal block)
     overlap: bool = False  # OVERLAP: block j's softmax under block j - 1's O += P V, in each consumer
+    tma_store: bool = False  # TMA_STORE: O leaves by TMA from a shared buffer (torch's host descriptors)
 
 
 VARIANTS = {
@@ -84,6 +85,14 @@ VARIANTS = {
     # Persistent at 240 / 32 (session 19, prepared): pp-tma-persist-ovl keeps 32 bytes of stack at
     # 232 / 48; persistent tiles also spare JAX's device descriptors a build per tile.
     "pp-tma-c240-persist-ovl": Variant(128, 128, 128, 2, False, True, 240, 32, True, True, overlap=True),
+    # O by TMA from a shared buffer a consumer (session 19, prepared; torch only: JAX's device
+    # descriptors do not build O's yet): the epilogue's stores drain under the next tile, where
+    # v0.15's fit put 3.1-4.9 us a wave once a tile against 2.5 us a key block. 224 KiB of shared
+    # memory at D = 128 (D = 256 has no room).
+    "pp-tma-c240-ovl-ts": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, overlap=True, tma_store=True),
+    "pp-tma-persist-ovl-ts": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, overlap=True, tma_store=True),
+    "pp-tma-c240-persist-ovl-ts": Variant(128, 128, 128, 2, False, True, 240, 32, True, True, overlap=True,
+                                          tma_store=True),
     "d64-tma-persist-ovl": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, overlap=True),
     "d256-tma-ovl": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, overlap=True),
     "d256-tma-persist-ovl": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, overlap=True),
@@ -124,7 +133,8 @@ def _constexprs(variant: Variant, causal: bool, device_descriptors: bool = False
                 STRIDE_ALIGN=8, STAGES=variant.stages, TURNS=variant.turns, PERSISTENT=variant.persistent,
                 Q_BY_PRODUCER=variant.q_by_producer, TMA=variant.tma,
                 PRODUCER_WARPS=variant.producer_warps, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs,
-                DEVICE_DESCRIPTORS=device_descriptors, TRIM_DIAGONAL=variant.trim, OVERLAP=variant.overlap)
+                DEVICE_DESCRIPTORS=device_descriptors, TRIM_DIAGONAL=variant.trim, OVERLAP=variant.overlap,
+                TMA_STORE=variant.tma_store)
 
 
 def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:
@@ -148,7 +158,8 @@ def launch_torch(q, k, v, name, causal=False, bottom_right=True):
     gluon_forward.gluon_attention_forward_kernel[_grid(variant, b, nq, hq)](
         *inputs, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2], hq, b,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *lse.stride(),
-        out, lse, lse, num_warps=4, **_constexprs(variant, causal),  # DESCRIPTOR_SCRATCH: unused here
+        descriptor(out, 64) if variant.tma_store else out, lse, lse,  # DESCRIPTOR_SCRATCH: unused here
+        num_warps=4, **_constexprs(variant, causal),
     )
     return out, lse
 
@@ -243,6 +254,9 @@ def check(quick: bool, torch_side: bool, jax_side: bool, head_dims: tuple, names
 
             arrays = [jnp.asarray(x.float().cpu().numpy()).astype(jnp.bfloat16) for x in (q, k, v)]
             for variant in jax_names.get(d, ()):
+                if VARIANTS[variant].tma_store:
+                    print(f"jax   {variant:10s}: not run (TMA_STORE takes host descriptors, which JAX cannot pass)")
+                    continue
                 out, lse = jax.jit(lambda a, b_, c: launch_jax(a, b_, c, variant, causal))(*arrays)
                 out = torch.from_numpy(np.asarray(out.astype(jnp.float32))).double()
                 err = ((out - ref.cpu()).norm() / ref.norm().cpu()).item()

@@ -24,6 +24,9 @@ causal tile's first consumer on its diagonal block); the blocks it leaves it han
 OVERLAP (without TURNS or TRIM_DIAGONAL): each consumer issues S_j = Q K_j^T and
 O += P_{j-1} V_{j-1} together and runs block j's softmax while the latter is in flight
 (FlashAttention-3's overlap within a warpgroup).
+TMA_STORE (with TMA, host descriptors only for now): O is a descriptor too; each consumer writes
+its 64 output rows into a shared buffer of its own and one TMA store takes them to memory, so
+the consumer moves on to its next tile while the store drains (FlashAttention-3's epilogue).
 
 TMA: Q, K and V come as tensor descriptors, each over the array's [B, N, H, D] shape and
 strides with a [1, rows, 1, D] block: the copy engine fills rows past N with zeros, and one
@@ -115,6 +118,12 @@ def _as_tile(buffer, ROWS: gl.constexpr, BLOCK_D: gl.constexpr, TMA: gl.constexp
     if TMA:
         tile = buffer.reshape([ROWS, BLOCK_D])
     return tile
+
+
+@gluon.constexpr_function
+def _element_type(x, DESCRIPTOR):
+    """The element type of O: a descriptor's own, or a pointer's pointee."""
+    return x.dtype if DESCRIPTOR else x.dtype.element_ty
 
 
 @gluon.jit
@@ -416,16 +425,18 @@ def _pass_turn(turns, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
               CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
-              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, TRIM_DIAGONAL: gl.constexpr, OVERLAP: gl.constexpr):
+              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, TRIM_DIAGONAL: gl.constexpr, OVERLAP: gl.constexpr,
+              TMA_STORE: gl.constexpr):
     """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles.
 
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
     num_tiles, seqlen_q, seqlen_kv, diag_offset); q_ring: (Q buffers, a consumer's 64 rows each,
     and with Q_BY_PRODUCER _q_sets sets of them; q_ready, q_empty: a barrier a set); rings:
-    (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns)."""
+    (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns); o_smem (TMA_STORE): a [1, 64, 1, D]
+    output buffer a consumer (else unused)."""
     stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns = rings
@@ -433,7 +444,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
     q_smem = q_buffers.index(CONSUMER)
     BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
     Q_SETS: gl.constexpr = _q_sets(BLOCK_D)
-    dtype: gl.constexpr = O.dtype.element_ty
+    dtype: gl.constexpr = _element_type(O, TMA_STORE)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -569,12 +580,21 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
         empty = l_i == 0.0
         l_safe = gl.where(empty, 1.0, l_i)
         out = acc / gl.convert_layout(l_safe, row_o)[:, None]
-        o_base = b64 * stride_ob + h64 * stride_oh + r64 * stride_on
-        gl.store(O + o_base + offs_mo[:, None] * stride_on + offs_do[None, :], out.to(dtype),
-                 mask=(row0 + offs_mo)[:, None] < seqlen_q)
+        if TMA_STORE:
+            o_tile = o_smem.index(CONSUMER)
+            tma.store_wait(0)  # this consumer's last store has read its buffer
+            _as_tile(o_tile, CONSUMER_ROWS, BLOCK_D, True).store(out.to(dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(O, [batch, row0, head, 0], o_tile)  # rows past Nq: clipped
+        else:
+            o_base = b64 * stride_ob + h64 * stride_oh + r64 * stride_on
+            gl.store(O + o_base + offs_mo[:, None] * stride_on + offs_do[None, :], out.to(dtype),
+                     mask=(row0 + offs_mo)[:, None] < seqlen_q)
         lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN_2)
         lse_base = b64 * stride_lb + h64 * stride_lh + r64 * stride_ln
         gl.store(LSE + lse_base + offs_ml * stride_ln, lse, mask=row0 + offs_ml < seqlen_q)
+    if TMA_STORE:
+        tma.store_wait(0)  # the program's shared memory outlives the last store's reads
 
 
 @gluon.jit
@@ -588,7 +608,7 @@ def gluon_attention_forward_kernel(
     STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
     Q_BY_PRODUCER: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr, TRIM_DIAGONAL: gl.constexpr,
-    OVERLAP: gl.constexpr,
+    OVERLAP: gl.constexpr, TMA_STORE: gl.constexpr,
 ):
     """Grid (cdiv(Nq, BLOCK_M), Hq, B), or PERSISTENT (at most the SM count, 1, 1); launch with
     num_warps=4 (the first consumer's warpgroup: Triton adds the other partitions' warps).
@@ -604,7 +624,8 @@ def gluon_attention_forward_kernel(
     gl.static_assert(NUM_CONSUMERS == 2 or NUM_CONSUMERS == 3)
     gl.static_assert(not (TRIM_DIAGONAL and TURNS))  # a consumer that skips a step would skip its turn
     gl.static_assert(not (OVERLAP and (TURNS or TRIM_DIAGONAL)))
-    dtype: gl.constexpr = O.dtype.element_ty
+    gl.static_assert(not TMA_STORE or (TMA and not DEVICE_DESCRIPTORS))  # O's descriptor comes from the host
+    dtype: gl.constexpr = _element_type(O, TMA_STORE)
     # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
     A: gl.constexpr = STRIDE_ALIGN
     stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
@@ -622,6 +643,11 @@ def gluon_attention_forward_kernel(
         q_smem = gl.allocate_shared_memory(dtype, [Q_SETS * NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, HEAD_DIM],
                                            descriptor_layout(CONSUMER_ROWS, HEAD_DIM, dtype))
         COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
+        if TMA_STORE:  # a consumer's output rows, on their way out
+            o_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, HEAD_DIM],
+                                               descriptor_layout(CONSUMER_ROWS, HEAD_DIM, dtype))
+        else:
+            o_smem = q_smem  # unused
     else:
         smem_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, HEAD_DIM], dtype)
         k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], smem_layout)
@@ -632,6 +658,7 @@ def gluon_attention_forward_kernel(
         else:
             q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, CONSUMER_ROWS, HEAD_DIM], q_layout)
         COPY_ARRIVALS: gl.constexpr = 32 * PRODUCER_WARPS  # one cp.async arrival a producer thread
+        o_smem = q_smem  # unused (TMA_STORE needs TMA)
     q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -661,12 +688,12 @@ def gluon_attention_forward_kernel(
     # them built once would not stay constexpr).
     if NUM_CONSUMERS == 2:
         gl.warp_specialize(
-            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
-             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
+             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],
@@ -675,15 +702,15 @@ def gluon_attention_forward_kernel(
         )
     else:
         gl.warp_specialize(
-            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
-             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
+             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
-             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings,
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
+             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],
