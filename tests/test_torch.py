@@ -681,6 +681,48 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
         assert {n: plain.constexprs[n] for n in plan_mod.GLUON_FORWARD_TILES["pp"]} == plan_mod.GLUON_FORWARD_TILES["pp"]
 
 
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_tma_store_tile_binds_an_output_descriptor(monkeypatch, layout):
+    """A tile with TMA_STORE takes O as a host TMA descriptor over its logical [B, Nq, Hq, D] view
+    (blocks of one consumer's 64 rows), in either layout, and LSE as it is; a tile without it
+    takes both arrays as they are. Runs on the CPU: nothing is launched."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from flashx import core
+    from flashx.core import plan as plan_mod
+
+    b, n, h, d = 2, 1100, 4, 128
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
+    shape = (b, h, n, d) if layout == "bhnd" else (b, n, h, d)
+    q, k, v = (torch.randn(shape, dtype=torch.bfloat16) for _ in range(3))
+    plan = core.plan_attention(*[core.ArraySpec(shape, x.stride(), "bfloat16", "cuda:0") for x in (q, k, v)],
+                               layout=layout)
+    out = torch.empty(plan.out_shape, dtype=torch.bfloat16)
+    lse = torch.empty(plan.lse_shape, dtype=torch.float32)
+    placeholder = torch.empty(1)
+
+    untouched = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="host")
+    assert not untouched.constexprs["TMA_STORE"]
+    assert plan.forward_outputs(untouched, dict(O=out, LSE=lse), placeholder) == (out, lse, placeholder)
+
+    tile = dict(plan_mod.GLUON_FORWARD_TILES[plan.gluon_forward_tile(descriptors="host")], TMA_STORE=True)
+    monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, "stored-by-tma", tile)
+    monkeypatch.setitem(plan_mod.GLUON_TMA_ROUTE, (d, False), ((256, "stored-by-tma"),))
+    plan = core.plan_attention(*[core.ArraySpec(shape, x.stride(), "bfloat16", "cuda:0") for x in (q, k, v)],
+                               layout=layout)
+    call = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="host")
+    assert call.constexprs["TMA_STORE"]
+    bound = plan.forward_outputs(call, dict(O=out, LSE=lse), placeholder)
+    descriptor = bound[call.outputs.index("O")]
+    axes = (0, 2, 1, 3) if layout == "bhnd" else (0, 1, 2, 3)
+    assert isinstance(descriptor, TensorDescriptor) and descriptor.base is out
+    assert list(descriptor.shape) == [b, n, h, d]
+    assert list(descriptor.strides) == [out.stride(a) for a in axes]
+    assert list(descriptor.block_shape) == [1, 64, 1, d]
+    assert bound[call.outputs.index("LSE")] is lse
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "case",

@@ -868,6 +868,18 @@ class AttentionPlan:
             arrays = {**arrays, **self._tma_descriptors(arrays, tile)}
         return self._call(static, arrays, placeholder)
 
+    def forward_outputs(self, call: "KernelCall", outputs: Mapping[str, Any], placeholder: Any) -> tuple:
+        """What a forward launch takes for its outputs, in call.outputs' order: `outputs` by name,
+        `placeholder` where they leave one out; a TMA_STORE tile's O as a host TMA descriptor over
+        its logical [B, Nq, Hq, D] view (the launcher's that passes descriptors: torch's)."""
+        bound = [outputs.get(name, placeholder) for name in call.outputs]
+        if call.constexprs.get("TMA_STORE"):
+            s, o = self._dense("stride_o", self.out_shape), call.outputs.index("O")
+            bound[o] = gluon_tma_descriptor(bound[o], (self.batch, self.max_seqlen_q, self.heads_q, self.head_dim),
+                                            (s["stride_ob"], s["stride_on"], s["stride_oh"], 1), GLUON_TMA_Q_ROWS,
+                                            self.dtype)
+        return tuple(bound)
+
     def _tma_descriptors(self, arrays: Mapping[str, Any], tile_name: str) -> dict:
         """Q, K and V as the Gluon kernel's TMA descriptors over their logical [B, N, H, D] shapes
         and strides (any layout)."""

@@ -126,8 +126,8 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors) -> tuple[tor
             gluon = (plan.gluon_forward_tile(descriptors="host") is not None
                      and all(x.data_ptr() % 16 == 0 for x in (q, k, v)))
             call = plan.forward_call(arrays, _placeholder(q), gluon=gluon, descriptors="host")
-            outputs = dict(O=out, LSE=lse)  # the Gluon kernel's DESCRIPTOR_SCRATCH: unused here
-            call.launch(tuple(outputs.get(name, _placeholder(q)) for name in call.outputs))
+            # The Gluon kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
+            call.launch(plan.forward_outputs(call, dict(O=out, LSE=lse), _placeholder(q)))
     return out, lse
 
 
