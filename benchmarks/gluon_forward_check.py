@@ -94,6 +94,10 @@ VARIANTS = {
     "pp-tma-c240-persist-ovl-ts": Variant(128, 128, 128, 2, False, True, 240, 32, True, True, overlap=True,
                                           tma_store=True),
     "d64-tma-persist-ovl": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, overlap=True),
+    # Three consumers with OVERLAP instead of turns (session 19, prepared; offline: no stack at
+    # 160 / 32, 112 KiB): the two-consumer OVERLAP tile trailed the three-consumer turns tile at D = 64.
+    "d64-c3-tma-persist-ovl": Variant(64, 192, 128, 2, False, True, 160, 32, True, True, overlap=True),
+    "d64-c3-tma-ovl": Variant(64, 192, 128, 2, False, False, 160, 32, True, True, overlap=True),
     "d256-tma-ovl": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, overlap=True),
     "d256-tma-persist-ovl": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, overlap=True),
     # D = 64: two consumers (as at D = 128) or three (FlashAttention-3's shape there).
