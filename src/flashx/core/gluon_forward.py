@@ -410,6 +410,36 @@ def _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty
 
 
 @gluon.jit
+def _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, head, batch, wide, seqlen_q,
+                o_layout: gl.constexpr, CONSUMER: gl.constexpr, BLOCK_D: gl.constexpr, TMA_STORE: gl.constexpr):
+    """One consumer's 64 output rows from row0 (acc / l_i, acc [64, D] in o_layout) and their lse
+    (m_i, l_i [64] in its S layout's rows, log2 units); by TMA from its o_smem buffer with TMA_STORE.
+    offsets: (O's rows, O's columns, the lse's rows) as aranges in their layouts; wide: (batch,
+    head, row0) in int64. A row that saw no key (causal with Nq > Nkv) gives 0 and lse = -inf, as
+    the tl kernel does."""
+    stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
+    offs_mo, offs_do, offs_ml = offsets
+    b64, h64, r64 = wide
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    empty = l_i == 0.0
+    l_safe = gl.where(empty, 1.0, l_i)
+    out = acc / gl.convert_layout(l_safe, row_o)[:, None]
+    if TMA_STORE:
+        o_tile = o_smem.index(CONSUMER)
+        tma.store_wait(0)  # this consumer's last store has read its buffer
+        _as_tile(o_tile, CONSUMER_ROWS, BLOCK_D, True).store(out.to(o_tile.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(O, [batch, row0, head, 0], o_tile)  # rows past Nq: clipped
+    else:
+        o_base = b64 * stride_ob + h64 * stride_oh + r64 * stride_on
+        gl.store(O + o_base + offs_mo[:, None] * stride_on + offs_do[None, :], out.to(O.dtype.element_ty),
+                 mask=(row0 + offs_mo)[:, None] < seqlen_q)
+    lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN_2)
+    lse_base = b64 * stride_lb + h64 * stride_lh + r64 * stride_ln
+    gl.store(LSE + lse_base + offs_ml * stride_ln, lse, mask=row0 + offs_ml < seqlen_q)
+
+
+@gluon.jit
 def _take_turn(turns, turn, CONSUMER: gl.constexpr):
     """Wait until the tensor cores are this consumer's: its turn-th turn follows the previous
     consumer's (consumer 0's first turn, on a fresh barrier, does not wait)."""
@@ -576,23 +606,8 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
             mbarrier.arrive(q_empty.index(q_set))  # its last S = Q K^T has completed
             tiles += 1
 
-        # A row that saw no key (causal with Nq > Nkv) gives 0 and lse = -inf, as the tl kernel does.
-        empty = l_i == 0.0
-        l_safe = gl.where(empty, 1.0, l_i)
-        out = acc / gl.convert_layout(l_safe, row_o)[:, None]
-        if TMA_STORE:
-            o_tile = o_smem.index(CONSUMER)
-            tma.store_wait(0)  # this consumer's last store has read its buffer
-            _as_tile(o_tile, CONSUMER_ROWS, BLOCK_D, True).store(out.to(dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(O, [batch, row0, head, 0], o_tile)  # rows past Nq: clipped
-        else:
-            o_base = b64 * stride_ob + h64 * stride_oh + r64 * stride_on
-            gl.store(O + o_base + offs_mo[:, None] * stride_on + offs_do[None, :], out.to(dtype),
-                     mask=(row0 + offs_mo)[:, None] < seqlen_q)
-        lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN_2)
-        lse_base = b64 * stride_lb + h64 * stride_lh + r64 * stride_ln
-        gl.store(LSE + lse_base + offs_ml * stride_ln, lse, mask=row0 + offs_ml < seqlen_q)
+        _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, (offs_mo, offs_do, offs_ml), row0, head, batch,
+                    (b64, h64, r64), seqlen_q, o_layout, CONSUMER, BLOCK_D, TMA_STORE)
     if TMA_STORE:
         tma.store_wait(0)  # the program's shared memory outlives the last store's reads
 
