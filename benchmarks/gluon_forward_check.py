@@ -38,6 +38,7 @@ class Variant(NamedTuple):
     trim: bool = False  # TRIM_DIAGONAL: each consumer only the key blocks its rows see (a half diagonal block)
     overlap: bool = False  # OVERLAP: block j's softmax under block j - 1's O += P V, in each consumer
     tma_store: bool = False  # TMA_STORE: O leaves by TMA from a shared buffer (torch's host descriptors)
+    across: bool = False  # ACROSS_TILES: a tile's epilogue under the next tile's first S (persistent, overlap)
 
 
 VARIANTS = {
@@ -93,6 +94,15 @@ VARIANTS = {
     "pp-tma-persist-ovl-ts": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, overlap=True, tma_store=True),
     "pp-tma-c240-persist-ovl-ts": Variant(128, 128, 128, 2, False, True, 240, 32, True, True, overlap=True,
                                           tma_store=True),
+    # Tiles chained (session 19, prepared): each tile's last O += P V is issued with the next
+    # tile's first S, and the tile's rows are stored while that S runs (ACROSS_TILES); persistent
+    # OVERLAP tiles only. With TMA_STORE too (torch only), or without (both frontends).
+    "pp-tma-persist-ovl-x": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, overlap=True, across=True),
+    "pp-tma-c240-persist-ovl-x": Variant(128, 128, 128, 2, False, True, 240, 32, True, True, overlap=True,
+                                         across=True),
+    "pp-tma-c240-persist-ovl-x-ts": Variant(128, 128, 128, 2, False, True, 240, 32, True, True, overlap=True,
+                                            tma_store=True, across=True),
+    "d256-tma-persist-ovl-x": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, overlap=True, across=True),
     "d64-tma-persist-ovl": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, overlap=True),
     # Three consumers with OVERLAP instead of turns (session 19, prepared; offline: no stack at
     # 160 / 32, 112 KiB): the two-consumer OVERLAP tile trailed the three-consumer turns tile at D = 64.
@@ -138,7 +148,7 @@ def _constexprs(variant: Variant, causal: bool, device_descriptors: bool = False
                 Q_BY_PRODUCER=variant.q_by_producer, TMA=variant.tma,
                 PRODUCER_WARPS=variant.producer_warps, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs,
                 DEVICE_DESCRIPTORS=device_descriptors, TRIM_DIAGONAL=variant.trim, OVERLAP=variant.overlap,
-                TMA_STORE=variant.tma_store)
+                TMA_STORE=variant.tma_store, ACROSS_TILES=variant.across)
 
 
 def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:

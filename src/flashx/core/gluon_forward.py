@@ -24,6 +24,9 @@ causal tile's first consumer on its diagonal block); the blocks it leaves it han
 OVERLAP (without TURNS or TRIM_DIAGONAL): each consumer issues S_j = Q K_j^T and
 O += P_{j-1} V_{j-1} together and runs block j's softmax while the latter is in flight
 (FlashAttention-3's overlap within a warpgroup).
+ACROSS_TILES (with OVERLAP, PERSISTENT and Q_BY_PRODUCER): a consumer's tiles run as one stream
+of overlapped steps; each tile's last O += P V is issued with the next tile's first S, and the
+tile's rows are normalized and stored while the latter runs.
 TMA_STORE (with TMA, host descriptors only for now): O is a descriptor too; each consumer writes
 its 64 output rows into a shared buffer of its own and one TMA store takes them to memory, so
 the consumer moves on to its next tile while the store drains (FlashAttention-3's epilogue).
@@ -363,23 +366,29 @@ def _kv_step(q_tile, k_tile, v_tile, k_free, v_ready, v_phase, v_free, m_i, l_i,
 
 @gluon.jit
 def _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks, n_unmasked, m_i, l_i,
-                      acc, row0, diag_offset, seqlen_kv, qk_scale_log2, s_layout: gl.constexpr,
+                      acc, row0, diag_offset, seqlen_kv, qk_scale_log2, s_first, s_layout: gl.constexpr,
                       o_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-                      TMA: gl.constexpr, CAUSAL: gl.constexpr):
+                      TMA: gl.constexpr, CAUSAL: gl.constexpr, CHAINED: gl.constexpr):
     """OVERLAP: one consumer's steps over n_blocks key blocks from ring step i, each block's
-    softmax under the previous block's O += P V. acc [64, D] enters as zeros; (m_i, l_i, acc) out.
+    softmax under the previous block's O += P V. acc [64, D] enters as zeros; (m_i, l_i, acc, P of
+    the last block) out.
 
     Block j: S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued together (asynchronous wgmma);
     once S_j has retired its softmax runs while P_{j-1} V_{j-1} is still in flight; then O, which
-    holds blocks up to j - 1, is rescaled by block j's factor, ready for P_j V_j."""
+    holds blocks up to j - 1, is rescaled by block j's factor, ready for P_j V_j. CHAINED
+    (ACROSS_TILES): S_0 arrives issued (s_first, asynchronous), and the last O += P V leaves in
+    flight, V's stage not yet handed back: the caller retires both (P stays live until then)."""
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     dtype: gl.constexpr = v_smem.dtype
     s_zero = gl.zeros([CONSUMER_ROWS, BLOCK_N], gl.float32, layout=s_layout)
     stage, phase = _ring_slot(i, STAGES)
-    mbarrier.wait(k_ready.index(stage), phase)
-    s = warpgroup_mma(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
-                      use_acc=False)
+    if CHAINED:
+        s = warpgroup_mma_wait(num_outstanding=0, deps=(s_first,))
+    else:
+        mbarrier.wait(k_ready.index(stage), phase)
+        s = warpgroup_mma(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
+                          use_acc=False)
     mbarrier.arrive(k_empty.index(stage))
     if n_unmasked <= 0:
         s = _mask_scores(s, 0, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
@@ -404,9 +413,90 @@ def _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty
         p16 = gl.convert_layout(p.to(dtype), p_layout)
     last, last_phase = _ring_slot(i + n_blocks - 1, STAGES)
     mbarrier.wait(v_ready.index(last), last_phase)
-    acc = warpgroup_mma(p16, _as_tile(v_smem.index(last), BLOCK_N, BLOCK_D, TMA), acc)
-    mbarrier.arrive(v_empty.index(last))
-    return m_i, l_i, acc
+    if CHAINED:
+        acc = warpgroup_mma(p16, _as_tile(v_smem.index(last), BLOCK_N, BLOCK_D, TMA), acc, is_async=True)
+    else:
+        acc = warpgroup_mma(p16, _as_tile(v_smem.index(last), BLOCK_N, BLOCK_D, TMA), acc)
+        mbarrier.arrive(v_empty.index(last))
+    return m_i, l_i, acc, p16
+
+
+@gluon.jit
+def _first_scores(q_buffers, q_ready, k_smem, k_ready, tiles, i, s_zero, CONSUMER: gl.constexpr,
+                  NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+                  TMA: gl.constexpr):
+    """ACROSS_TILES: the program's tiles-th tile's S_0 = Q K^T issued (asynchronous wgmma) once its
+    Q (buffer set tiles % _q_sets) and ring step i's K have arrived; (S_0 in flight, Q's tile)."""
+    Q_SETS: gl.constexpr = _q_sets(BLOCK_D)
+    q_set = tiles % Q_SETS
+    q_tile = _as_tile(q_buffers.index(q_set * NUM_CONSUMERS + CONSUMER), CONSUMER_ROWS, BLOCK_D, TMA)
+    mbarrier.wait(q_ready.index(q_set), (tiles // Q_SETS) & 1)
+    stage, phase = _ring_slot(i, STAGES)
+    mbarrier.wait(k_ready.index(stage), phase)
+    s = warpgroup_mma(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
+                      use_acc=False, is_async=True)
+    return s, q_tile
+
+
+@gluon.jit
+def _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem, CONSUMER: gl.constexpr,
+                      NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
+                      STAGES: gl.constexpr, CAUSAL: gl.constexpr, TMA: gl.constexpr, TMA_STORE: gl.constexpr):
+    """ACROSS_TILES (OVERLAP, PERSISTENT, Q_BY_PRODUCER): one consumer's tiles as one stream of
+    overlapped steps. A tile's last O += P V and the next tile's S_0 are issued together; once the
+    former has retired the tile's rows are normalized and stored while S_0 runs, so the tensor
+    cores do not wait for the epilogue. Arguments as _consumer's."""
+    num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
+    k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, _turns = rings
+    q_buffers, q_ready, q_empty = q_ring
+    BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
+    Q_SETS: gl.constexpr = _q_sets(BLOCK_D)
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    offsets = (gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, o_layout)),
+               gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, o_layout)), gl.arange(0, CONSUMER_ROWS, layout=row_s))
+    s_zero = gl.zeros([CONSUMER_ROWS, BLOCK_N], gl.float32, layout=s_layout)
+
+    first, end, step = _tile_walk(num_tiles, True)
+    i = 0  # ring steps so far
+    tiles = 0  # tiles so far (tile n's Q is in buffer set n % Q_SETS)
+    # A persistent program has at least one tile: its first S_0 before the loop.
+    block, head, batch = _tile(first, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, True)
+    s_first, q_tile = _first_scores(q_buffers, q_ready, k_smem, k_ready, tiles, i, s_zero, CONSUMER, NUM_CONSUMERS,
+                                    BLOCK_N, BLOCK_D, STAGES, TMA)
+    for t in range(first, end, step):
+        tile_row0 = block * BLOCK_M
+        n_blocks, n_unmasked = _key_blocks(tile_row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, CAUSAL)
+        row0 = tile_row0 + CONSUMER * CONSUMER_ROWS
+        m_i = gl.full([CONSUMER_ROWS], float("-inf"), gl.float32, layout=row_s)
+        l_i = gl.zeros([CONSUMER_ROWS], gl.float32, layout=row_s)
+        acc = gl.zeros([CONSUMER_ROWS, BLOCK_D], gl.float32, layout=o_layout)
+        m_i, l_i, pending, p16 = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i,
+                                                   n_blocks, n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv,
+                                                   qk_scale_log2, s_first, s_layout, o_layout, BLOCK_N, BLOCK_D,
+                                                   STAGES, TMA, CAUSAL, True)
+        last = _ring_slot(i + n_blocks - 1, STAGES)[0]
+        q_set = tiles % Q_SETS
+        i += n_blocks
+        tiles += 1
+        wide = (batch.to(gl.int64), head.to(gl.int64), row0.to(gl.int64))
+        this_head, this_batch = head, batch
+        block, head, batch = _tile(t + step, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, True)
+        if t + step < end:
+            s_first, q_tile = _first_scores(q_buffers, q_ready, k_smem, k_ready, tiles, i, s_zero, CONSUMER,
+                                            NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES, TMA)
+            acc, p16 = warpgroup_mma_wait(num_outstanding=1, deps=(pending, p16))  # the next S_0 runs on
+        else:
+            acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(pending, p16))
+        mbarrier.arrive(v_empty.index(last))
+        mbarrier.arrive(q_empty.index(q_set))  # its last S = Q K^T has completed
+        _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, this_head, this_batch, wide, seqlen_q,
+                    o_layout, CONSUMER, BLOCK_D, TMA_STORE)
+    if TMA_STORE:
+        tma.store_wait(0)  # the program's shared memory outlives the last store's reads
 
 
 @gluon.jit
@@ -459,7 +549,7 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
               CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
               Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, TRIM_DIAGONAL: gl.constexpr, OVERLAP: gl.constexpr,
-              TMA_STORE: gl.constexpr):
+              TMA_STORE: gl.constexpr, ACROSS_TILES: gl.constexpr):
     """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles.
 
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
@@ -467,6 +557,22 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
     and with Q_BY_PRODUCER _q_sets sets of them; q_ready, q_empty: a barrier a set); rings:
     (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns); o_smem (TMA_STORE): a [1, 64, 1, D]
     output buffer a consumer (else unused)."""
+    if ACROSS_TILES:
+        _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem, CONSUMER, NUM_CONSUMERS,
+                          BLOCK_N, BLOCK_D, STAGES, CAUSAL, TMA, TMA_STORE)
+    else:
+        _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem, CONSUMER, NUM_CONSUMERS,
+                        BLOCK_N, BLOCK_D, STAGES, CAUSAL, TURNS, PERSISTENT, Q_BY_PRODUCER, TMA, TRIM_DIAGONAL,
+                        OVERLAP, TMA_STORE)
+
+
+@gluon.jit
+def _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
+                    CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr,
+                    BLOCK_D: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr,
+                    PERSISTENT: gl.constexpr, Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr,
+                    TRIM_DIAGONAL: gl.constexpr, OVERLAP: gl.constexpr, TMA_STORE: gl.constexpr):
+    """_consumer's tiles one after another (each tile's steps, then its rows stored)."""
     stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns = rings
@@ -554,9 +660,9 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
             turn += 1
             mbarrier.arrive(v_empty.index(last))
         elif OVERLAP:
-            m_i, l_i, acc = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks,
-                                              n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv, qk_scale_log2,
-                                              s_layout, o_layout, BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL)
+            m_i, l_i, acc, _ = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks,
+                                                 n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv, qk_scale_log2,
+                                                 s_zero, s_layout, o_layout, BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL, False)
         else:
             n_steps = n_blocks  # the blocks this consumer computes (the others it only hands back)
             if TRIM_DIAGONAL:
@@ -623,7 +729,7 @@ def gluon_attention_forward_kernel(
     STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
     Q_BY_PRODUCER: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr, TRIM_DIAGONAL: gl.constexpr,
-    OVERLAP: gl.constexpr, TMA_STORE: gl.constexpr,
+    OVERLAP: gl.constexpr, TMA_STORE: gl.constexpr, ACROSS_TILES: gl.constexpr,
 ):
     """Grid (cdiv(Nq, BLOCK_M), Hq, B), or PERSISTENT (at most the SM count, 1, 1); launch with
     num_warps=4 (the first consumer's warpgroup: Triton adds the other partitions' warps).
@@ -640,6 +746,7 @@ def gluon_attention_forward_kernel(
     gl.static_assert(not (TRIM_DIAGONAL and TURNS))  # a consumer that skips a step would skip its turn
     gl.static_assert(not (OVERLAP and (TURNS or TRIM_DIAGONAL)))
     gl.static_assert(not TMA_STORE or (TMA and not DEVICE_DESCRIPTORS))  # O's descriptor comes from the host
+    gl.static_assert(not ACROSS_TILES or (OVERLAP and PERSISTENT and Q_BY_PRODUCER))
     dtype: gl.constexpr = _element_type(O, TMA_STORE)
     # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
     A: gl.constexpr = STRIDE_ALIGN
@@ -705,10 +812,10 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],
@@ -719,13 +826,13 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],

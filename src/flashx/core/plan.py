@@ -96,13 +96,13 @@ LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 #   464 / 335 at N = 1k vs tl 403 / 292 (2026-11-30 17:35 UTC; shorter untimed).
 GLUON_FORWARD_TILES = {
     "pp": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
-               TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False),
+               TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
     "pp-qp-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
-                          TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=96, CONSUMER_REGS=192, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False),
+                          TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=96, CONSUMER_REGS=192, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
     "d64-c3-turns": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=False, Q_BY_PRODUCER=False,
-                         TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False),
+                         TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
     "d256-pp": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
-                    TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False),
+                    TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
     # TMA tiles (Q, K and V by tensor descriptors, one producer thread issuing bulk copies, so the
     # consumers get more registers). Before OVERLAP (v0.15-v0.18) torch ran "pp-tma-persist" /
     # "pp-tma-turns-persist" at D = 128, "d256-tma" / "d256-tma-persist" at D = 256: non-causal 586
@@ -122,18 +122,18 @@ GLUON_FORWARD_TILES = {
     #   block: 374 vs d256-tma 359 at 1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
     "d64-c3-turns-tma-persist": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
                                      Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
-                                     CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False),
+                                     CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
     "pp-tma-persist-ovl": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False,
-                               OVERLAP=True, TMA_STORE=False),
+                               OVERLAP=True, TMA_STORE=False, ACROSS_TILES=False),
     "pp-tma-c240-ovl": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
                             TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
-                            OVERLAP=True, TMA_STORE=False),
+                            OVERLAP=True, TMA_STORE=False, ACROSS_TILES=False),
     "d256-tma-persist-ovl": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                  TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
-                                 OVERLAP=True, TMA_STORE=False),
+                                 OVERLAP=True, TMA_STORE=False, ACROSS_TILES=False),
     "d256-tma-trim": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
-                          TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=True, OVERLAP=False, TMA_STORE=False),
+                          TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=True, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
 }
 
 # Which Gluon tile a call takes, by (head dim, causal): (fewest keys, tile name) pairs in rising
