@@ -461,42 +461,76 @@ def _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_sm
     s_zero = gl.zeros([CONSUMER_ROWS, BLOCK_N], gl.float32, layout=s_layout)
 
     first, end, step = _tile_walk(num_tiles, True)
+    # A persistent program has at least one tile; all but its last hand over to a next one (the
+    # last apart, so that no S_0 in flight merges with one that is not at a branch's end: ptxas
+    # would serialize every wgmma).
     i = 0  # ring steps so far
     tiles = 0  # tiles so far (tile n's Q is in buffer set n % Q_SETS)
-    # A persistent program has at least one tile: its first S_0 before the loop.
-    block, head, batch = _tile(first, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, True)
+    t = first
     s_first, q_tile = _first_scores(q_buffers, q_ready, k_smem, k_ready, tiles, i, s_zero, CONSUMER, NUM_CONSUMERS,
                                     BLOCK_N, BLOCK_D, STAGES, TMA)
-    for t in range(first, end, step):
-        tile_row0 = block * BLOCK_M
-        n_blocks, n_unmasked = _key_blocks(tile_row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, CAUSAL)
-        row0 = tile_row0 + CONSUMER * CONSUMER_ROWS
-        m_i = gl.full([CONSUMER_ROWS], float("-inf"), gl.float32, layout=row_s)
-        l_i = gl.zeros([CONSUMER_ROWS], gl.float32, layout=row_s)
-        acc = gl.zeros([CONSUMER_ROWS, BLOCK_D], gl.float32, layout=o_layout)
-        m_i, l_i, pending, p16 = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i,
-                                                   n_blocks, n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv,
-                                                   qk_scale_log2, s_first, s_layout, o_layout, BLOCK_N, BLOCK_D,
-                                                   STAGES, TMA, CAUSAL, True)
-        last = _ring_slot(i + n_blocks - 1, STAGES)[0]
+    for _ in range(gl.cdiv(end - first, step) - 1):
+        m_i, l_i, pending, p16, row0, head, batch = _chained_tile(
+            q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER, NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES,
+            CAUSAL, TMA)
+        last = _ring_slot(i + _tile_key_blocks(t, sizes, BLOCK_M, BLOCK_N, CAUSAL) - 1, STAGES)[0]
         q_set = tiles % Q_SETS
-        i += n_blocks
+        i += _tile_key_blocks(t, sizes, BLOCK_M, BLOCK_N, CAUSAL)
         tiles += 1
-        wide = (batch.to(gl.int64), head.to(gl.int64), row0.to(gl.int64))
-        this_head, this_batch = head, batch
-        block, head, batch = _tile(t + step, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, True)
-        if t + step < end:
-            s_first, q_tile = _first_scores(q_buffers, q_ready, k_smem, k_ready, tiles, i, s_zero, CONSUMER,
-                                            NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES, TMA)
-            acc, p16 = warpgroup_mma_wait(num_outstanding=1, deps=(pending, p16))  # the next S_0 runs on
-        else:
-            acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(pending, p16))
+        t += step
+        s_first, q_tile = _first_scores(q_buffers, q_ready, k_smem, k_ready, tiles, i, s_zero, CONSUMER,
+                                        NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES, TMA)
+        acc, p16 = warpgroup_mma_wait(num_outstanding=1, deps=(pending, p16))  # the next S_0 runs on
         mbarrier.arrive(v_empty.index(last))
         mbarrier.arrive(q_empty.index(q_set))  # its last S = Q K^T has completed
-        _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, this_head, this_batch, wide, seqlen_q,
-                    o_layout, CONSUMER, BLOCK_D, TMA_STORE)
+        _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, head, batch,
+                    (batch.to(gl.int64), head.to(gl.int64), row0.to(gl.int64)), seqlen_q, o_layout, CONSUMER,
+                    BLOCK_D, TMA_STORE)
+    m_i, l_i, pending, p16, row0, head, batch = _chained_tile(
+        q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER, NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES,
+        CAUSAL, TMA)
+    acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(pending, p16))
+    mbarrier.arrive(v_empty.index(_ring_slot(i + _tile_key_blocks(t, sizes, BLOCK_M, BLOCK_N, CAUSAL) - 1,
+                                             STAGES)[0]))
+    mbarrier.arrive(q_empty.index(tiles % Q_SETS))
+    _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, head, batch,
+                (batch.to(gl.int64), head.to(gl.int64), row0.to(gl.int64)), seqlen_q, o_layout, CONSUMER, BLOCK_D,
+                TMA_STORE)
     if TMA_STORE:
         tma.store_wait(0)  # the program's shared memory outlives the last store's reads
+
+
+@gluon.jit
+def _tile_key_blocks(t, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """The key blocks of a persistent program's tile t (_key_blocks of its rows)."""
+    num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
+    block, _, _ = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, True)
+    return _key_blocks(block * BLOCK_M, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, CAUSAL)[0]
+
+
+@gluon.jit
+def _chained_tile(q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER: gl.constexpr,
+                  NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
+                  CAUSAL: gl.constexpr, TMA: gl.constexpr):
+    """ACROSS_TILES: one consumer's overlapped steps on persistent tile t from ring step i, its
+    S_0 (s_first) in flight; (m_i, l_i, the last O += P V in flight, its P, row0, head, batch)."""
+    num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
+    k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, _turns = rings
+    BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+    block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, True)
+    n_blocks, n_unmasked = _key_blocks(block * BLOCK_M, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, CAUSAL)
+    row0 = block * BLOCK_M + CONSUMER * CONSUMER_ROWS
+    m_i = gl.full([CONSUMER_ROWS], float("-inf"), gl.float32, layout=gl.SliceLayout(1, s_layout))
+    l_i = gl.zeros([CONSUMER_ROWS], gl.float32, layout=gl.SliceLayout(1, s_layout))
+    acc = gl.zeros([CONSUMER_ROWS, BLOCK_D], gl.float32, layout=o_layout)
+    m_i, l_i, pending, p16 = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks,
+                                               n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv, qk_scale_log2,
+                                               s_first, s_layout, o_layout, BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL, True)
+    return m_i, l_i, pending, p16, row0, head, batch
 
 
 @gluon.jit
