@@ -21,7 +21,9 @@ output through the cuobjdump Triton bundles. Where the H200 runs the Gluon forwa
 (core.plan.GLUON_FORWARD_ROUTE), a "Gluon forward" line follows the forward's: its registers are
 the launch's, which the kernel then splits between its warp groups (setmaxnreg); where torch's
 launches take a TMA tile instead (core.plan.GLUON_TMA_ROUTE; needs torch for the descriptors), a
-"Gluon TMA fwd" line. With the GPU's Triton (3.6.0) installed it gives
+"Gluon TMA fwd" line. A kernel whose wgmma ptxas serializes (warning C7514: an instruction reads
+a wgmma's accumulator while it is in flight, which undoes any overlap) is flagged "WGMMA
+SERIALIZED". With the GPU's Triton (3.6.0) installed it gives
 the H200's figures exactly (checked on main at 03f9c36: 126/127 and 255 registers, the same
 spills); another Triton version compiles differently.
 """
@@ -105,6 +107,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     from flashx.core.launch import kernel_params
 
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    ptxas = os.path.join(os.path.dirname(cuobjdump), "ptxas")
 
     def tma_arrays(shape):
         """Q, K, V and dO as (CPU) torch tensors, for host descriptors that are only compiled."""
@@ -150,10 +153,19 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             f.flush()
             usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
         found = re.search(r"REG:(\d+) STACK:(\d+)", usage)
+        # ptxas serializes every wgmma of a kernel where other instructions read a wgmma's
+        # accumulator while it is in flight (warning C7514): correct, and without any overlap.
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+            f.write(compiled.asm["ptx"])
+            f.flush()
+            log = subprocess.run([ptxas, "-v", "-arch=sm_90a", f.name, "-o", os.devnull], capture_output=True,
+                                 text=True).stderr
+        serialized = "  WGMMA SERIALIZED (ptxas C7514)" if "C7514" in log else ""
         md = compiled.metadata
         digest = hashlib.sha1(normalized_ptx(compiled.asm["ptx"]).encode()).hexdigest()[:12] if ptx_hash else ""
         return (f"warps {md.num_warps}  stages {md.num_stages}  shared {md.shared // 1024:4d} KiB  "
-                f"registers {found.group(1):>3}  stack {found.group(2)} bytes" + (f"  ptx {digest}" if digest else ""))
+                f"registers {found.group(1):>3}  stack {found.group(2)} bytes" + (f"  ptx {digest}" if digest else "")
+                + serialized)
 
     print(f"Triton {triton.__version__}, sm_90, {'jax-triton' if jax_like else 'torch (Triton launcher)'} specialization")
     for d in d_list:
