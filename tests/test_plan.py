@@ -4,6 +4,7 @@ tile table's lookups, and the plan cache (which must never let a bad call throug
 import ast
 import dataclasses
 import math
+import warnings
 
 import pytest
 
@@ -544,8 +545,20 @@ def test_hopper_gluon_asks_the_driver_for_every_device(monkeypatch, capabilities
     assert runtime.multiprocessor_count() == (132 - 18 * (len(capabilities) - 1) if capabilities and not init_status else 1)
     monkeypatch.setattr(runtime, "INTERPRETER", False)
     monkeypatch.delenv("FLASHX_GLUON", raising=False)
+    monkeypatch.setattr(runtime, "triton_version", lambda: runtime.GLUON_TRITON)
     monkeypatch.setattr(runtime, "_hopper_gluon", None)
     assert runtime.hopper_gluon() == route
+    # Another Triton's Gluon dialect differs (3.9 removed what the kernels use): the tl kernels,
+    # with a warning where the devices would have taken the Gluon ones.
+    monkeypatch.setattr(runtime, "triton_version", lambda: (3, 9))
+    monkeypatch.setattr(runtime, "_hopper_gluon", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not runtime.hopper_gluon()
+    assert [str(w.message) for w in caught if "Triton 3.9" in str(w.message)] == (
+        ["flashx: its Hopper fast path (Gluon kernels) is written for Triton 3.6; with Triton 3.9 every call "
+         "runs the portable Triton kernels (correct, slower on Hopper)"] if route else [])
+    monkeypatch.setattr(runtime, "triton_version", lambda: runtime.GLUON_TRITON)
     monkeypatch.setenv("FLASHX_GLUON", "0")
     monkeypatch.setattr(runtime, "_hopper_gluon", None)
     assert not runtime.hopper_gluon()

@@ -109,19 +109,40 @@ def multiprocessor_count() -> int:
 
 
 _hopper_gluon: "bool | None" = None
+# The Gluon kernels are written in Triton 3.6's Gluon dialect, which is experimental and changes
+# between releases (3.9 removed the cp.async copy they use); other Triton versions run the tl kernels.
+GLUON_TRITON = (3, 6)
+
+
+def triton_version() -> "tuple[int, int]":
+    """The installed Triton's (major, minor)."""
+    import triton
+
+    major, minor = triton.__version__.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
 def hopper_gluon() -> bool:
     """Whether the forward may take its warp-specialized Gluon kernel (core/gluon_forward.py):
     compiled kernels (not the interpreter), every visible device sm_90 (a kernel compiled for one
-    device may launch on another), Triton's Gluon dialect importable, and not switched off with
-    FLASHX_GLUON=0. Decided once, on the first call."""
+    device may launch on another), Triton GLUON_TRITON's Gluon dialect (with a warning, once, on
+    another Triton), and not switched off with FLASHX_GLUON=0. Decided once, on the first call."""
     global _hopper_gluon
     if _hopper_gluon is None:
         _hopper_gluon = False
         if not INTERPRETER and os.environ.get("FLASHX_GLUON", "1") != "0":
             capabilities = cuda_capabilities()
             if capabilities and all(c == (9, 0) for c in capabilities):
+                version = triton_version()
+                if version != GLUON_TRITON:
+                    warnings.warn(
+                        f"flashx: its Hopper fast path (Gluon kernels) is written for Triton "
+                        f"{'.'.join(map(str, GLUON_TRITON))}; with Triton {'.'.join(map(str, version))} "
+                        "every call runs the portable Triton kernels (correct, slower on Hopper)",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
+                    return False
                 try:
                     from triton.experimental import gluon  # noqa: F401
 
