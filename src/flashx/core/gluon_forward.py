@@ -474,7 +474,9 @@ def _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_sm
             q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER, NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES,
             CAUSAL, TMA)
         last = _ring_slot(i + _tile_key_blocks(t, sizes, BLOCK_M, BLOCK_N, CAUSAL) - 1, STAGES)[0]
-        q_set = tiles % Q_SETS
+        # Its last S = Q K^T has completed: Q's set is handed back before the next tile's Q is
+        # awaited (with one set, at D = 256, the producer can copy it only then).
+        mbarrier.arrive(q_empty.index(tiles % Q_SETS))
         i += _tile_key_blocks(t, sizes, BLOCK_M, BLOCK_N, CAUSAL)
         tiles += 1
         t += step
@@ -482,7 +484,6 @@ def _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_sm
                                         NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES, TMA)
         acc, p16 = warpgroup_mma_wait(num_outstanding=1, deps=(pending, p16))  # the next S_0 runs on
         mbarrier.arrive(v_empty.index(last))
-        mbarrier.arrive(q_empty.index(q_set))  # its last S = Q K^T has completed
         _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, head, batch,
                     (batch.to(gl.int64), head.to(gl.int64), row0.to(gl.int64)), seqlen_q, o_layout, CONSUMER,
                     BLOCK_D, TMA_STORE)
