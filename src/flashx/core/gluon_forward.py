@@ -27,9 +27,10 @@ O += P_{j-1} V_{j-1} together and runs block j's softmax while the latter is in 
 ACROSS_TILES (with OVERLAP, PERSISTENT and Q_BY_PRODUCER): a consumer's tiles run as one stream
 of overlapped steps; each tile's last O += P V is issued with the next tile's first S, and the
 tile's rows are normalized and stored while the latter runs.
-TMA_STORE (with TMA, host descriptors only for now): O is a descriptor too; each consumer writes
-its 64 output rows into a shared buffer of its own and one TMA store takes them to memory, so
-the consumer moves on to its next tile while the store drains (FlashAttention-3's epilogue).
+TMA_STORE (with TMA): O is a descriptor too (with DEVICE_DESCRIPTORS each consumer builds its
+own); each consumer writes its 64 output rows into a shared buffer of its own and one TMA store
+takes them to memory, so the consumer moves on to its next tile while the store drains
+(FlashAttention-3's epilogue).
 
 TMA: Q, K and V come as tensor descriptors, each over the array's [B, N, H, D] shape and
 strides with a [1, rows, 1, D] block: the copy engine fills rows past N with zeros, and one
@@ -98,6 +99,17 @@ def _device_descriptors(Q, K, V, strides, sizes, gqa_group, BLOCK_N: gl.constexp
     v = tma.make_tensor_descriptor(V, [num_batches, seqlen_kv, heads_kv, BLOCK_D], [stride_vb, stride_vn, stride_vh, 1],
                                    [1, BLOCK_N, 1, BLOCK_D], kv_layout)
     return q, k, v
+
+
+@gluon.jit
+def _output_descriptor(O, strides, sizes, BLOCK_D: gl.constexpr):
+    """O (a pointer) as a TMA descriptor over [B, Nq, Hq, D] with one consumer's [1, 64, 1, D]
+    block, built in the program's global scratch (TMA_STORE for launchers without host descriptors)."""
+    stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
+    num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
+    return tma.make_tensor_descriptor(O, [num_batches, seqlen_q, num_heads, BLOCK_D], [stride_ob, stride_on, stride_oh, 1],
+                                      [1, CONSUMER_ROWS, 1, BLOCK_D],
+                                      descriptor_layout(CONSUMER_ROWS, BLOCK_D, O.dtype.element_ty))
 
 
 @gluon.jit
@@ -584,14 +596,17 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
               CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
               Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, TRIM_DIAGONAL: gl.constexpr, OVERLAP: gl.constexpr,
-              TMA_STORE: gl.constexpr, ACROSS_TILES: gl.constexpr):
+              TMA_STORE: gl.constexpr, ACROSS_TILES: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr):
     """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles.
 
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
     num_tiles, seqlen_q, seqlen_kv, diag_offset); q_ring: (Q buffers, a consumer's 64 rows each,
     and with Q_BY_PRODUCER _q_sets sets of them; q_ready, q_empty: a barrier a set); rings:
     (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns); o_smem (TMA_STORE): a [1, 64, 1, D]
-    output buffer a consumer (else unused)."""
+    output buffer a consumer (else unused). With TMA_STORE and DEVICE_DESCRIPTORS each consumer
+    builds O's descriptor in its program's scratch (O comes as a pointer)."""
+    if TMA_STORE and DEVICE_DESCRIPTORS:
+        O = _output_descriptor(O, strides, sizes, BLOCK_D)
     if ACROSS_TILES:
         _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem, CONSUMER, NUM_CONSUMERS,
                           BLOCK_N, BLOCK_D, STAGES, CAUSAL, TMA, TMA_STORE)
@@ -771,18 +786,20 @@ def gluon_attention_forward_kernel(
     BLOCK_M: 128 or 192 (two or three consumers). LIMIT_RIGHT: causal. TMA: Q, K and V are tensor
     descriptors over [B, N, H, D] with blocks [1, 64, 1, D] (Q) and [1, BLOCK_N, 1, D] (K, V), and
     Q_BY_PRODUCER holds; with DEVICE_DESCRIPTORS, Q, K and V are pointers and the producer builds
-    the descriptors in the program's global scratch (384 bytes a program). DESCRIPTOR_SCRATCH:
+    the descriptors in the program's global scratch (384 bytes a program, 640 with TMA_STORE's two
+    O descriptors). DESCRIPTOR_SCRATCH:
     never touched by the kernel; for launchers that pass no global scratch (jax-triton's), at least
-    programs * 384 + 127 bytes that flashx/jax/gluon.py points the compiled kernel's scratch at."""
+    programs * plan.GLUON_DESCRIPTOR_BYTES + 127 bytes that flashx/jax/gluon.py points the compiled
+    kernel's scratch at."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     Q_SETS: gl.constexpr = _q_sets(HEAD_DIM)
     gl.static_assert(NUM_CONSUMERS * CONSUMER_ROWS == BLOCK_M)
     gl.static_assert(NUM_CONSUMERS == 2 or NUM_CONSUMERS == 3)
     gl.static_assert(not (TRIM_DIAGONAL and TURNS))  # a consumer that skips a step would skip its turn
     gl.static_assert(not (OVERLAP and (TURNS or TRIM_DIAGONAL)))
-    gl.static_assert(not TMA_STORE or (TMA and not DEVICE_DESCRIPTORS))  # O's descriptor comes from the host
+    gl.static_assert(not TMA_STORE or TMA)
     gl.static_assert(not ACROSS_TILES or (OVERLAP and PERSISTENT and Q_BY_PRODUCER))
-    dtype: gl.constexpr = _element_type(O, TMA_STORE)
+    dtype: gl.constexpr = _element_type(O, TMA_STORE and not DEVICE_DESCRIPTORS)
     # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
     A: gl.constexpr = STRIDE_ALIGN
     stride_qb, stride_qn, stride_qh = _aligned(stride_qb, A), _aligned(stride_qn, A), _aligned(stride_qh, A)
@@ -847,10 +864,12 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
+                          DEVICE_DESCRIPTORS)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
+                          DEVICE_DESCRIPTORS)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],
@@ -861,13 +880,16 @@ def gluon_attention_forward_kernel(
         gl.warp_specialize(
             [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
+                          DEVICE_DESCRIPTORS)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
+                          DEVICE_DESCRIPTORS)),
              (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
                           2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
-                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES)),
+                          Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
+                          DEVICE_DESCRIPTORS)),
              (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
                           STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
                           DEVICE_DESCRIPTORS))],

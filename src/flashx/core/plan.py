@@ -161,11 +161,12 @@ GLUON_TMA_ROUTE = {
 # Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
 GLUON_TMA_Q_ROWS = 64
 # Launchers without host descriptors (jax-triton's) may take GLUON_TMA_ROUTE's tiles with
-# DEVICE_DESCRIPTORS: each program builds Q's, K's and V's descriptors in GLUON_DESCRIPTOR_BYTES of
-# scratch, which flashx/jax/gluon.py points at the kernel's DESCRIPTOR_SCRATCH output. First run on
+# DEVICE_DESCRIPTORS: each program builds Q's, K's and V's descriptors (and with TMA_STORE each
+# consumer O's) in at most GLUON_DESCRIPTOR_BYTES of scratch, which flashx/jax/gluon.py points at
+# the kernel's DESCRIPTOR_SCRATCH output. First run on
 # the H200 2026-11-30 (NOTES v0.16): 24 of 24 checks against float64 from JAX.
 GLUON_DEVICE_DESCRIPTORS = True
-GLUON_DESCRIPTOR_BYTES = 3 * 128  # three CUtensorMaps a program
+GLUON_DESCRIPTOR_BYTES = 5 * 128  # CUtensorMaps a program: Q, K, V and two consumers' O
 # Where such launchers take another span of GLUON_TMA_ROUTE: a grid of a program per tile builds
 # its descriptors once a tile, which short causal tiles feel. 2026-12-01 00:54 UTC, JAX (device
 # descriptors) / torch (host), D = 128 causal, TFLOP/s: pp-tma-c240-ovl 263 / 335 at 1k keys,
@@ -873,7 +874,7 @@ class AttentionPlan:
         `placeholder` where they leave one out; a TMA_STORE tile's O as a host TMA descriptor over
         its logical [B, Nq, Hq, D] view (the launcher's that passes descriptors: torch's)."""
         bound = [outputs.get(name, placeholder) for name in call.outputs]
-        if call.constexprs.get("TMA_STORE"):
+        if call.constexprs.get("TMA_STORE") and not call.constexprs["DEVICE_DESCRIPTORS"]:
             s, o = self._dense("stride_o", self.out_shape), call.outputs.index("O")
             bound[o] = gluon_tma_descriptor(bound[o], (self.batch, self.max_seqlen_q, self.heads_q, self.head_dim),
                                             (s["stride_ob"], s["stride_on"], s["stride_oh"], 1), GLUON_TMA_Q_ROWS,
