@@ -332,8 +332,8 @@ def test_scratch_taken_from_the_argument():
     assert "[k_param_0]" in rewritten and "add.s64 %rd8, %rd7, %rd2;" in rewritten
     with pytest.raises(ValueError, match="DESCRIPTOR_SCRATCH"):
         _scratch_in_argument(ptx, "k", names[:-1], signature, 384)
-    with pytest.raises(ValueError, match="sized for 384"):
-        _scratch_in_argument(ptx, "k", names, signature, 512)
+    with pytest.raises(ValueError, match="sized for 640"):
+        _scratch_in_argument(ptx, "k", names, signature, 768)
     with pytest.raises(ValueError, match="hidden"):
         _scratch_in_argument(ptx.replace(",\n\t.param .u64 k_param_5", ""), "k", names, signature, 384)
 
