@@ -136,6 +136,12 @@ def _as_tile(buffer, ROWS: gl.constexpr, BLOCK_D: gl.constexpr, TMA: gl.constexp
 
 
 @gluon.constexpr_function
+def _wgmma_layout(columns):
+    """The register layout of a consumer's [64, columns] wgmma accumulator (S or O)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, columns, 16])
+
+
+@gluon.constexpr_function
 def _element_type(x, DESCRIPTOR):
     """The element type of O: a descriptor's own, or a pointer's pointee."""
     return x.dtype if DESCRIPTOR else x.dtype.element_ty
@@ -461,12 +467,9 @@ def _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_sm
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, _turns = rings
     q_buffers, q_ready, q_empty = q_ring
-    BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
     Q_SETS: gl.constexpr = _q_sets(BLOCK_D)
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+    s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
+    o_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     offsets = (gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, o_layout)),
                gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, o_layout)), gl.arange(0, CONSUMER_ROWS, layout=row_s))
@@ -482,14 +485,14 @@ def _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_sm
     s_first, q_tile = _first_scores(q_buffers, q_ready, k_smem, k_ready, tiles, i, s_zero, CONSUMER, NUM_CONSUMERS,
                                     BLOCK_N, BLOCK_D, STAGES, TMA)
     for _ in range(gl.cdiv(end - first, step) - 1):
-        m_i, l_i, pending, p16, row0, head, batch = _chained_tile(
+        m_i, l_i, pending, p16, n_blocks, row0, head, batch = _chained_tile(
             q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER, NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES,
             CAUSAL, TMA)
-        last = _ring_slot(i + _tile_key_blocks(t, sizes, BLOCK_M, BLOCK_N, CAUSAL) - 1, STAGES)[0]
+        last = _ring_slot(i + n_blocks - 1, STAGES)[0]
         # Its last S = Q K^T has completed: Q's set is handed back before the next tile's Q is
         # awaited (with one set, at D = 256, the producer can copy it only then).
         mbarrier.arrive(q_empty.index(tiles % Q_SETS))
-        i += _tile_key_blocks(t, sizes, BLOCK_M, BLOCK_N, CAUSAL)
+        i += n_blocks
         tiles += 1
         t += step
         s_first, q_tile = _first_scores(q_buffers, q_ready, k_smem, k_ready, tiles, i, s_zero, CONSUMER,
@@ -499,12 +502,11 @@ def _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_sm
         _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, head, batch,
                     (batch.to(gl.int64), head.to(gl.int64), row0.to(gl.int64)), seqlen_q, o_layout, CONSUMER,
                     BLOCK_D, TMA_STORE)
-    m_i, l_i, pending, p16, row0, head, batch = _chained_tile(
+    m_i, l_i, pending, p16, n_blocks, row0, head, batch = _chained_tile(
         q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER, NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES,
         CAUSAL, TMA)
     acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(pending, p16))
-    mbarrier.arrive(v_empty.index(_ring_slot(i + _tile_key_blocks(t, sizes, BLOCK_M, BLOCK_N, CAUSAL) - 1,
-                                             STAGES)[0]))
+    mbarrier.arrive(v_empty.index(_ring_slot(i + n_blocks - 1, STAGES)[0]))
     mbarrier.arrive(q_empty.index(tiles % Q_SETS))
     _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, head, batch,
                 (batch.to(gl.int64), head.to(gl.int64), row0.to(gl.int64)), seqlen_q, o_layout, CONSUMER, BLOCK_D,
@@ -514,26 +516,17 @@ def _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_sm
 
 
 @gluon.jit
-def _tile_key_blocks(t, sizes, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    """The key blocks of a persistent program's tile t (_key_blocks of its rows)."""
-    num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
-    block, _, _ = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, True)
-    return _key_blocks(block * BLOCK_M, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, CAUSAL)[0]
-
-
-@gluon.jit
 def _chained_tile(q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER: gl.constexpr,
                   NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
                   CAUSAL: gl.constexpr, TMA: gl.constexpr):
     """ACROSS_TILES: one consumer's overlapped steps on persistent tile t from ring step i, its
-    S_0 (s_first) in flight; (m_i, l_i, the last O += P V in flight, its P, row0, head, batch)."""
+    S_0 (s_first) in flight; (m_i, l_i, the last O += P V in flight, its P, the tile's key blocks,
+    row0, head, batch)."""
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, _turns = rings
     BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+    s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
+    o_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
     block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, True)
     n_blocks, n_unmasked = _key_blocks(block * BLOCK_M, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, CAUSAL)
     row0 = block * BLOCK_M + CONSUMER * CONSUMER_ROWS
@@ -543,7 +536,7 @@ def _chained_tile(q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER: 
     m_i, l_i, pending, p16 = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks,
                                                n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv, qk_scale_log2,
                                                s_first, s_layout, o_layout, BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL, True)
-    return m_i, l_i, pending, p16, row0, head, batch
+    return m_i, l_i, pending, p16, n_blocks, row0, head, batch
 
 
 @gluon.jit
@@ -631,10 +624,8 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_s
     BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
     Q_SETS: gl.constexpr = _q_sets(BLOCK_D)
     dtype: gl.constexpr = _element_type(O, TMA_STORE)
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+    s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
+    o_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
@@ -719,8 +710,7 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_s
                 n_full, half, n_unmasked = _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N, CAUSAL)
                 n_steps = n_full + half
                 HALF: gl.constexpr = BLOCK_N // 2
-                half_layout: gl.constexpr = gl.NVMMADistributedLayout(
-                    version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, HALF, 16])
+                half_layout: gl.constexpr = _wgmma_layout(HALF)
                 row_half: gl.constexpr = gl.SliceLayout(1, half_layout)
             for j in range(n_steps):
                 stage, phase = _ring_slot(i + j, STAGES)
