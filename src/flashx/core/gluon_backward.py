@@ -174,12 +174,21 @@ def _dkdv_producer(Q, DO, strides, sizes, grid_sizes, rings, map_t,
     do_offs = offs_m[:, None] * stride_don + offs_d[None, :]
     offsets = (offs_m, q_offs, do_offs)
     s = gl.to_tensor(0)  # ring steps so far
-    num_tiles = gl.cdiv(seqlen_kv, BLOCK_N) * num_heads_kv * num_batches
-    first_tile, end_tile, step = _tile_walk(num_tiles, PERSISTENT)
+    num_tiles, first_tile, end_tile, step = _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N, PERSISTENT)
     for t in range(first_tile, end_tile, step):
         tile = _dkdv_tile(t, num_tiles, grid_sizes, seqlen_kv, BLOCK_N, LIMIT_RIGHT, PERSISTENT)
         s = _dkdv_producer_tile(Q, DO, strides, sizes, offsets, rings, map_t, tile, s, BLOCK_N, STAGES,
                                 LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS)
+
+
+@gluon.jit
+def _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N: gl.constexpr, PERSISTENT: gl.constexpr):
+    """(tiles, first, end, step): the key-block tiles of every (kv head, batch) and this
+    program's walk over them (_tile_walk), the same for the producer and each consumer."""
+    num_heads_kv, num_batches = grid_sizes
+    num_tiles = gl.cdiv(seqlen_kv, BLOCK_N) * num_heads_kv * num_batches
+    first, end, step = _tile_walk(num_tiles, PERSISTENT)
+    return num_tiles, first, end, step
 
 
 @gluon.jit
@@ -348,10 +357,8 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk
     [2 * consumers, 64, D], this consumer's K at 2 * CONSUMER, its V after it; map_t: the
     transposed block map (_map_row), with BLOCK_MAP."""
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
-    num_heads_kv, num_batches = grid_sizes
     s = gl.to_tensor(0)  # ring steps so far
-    num_tiles = gl.cdiv(seqlen_kv, BLOCK_N) * num_heads_kv * num_batches
-    first_tile, end_tile, step = _tile_walk(num_tiles, PERSISTENT)
+    num_tiles, first_tile, end_tile, step = _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N, PERSISTENT)
     for t in range(first_tile, end_tile, step):
         tile = _dkdv_tile(t, num_tiles, grid_sizes, seqlen_kv, BLOCK_N, LIMIT_RIGHT, PERSISTENT)
         s = _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings,
