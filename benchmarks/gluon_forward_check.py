@@ -292,14 +292,14 @@ def without_gluon(fn):
     return run
 
 
-def bench(quick: bool, head_dims: tuple, names: tuple) -> None:
+def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = None) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     rows = []
     shapes = [(4, 4096, 16, 128), (1, 16384, 16, 128), (16, 1024, 16, 128), (64, 512, 16, 128), (64, 256, 16, 128),
               (4, 4096, 32, 64), (1, 16384, 32, 64), (16, 1024, 32, 64), (16, 1024, 8, 256), (4, 4096, 8, 256),
               (1, 16384, 8, 256)]
-    shapes = [shape for shape in shapes if shape[3] in head_dims]
+    shapes = [shape for shape in shapes if shape[3] in head_dims and (lengths is None or shape[1] in lengths)]
     for (b, n, h, d) in shapes[:2] if quick else shapes:
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
@@ -321,6 +321,7 @@ def bench(quick: bool, head_dims: tuple, names: tuple) -> None:
                 try:
                     ms = triton.testing.do_bench(fn, warmup=25, rep=100)
                     rows.append((f"B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}", name, flops / ms / 1e9))
+                    print(f"timed {rows[-1][0]} {name}: {rows[-1][2]:.0f}", flush=True)  # kept if a timeout cuts the table
                 except Exception as e:  # noqa: BLE001
                     rows.append((f"B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}", name, float("nan")))
                     print(f"{name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
@@ -341,6 +342,7 @@ def main() -> int:
     parser.add_argument("--only", choices=("torch", "jax"), help="check one frontend only, and skip the timings")
     parser.add_argument("--timings-only", action="store_true", help="skip the correctness checks")
     parser.add_argument("--d", type=int, nargs="+", default=[128, 64, 256], help="only these head dims")
+    parser.add_argument("--n", type=int, nargs="+", help="time only these sequence lengths (default: all)")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS),
                         help="only these variants, also checked from JAX (TMA ones with descriptors built "
                              "on the device); default: all, and one a head dim from JAX (JAX_VARIANTS). "
@@ -355,7 +357,7 @@ def main() -> int:
         failures = check(args.quick, args.only != "jax", args.only != "torch", head_dims, names, jax_names)
         print(f"correctness failures: {failures}", flush=True)
     if args.only is None:
-        bench(args.quick, head_dims, names)
+        bench(args.quick, head_dims, names, tuple(args.n) if args.n else None)
     return 1 if failures else 0
 
 

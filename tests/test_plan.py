@@ -393,11 +393,12 @@ def test_gluon_forward_route_table():
 @pytest.mark.parametrize(
     "change, tile",
     [
-        pytest.param({}, "pp-tma-persist-ovl", id="dense"),
-        pytest.param(dict(nkv=1024, hkv=1), "pp-tma-persist-ovl", id="1k-keys-mqa"),
-        pytest.param(dict(nkv=256, layout="bhnd"), "pp-tma-persist-ovl", id="short-kv-bhnd"),
+        pytest.param({}, "pp-tma-persist-ovl-ts", id="dense"),
+        pytest.param(dict(nkv=1024, hkv=1), "pp-tma-persist-ovl-ts", id="1k-keys-mqa"),
+        pytest.param(dict(nkv=256, layout="bhnd"), "pp-tma-persist-ovl-ts", id="short-kv-bhnd"),
         pytest.param(dict(nkv=255), None, id="shorter-kv"),
-        pytest.param(dict(causal=True), "pp-tma-c240-ovl", id="causal"),
+        # (torch's tile, JAX's) where GLUON_DEVICE_TMA_ROUTE differs
+        pytest.param(dict(causal=True), ("pp-tma-c240-ovl-ts", "pp-tma-persist-ovl-ts"), id="causal"),
         pytest.param(dict(causal=True, nkv=1023), None, id="causal-short-kv"),
         pytest.param(dict(d=64), "d64-c3-turns-tma-persist", id="d64-1k-keys"),
         pytest.param(dict(d=64, nkv=1023), None, id="d64-short-kv"),
@@ -417,7 +418,8 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     """A launcher that passes tensor descriptors (torch's) takes GLUON_TMA_ROUTE's tile where it
     gives one and no input has a broadcast axis, else GLUON_FORWARD_ROUTE's; one that builds them
     on the device (JAX's) takes the same tile while GLUON_DEVICE_DESCRIPTORS is on, else the
-    latter; off Hopper none takes a Gluon tile."""
+    latter, or GLUON_DEVICE_TMA_ROUTE's where it has one; off Hopper none takes a Gluon tile."""
+    tile, device_tile = tile if isinstance(tile, tuple) else (tile, tile)
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     c = dict(dict(nq=2100, nkv=2100, d=128, causal=False, window=None, layout="bnhd", broadcast_k=False), **change)
     if c["nkv"] == 2100 and c["d"] == 64:
@@ -437,7 +439,7 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", False)
     assert plan.gluon_forward_tile(descriptors="device") == plan.gluon_tile
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
-    assert plan.gluon_forward_tile(descriptors="device") == tile
+    assert plan.gluon_forward_tile(descriptors="device") == device_tile
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
     assert plan.gluon_forward_tile(descriptors="host") is None
     assert plan.gluon_forward_tile(descriptors="device") is None
@@ -447,16 +449,20 @@ def test_gluon_tma_route(monkeypatch, change, tile):
 
 def test_gluon_device_tma_route(monkeypatch):
     """A launcher that builds descriptors on the device takes GLUON_DEVICE_TMA_ROUTE's spans where
-    it has them: D = 128 causal between 1k and 2k keys runs a TMA tile from torch and the tl
-    forward from JAX, and from 2k keys the same tile from both."""
+    it has them: D = 128 causal from 1k keys runs the per-tile grid from torch and the persistent
+    one from JAX; below 1k keys both run the tl forward, and non-causal calls the same tile."""
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
-    q, kv = spec((1, 1500, 4, 128)), spec((1, 1500, 2, 128))
-    plan = core.plan_attention(q, kv, kv, causal=True)
-    assert plan.gluon_forward_tile(descriptors="host") == "pp-tma-c240-ovl"
-    assert plan.gluon_forward_tile(descriptors="device") is None
-    longer = core.plan_attention(spec((1, 1500, 4, 128)), spec((1, 2048, 2, 128)), spec((1, 2048, 2, 128)), causal=True)
-    assert longer.gluon_forward_tile(descriptors="device") == longer.gluon_forward_tile(descriptors="host") == "pp-tma-c240-ovl"
+    for nkv in (1024, 1500, 16384):
+        q, kv = spec((1, 1500, 4, 128)), spec((1, nkv, 2, 128))
+        plan = core.plan_attention(q, kv, kv, causal=True)
+        assert plan.gluon_forward_tile(descriptors="host") == "pp-tma-c240-ovl-ts"
+        assert plan.gluon_forward_tile(descriptors="device") == "pp-tma-persist-ovl-ts"
+    short = spec((1, 1000, 2, 128))
+    plan = core.plan_attention(spec((1, 1500, 4, 128)), short, short, causal=True)
+    assert plan.gluon_forward_tile(descriptors="device") is plan.gluon_forward_tile(descriptors="host") is None
+    dense = core.plan_attention(spec((1, 1500, 4, 128)), spec((1, 1500, 2, 128)), spec((1, 1500, 2, 128)))
+    assert dense.gluon_forward_tile(descriptors="device") == dense.gluon_forward_tile(descriptors="host")
 
 
 @pytest.mark.parametrize("causal", [False, True])

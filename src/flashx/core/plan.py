@@ -117,18 +117,24 @@ GLUON_FORWARD_TILES = {
     #   keys it trails tl (220 vs 249). "d256-tma-persist-ovl", D = 256: non-causal 554 / 659 / 668
     #   vs 514 / 597 / 626 at 1k / 4k / 16k; causal 579 vs 535 at 4k, 652 vs 592 at 16k, but 323
     #   vs 359 at 1k, where "d256-tma-trim" leads.
+    # - TMA_STORE (session 20, first run 2026-12-01 02:24 UTC; 02:27 in one process, three
+    #   repeats): each consumer's O rows leave through shared memory by one TMA store, so the
+    #   consumer's registers are free sooner. D = 128, torch: non-causal "pp-tma-persist-ovl-ts"
+    #   563 vs pp-tma-persist-ovl 506 at 1k, 605 vs 592 at 4k, 615 vs 597 at 16k; causal
+    #   "pp-tma-c240-ovl-ts" 366 vs pp-tma-c240-ovl 323 at 1k, 528 vs 489 at 4k, 600 vs 605 at 16k.
+    #   The untimed D = 64 / 256 tiles keep their register stores.
     # - "d256-tma-trim", D = 256 causal from 1k keys: each consumer computes only the key blocks its
     #   own 64 rows see (TRIM_DIAGONAL), so a causal tile's first consumer skips its last 64-key
     #   block: 374 vs d256-tma 359 at 1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
     "d64-c3-turns-tma-persist": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
                                      Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                      CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
-    "pp-tma-persist-ovl": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
-                               TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False,
-                               OVERLAP=True, TMA_STORE=False, ACROSS_TILES=False),
-    "pp-tma-c240-ovl": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
-                            TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
-                            OVERLAP=True, TMA_STORE=False, ACROSS_TILES=False),
+    "pp-tma-persist-ovl-ts": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
+                                  TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False,
+                                  OVERLAP=True, TMA_STORE=True, ACROSS_TILES=False),
+    "pp-tma-c240-ovl-ts": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
+                               TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
+                               OVERLAP=True, TMA_STORE=True, ACROSS_TILES=False),
     "d256-tma-persist-ovl": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                  TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
                                  OVERLAP=True, TMA_STORE=False, ACROSS_TILES=False),
@@ -153,8 +159,8 @@ GLUON_FORWARD_ROUTE = {
 GLUON_TMA_ROUTE = {
     (64, False): ((1024, "d64-c3-turns-tma-persist"),),
     (64, True): ((16384, "d64-c3-turns-tma-persist"),),
-    (128, False): ((256, "pp-tma-persist-ovl"),),
-    (128, True): ((1024, "pp-tma-c240-ovl"),),
+    (128, False): ((256, "pp-tma-persist-ovl-ts"),),
+    (128, True): ((1024, "pp-tma-c240-ovl-ts"),),
     (256, False): ((1024, "d256-tma-persist-ovl"),),
     (256, True): ((1024, "d256-tma-trim"), (4096, "d256-tma-persist-ovl")),
 }
@@ -168,12 +174,12 @@ GLUON_TMA_Q_ROWS = 64
 GLUON_DEVICE_DESCRIPTORS = True
 GLUON_DESCRIPTOR_BYTES = 5 * 128  # CUtensorMaps a program: Q, K, V and two consumers' O
 # Where such launchers take another span of GLUON_TMA_ROUTE: a grid of a program per tile builds
-# its descriptors once a tile, which short causal tiles feel. 2026-12-01 00:54 UTC, JAX (device
-# descriptors) / torch (host), D = 128 causal, TFLOP/s: pp-tma-c240-ovl 263 / 335 at 1k keys,
-# where JAX's tl forward read 305 and the persistent TMA tiles 288-304; 469 / 519 at 4k, the best
-# JAX tile there (the persistent ones 435-445).
+# its descriptors once a tile (with TMA_STORE, O's too), which short causal tiles feel; a
+# persistent grid builds them once a program. 2026-12-01 02:27 UTC, JAX (device descriptors),
+# D = 128 causal, TFLOP/s, medians of three: pp-tma-persist-ovl-ts 340 / 488 / 566 at 1k / 4k /
+# 16k keys, pp-tma-c240-ovl-ts 276 / 470 / 572, JAX's tl forward 301 at 1k.
 GLUON_DEVICE_TMA_ROUTE = {
-    (128, True): ((2048, "pp-tma-c240-ovl"),),
+    (128, True): ((1024, "pp-tma-persist-ovl-ts"),),
 }
 
 
