@@ -108,6 +108,9 @@ VARIANTS = {
     # 160 / 32, 112 KiB): the two-consumer OVERLAP tile trailed the three-consumer turns tile at D = 64.
     "d64-c3-tma-persist-ovl": Variant(64, 192, 128, 2, False, True, 160, 32, True, True, overlap=True),
     "d64-c3-tma-ovl": Variant(64, 192, 128, 2, False, False, 160, 32, True, True, overlap=True),
+    # The routed D = 64 tile with O stored by TMA (session 20): TMA_STORE bought 5-15% at D = 128.
+    "d64-c3-turns-tma-persist-ts": Variant(64, 192, 128, 2, True, True, 160, 32, True, True, tma_store=True),
+    "d64-c3-turns-tma-ts": Variant(64, 192, 128, 2, True, False, 160, 32, True, True, tma_store=True),
     "d256-tma-ovl": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, overlap=True),
     "d256-tma-persist-ovl": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, overlap=True),
     # D = 64: two consumers (as at D = 128) or three (FlashAttention-3's shape there).

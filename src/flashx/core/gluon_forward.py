@@ -776,7 +776,7 @@ def gluon_attention_forward_kernel(
     BLOCK_M: 128 or 192 (two or three consumers). LIMIT_RIGHT: causal. TMA: Q, K and V are tensor
     descriptors over [B, N, H, D] with blocks [1, 64, 1, D] (Q) and [1, BLOCK_N, 1, D] (K, V), and
     Q_BY_PRODUCER holds; with DEVICE_DESCRIPTORS, Q, K and V are pointers and the producer builds
-    the descriptors in the program's global scratch (384 bytes a program, 640 with TMA_STORE's two
+    the descriptors in the program's global scratch (384 bytes a program, 640 or 768 with TMA_STORE's two or three
     O descriptors). DESCRIPTOR_SCRATCH:
     never touched by the kernel; for launchers that pass no global scratch (jax-triton's), at least
     programs * plan.GLUON_DESCRIPTOR_BYTES + 127 bytes that flashx/jax/gluon.py points the compiled

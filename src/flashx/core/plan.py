@@ -172,7 +172,7 @@ GLUON_TMA_Q_ROWS = 64
 # the kernel's DESCRIPTOR_SCRATCH output. First run on
 # the H200 2026-11-30 (NOTES v0.16): 24 of 24 checks against float64 from JAX.
 GLUON_DEVICE_DESCRIPTORS = True
-GLUON_DESCRIPTOR_BYTES = 5 * 128  # CUtensorMaps a program: Q, K, V and two consumers' O
+GLUON_DESCRIPTOR_BYTES = 6 * 128  # CUtensorMaps a program: Q, K, V and up to three consumers' O
 # Where such launchers take another span of GLUON_TMA_ROUTE: a grid of a program per tile builds
 # its descriptors once a tile (with TMA_STORE, O's too), which short causal tiles feel; a
 # persistent grid builds them once a program. 2026-12-01 02:27 UTC, JAX (device descriptors),
