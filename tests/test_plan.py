@@ -489,7 +489,7 @@ def test_gluon_device_descriptors_call(monkeypatch, causal):
     assert (args["Q"], args["K"], args["V"]) == (q, k, v)
     # A program per SM (persistent), else per 128 query rows of each (head, batch).
     assert call.grid == ((132, 1, 1) if tile["PERSISTENT"] else (17, 4, 2))
-    assert plan_mod.descriptor_scratch_bytes(call.grid) == math.prod(call.grid) * 5 * 128 + 127
+    assert plan_mod.descriptor_scratch_bytes(call.grid) == math.prod(call.grid) * plan_mod.GLUON_DESCRIPTOR_BYTES + 127
     # The host-descriptor launch of the same plan is a launch of its own.
     assert not plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors=None).constexprs["DEVICE_DESCRIPTORS"]
 

@@ -702,15 +702,21 @@ def test_tma_store_tile_binds_an_output_descriptor(monkeypatch, layout):
     lse = torch.empty(plan.lse_shape, dtype=torch.float32)
     placeholder = torch.empty(1)
 
+    routed = plan_mod.GLUON_FORWARD_TILES[plan.gluon_forward_tile(descriptors="host")]
+
+    def plan_with_store(tma_store):
+        name = f"tma-store-{tma_store}"
+        monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, name, dict(routed, TMA_STORE=tma_store))
+        monkeypatch.setitem(plan_mod.GLUON_TMA_ROUTE, (d, False), ((256, name),))
+        return core.plan_attention(*[core.ArraySpec(shape, x.stride(), "bfloat16", "cuda:0") for x in (q, k, v)],
+                                   layout=layout)
+
+    plan = plan_with_store(False)
     untouched = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="host")
     assert not untouched.constexprs["TMA_STORE"]
     assert plan.forward_outputs(untouched, dict(O=out, LSE=lse), placeholder) == (out, lse, placeholder)
 
-    tile = dict(plan_mod.GLUON_FORWARD_TILES[plan.gluon_forward_tile(descriptors="host")], TMA_STORE=True)
-    monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, "stored-by-tma", tile)
-    monkeypatch.setitem(plan_mod.GLUON_TMA_ROUTE, (d, False), ((256, "stored-by-tma"),))
-    plan = core.plan_attention(*[core.ArraySpec(shape, x.stride(), "bfloat16", "cuda:0") for x in (q, k, v)],
-                               layout=layout)
+    plan = plan_with_store(True)
     call = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="host")
     assert call.constexprs["TMA_STORE"]
     bound = plan.forward_outputs(call, dict(O=out, LSE=lse), placeholder)
