@@ -116,14 +116,23 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
         return {name: torch.empty(shape, dtype=torch.bfloat16) for name in ("Q", "K", "V", "DO")}
 
     def tma_call(plan, shape):
-        """The plan's TMA forward, its descriptors over (CPU) torch tensors: only compiled."""
-        return plan.forward_call(tma_arrays(shape), None, descriptors="host")
+        """The plan's TMA forward, its descriptors over (CPU) torch tensors: only compiled. Its
+        outputs are bound as torch's frontend binds them (a TMA_STORE tile's O is a descriptor)."""
+        import torch
+
+        call = plan.forward_call(tma_arrays(shape), None, descriptors="host")
+        outputs = dict(O=torch.empty(plan.out_shape, dtype=torch.bfloat16),
+                       LSE=torch.empty(plan.lse_shape, dtype=torch.float32))
+        bound_outputs[id(call)] = plan.forward_outputs(call, outputs, torch.empty(1))
+        return call
+
+    bound_outputs = {}  # id(call) -> its outputs where they are bound (else pointers)
 
     def resources(call, dtype: str) -> str:
         from triton.runtime.jit import mangle_type
 
         names, constexpr_names = kernel_params(call.kernel)
-        values = list(call.args) + [None] * len(call.outputs)
+        values = list(call.args) + list(bound_outputs.get(id(call), (None,) * len(call.outputs)))
         signature, attrs, constants = {}, {}, {}
         for i, name in enumerate(list(names) + list(call.outputs)):
             value = values[i]
