@@ -78,6 +78,13 @@ VARIANTS = {
     "pp-tma-c240-trim": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, trim=True),
     "d256-tma-trim": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, trim=True),
     "d256-tma-persist-trim": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, trim=True),
+    # The trimmed diagonal with O stored by TMA (session 20, prepared): TMA_STORE bought 13% at
+    # D = 128 1k causal; the trimmed tiles were level with OVERLAP there before it.
+    "pp-tma-c240-trim-ts": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, trim=True, tma_store=True),
+    "pp-tma-persist-trim-ts": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, trim=True,
+                                      tma_store=True),
+    "d64-tma-persist-trim-ts": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, trim=True, tma_store=True),
+    "d64-tma-trim-ts": Variant(64, 128, 128, 2, False, False, 232, 48, True, True, trim=True, tma_store=True),
     # Each consumer's softmax under its previous block's O += P V (session 18; first run
     # 2026-12-01, correct from both frontends, NOTES v0.19): FlashAttention-3's overlap within a
     # warpgroup. Routed: pp-tma-persist-ovl, pp-tma-c240-ovl, d256-tma-persist-ovl.
