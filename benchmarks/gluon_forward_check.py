@@ -120,6 +120,10 @@ VARIANTS = {
     "d64-c3-turns-tma-ts": Variant(64, 192, 128, 2, True, False, 160, 32, True, True, tma_store=True),
     "d256-tma-ovl": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, overlap=True),
     "d256-tma-persist-ovl": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, overlap=True),
+    # O stored by TMA in two 128-column halves (session 20, prepared): 224 KB with the K / V rings and Q.
+    "d256-tma-persist-ovl-ts": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, overlap=True,
+                                       tma_store=True),
+    "d256-tma-trim-ts": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, trim=True, tma_store=True),
     # D = 64: two consumers (as at D = 128) or three (FlashAttention-3's shape there).
     "d64-pp": Variant(64, 128, 128, 2, False, False, 200, 80),
     "d64-c3": Variant(64, 192, 128, 2, False, False, 152, 56),
@@ -165,9 +169,10 @@ def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:
     return plan.gluon_forward_grid(dict(BLOCK_M=variant.block_m, PERSISTENT=variant.persistent), b, nq, hq)
 
 
-def descriptor(x, rows):
-    """A TMA descriptor over x (B, N, H, D) whose block is [1, rows, 1, D]: rows of one (batch, head)."""
-    return plan.gluon_tma_descriptor(x, x.shape, x.stride(), rows, str(x.dtype).removeprefix("torch."))
+def descriptor(x, rows, columns=None):
+    """A TMA descriptor over x (B, N, H, D) whose block is [1, rows, 1, columns or D]: rows of one
+    (batch, head)."""
+    return plan.gluon_tma_descriptor(x, x.shape, x.stride(), rows, str(x.dtype).removeprefix("torch."), columns)
 
 
 def launch_torch(q, k, v, name, causal=False, bottom_right=True):
@@ -182,7 +187,7 @@ def launch_torch(q, k, v, name, causal=False, bottom_right=True):
     gluon_forward.gluon_attention_forward_kernel[_grid(variant, b, nq, hq)](
         *inputs, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2], hq, b,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *lse.stride(),
-        descriptor(out, 64) if variant.tma_store else out, lse, lse,  # DESCRIPTOR_SCRATCH: unused here
+        descriptor(out, 64, gluon_forward.output_columns(d)) if variant.tma_store else out, lse, lse,  # DESCRIPTOR_SCRATCH: unused
         num_warps=4, **_constexprs(variant, causal),
     )
     return out, lse

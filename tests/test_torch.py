@@ -681,17 +681,18 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
         assert {n: plain.constexprs[n] for n in plan_mod.GLUON_FORWARD_TILES["pp"]} == plan_mod.GLUON_FORWARD_TILES["pp"]
 
 
-@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
-def test_tma_store_tile_binds_an_output_descriptor(monkeypatch, layout):
+@pytest.mark.parametrize("layout, d", [("bnhd", 128), ("bhnd", 128), ("bhnd", 256)])
+def test_tma_store_tile_binds_an_output_descriptor(monkeypatch, layout, d):
     """A tile with TMA_STORE takes O as a host TMA descriptor over its logical [B, Nq, Hq, D] view
-    (blocks of one consumer's 64 rows), in either layout, and LSE as it is; a tile without it
-    takes both arrays as they are. Runs on the CPU: nothing is launched."""
+    (blocks of one consumer's 64 rows and at most 128 columns: D = 256 leaves in two halves), in
+    either layout, and LSE as it is; a tile without it takes both arrays as they are. Runs on the
+    CPU: nothing is launched."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from flashx import core
     from flashx.core import plan as plan_mod
 
-    b, n, h, d = 2, 1100, 4, 128
+    b, n, h = 2, 1100, 4
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
     shape = (b, h, n, d) if layout == "bhnd" else (b, n, h, d)
@@ -725,7 +726,7 @@ def test_tma_store_tile_binds_an_output_descriptor(monkeypatch, layout):
     assert isinstance(descriptor, TensorDescriptor) and descriptor.base is out
     assert list(descriptor.shape) == [b, n, h, d]
     assert list(descriptor.strides) == [out.stride(a) for a in axes]
-    assert list(descriptor.block_shape) == [1, 64, 1, d]
+    assert list(descriptor.block_shape) == [1, 64, 1, min(d, 128)]
     assert bound[call.outputs.index("LSE")] is lse
 
 

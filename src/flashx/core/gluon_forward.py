@@ -30,7 +30,7 @@ tile's rows are normalized and stored while the latter runs.
 TMA_STORE (with TMA): O is a descriptor too (with DEVICE_DESCRIPTORS each consumer builds its
 own); each consumer writes its 64 output rows into a shared buffer of its own and one TMA store
 takes them to memory, so the consumer moves on to its next tile while the store drains
-(FlashAttention-3's epilogue).
+(FlashAttention-3's epilogue); at D = 256 in two 128-column halves (output_columns).
 
 TMA: Q, K and V come as tensor descriptors, each over the array's [B, N, H, D] shape and
 strides with a [1, rows, 1, D] block: the copy engine fills rows past N with zeros, and one
@@ -61,6 +61,16 @@ LOG2_E = gl.constexpr(1.4426950408889634)
 LN_2 = gl.constexpr(0.6931471805599453)
 CONSUMER_WARPS = gl.constexpr(4)  # one warpgroup per consumer partition
 CONSUMER_ROWS = gl.constexpr(64)  # query rows a consumer
+# TMA_STORE: a consumer's output rows leave in blocks of at most this many columns (at D = 256 two,
+# so that the output buffers fit beside the K / V rings and Q: 224 KB). The plan's O descriptor
+# takes its block from output_columns too.
+OUTPUT_COLUMNS = 128
+
+
+@gluon.constexpr_function
+def output_columns(block_d):
+    """The columns of one TMA store of a consumer's output rows (TMA_STORE)."""
+    return min(block_d, OUTPUT_COLUMNS)
 
 
 @gluon.constexpr_function
@@ -103,13 +113,15 @@ def _device_descriptors(Q, K, V, strides, sizes, gqa_group, BLOCK_N: gl.constexp
 
 @gluon.jit
 def _output_descriptor(O, strides, sizes, BLOCK_D: gl.constexpr):
-    """O (a pointer) as a TMA descriptor over [B, Nq, Hq, D] with one consumer's [1, 64, 1, D]
-    block, built in the program's global scratch (TMA_STORE for launchers without host descriptors)."""
+    """O (a pointer) as a TMA descriptor over [B, Nq, Hq, D] with one consumer's [1, 64, 1,
+    output_columns(D)] block, built in the program's global scratch (TMA_STORE for launchers
+    without host descriptors)."""
     stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
+    COLUMNS: gl.constexpr = output_columns(BLOCK_D)
     return tma.make_tensor_descriptor(O, [num_batches, seqlen_q, num_heads, BLOCK_D], [stride_ob, stride_on, stride_oh, 1],
-                                      [1, CONSUMER_ROWS, 1, BLOCK_D],
-                                      descriptor_layout(CONSUMER_ROWS, BLOCK_D, O.dtype.element_ty))
+                                      [1, CONSUMER_ROWS, 1, COLUMNS],
+                                      descriptor_layout(CONSUMER_ROWS, COLUMNS, O.dtype.element_ty))
 
 
 @gluon.jit
@@ -556,10 +568,14 @@ def _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, head, bat
     out = acc / gl.convert_layout(l_safe, row_o)[:, None]
     if TMA_STORE:
         o_tile = o_smem.index(CONSUMER)
-        tma.store_wait(0)  # this consumer's last store has read its buffer
-        _as_tile(o_tile, CONSUMER_ROWS, BLOCK_D, True).store(out.to(o_tile.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(O, [batch, row0, head, 0], o_tile)  # rows past Nq: clipped
+        COLUMNS: gl.constexpr = output_columns(BLOCK_D)
+        if COLUMNS == BLOCK_D:
+            _store_block(O, o_tile, out, batch, row0, head, 0, COLUMNS)
+        else:  # D = 256: two halves through the one buffer
+            gl.static_assert(2 * COLUMNS == BLOCK_D)
+            left, right = gl.split(out.reshape([CONSUMER_ROWS, 2, COLUMNS]).permute(0, 2, 1))
+            _store_block(O, o_tile, left, batch, row0, head, 0, COLUMNS)
+            _store_block(O, o_tile, right, batch, row0, head, COLUMNS, COLUMNS)
     else:
         o_base = b64 * stride_ob + h64 * stride_oh + r64 * stride_on
         gl.store(O + o_base + offs_mo[:, None] * stride_on + offs_do[None, :], out.to(O.dtype.element_ty),
@@ -567,6 +583,16 @@ def _store_rows(acc, m_i, l_i, O, LSE, o_smem, strides, offsets, row0, head, bat
     lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN_2)
     lse_base = b64 * stride_lb + h64 * stride_lh + r64 * stride_ln
     gl.store(LSE + lse_base + offs_ml * stride_ln, lse, mask=row0 + offs_ml < seqlen_q)
+
+
+@gluon.jit
+def _store_block(O, o_tile, block, batch, row0, head, column, COLUMNS: gl.constexpr):
+    """A consumer's [64, COLUMNS] output block from `column` on, by TMA through its buffer o_tile,
+    once the buffer's previous store has read it; rows past Nq are clipped by the copy."""
+    tma.store_wait(0)
+    _as_tile(o_tile, CONSUMER_ROWS, COLUMNS, True).store(block.to(o_tile.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(O, [batch, row0, head, column], o_tile)
 
 
 @gluon.jit
@@ -595,8 +621,8 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
     num_tiles, seqlen_q, seqlen_kv, diag_offset); q_ring: (Q buffers, a consumer's 64 rows each,
     and with Q_BY_PRODUCER _q_sets sets of them; q_ready, q_empty: a barrier a set); rings:
-    (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns); o_smem (TMA_STORE): a [1, 64, 1, D]
-    output buffer a consumer (else unused). With TMA_STORE and DEVICE_DESCRIPTORS each consumer
+    (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns); o_smem (TMA_STORE): a [1, 64, 1,
+    output_columns(D)] output buffer a consumer (else unused). With TMA_STORE and DEVICE_DESCRIPTORS each consumer
     builds O's descriptor in its program's scratch (O comes as a pointer)."""
     if TMA_STORE and DEVICE_DESCRIPTORS:
         O = _output_descriptor(O, strides, sizes, BLOCK_D)
@@ -808,8 +834,9 @@ def gluon_attention_forward_kernel(
                                            descriptor_layout(CONSUMER_ROWS, HEAD_DIM, dtype))
         COPY_ARRIVALS: gl.constexpr = 1  # the producer's expect; the bytes complete the phase
         if TMA_STORE:  # a consumer's output rows, on their way out
-            o_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, HEAD_DIM],
-                                               descriptor_layout(CONSUMER_ROWS, HEAD_DIM, dtype))
+            O_COLUMNS: gl.constexpr = output_columns(HEAD_DIM)
+            o_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, 1, CONSUMER_ROWS, 1, O_COLUMNS],
+                                               descriptor_layout(CONSUMER_ROWS, O_COLUMNS, dtype))
         else:
             o_smem = q_smem  # unused
     else:

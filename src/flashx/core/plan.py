@@ -249,24 +249,26 @@ def gluon_forward_grid(tile: Mapping[str, Any], batch: int, seqlen_q: int, heads
     return grid
 
 
-def gluon_tma_descriptor(array: Any, shape: Sequence[int], strides: Sequence[int], rows: int, dtype: str) -> Any:
+def gluon_tma_descriptor(array: Any, shape: Sequence[int], strides: Sequence[int], rows: int, dtype: str,
+                         columns: Optional[int] = None) -> Any:
     """A TMA descriptor of the Gluon forward (TMA=True) over `array`: its logical [B, N, H, D]
-    shape and strides (elements), blocks of [1, rows, 1, D] (one (batch, head)'s rows). array:
-    anything with data_ptr() and a dtype triton knows (a torch tensor)."""
+    shape and strides (elements), blocks of [1, rows, 1, columns or D] (one (batch, head)'s rows).
+    array: anything with data_ptr() and a dtype triton knows (a torch tensor)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    block = (1, rows, 1, shape[3])
-    return TensorDescriptor(array, list(shape), list(strides), list(block), _tma_layout(rows, shape[3], dtype))
+    columns = columns or shape[3]
+    block = (1, rows, 1, columns)
+    return TensorDescriptor(array, list(shape), list(strides), list(block), _tma_layout(rows, columns, dtype))
 
 
 @functools.lru_cache(maxsize=None)
-def _tma_layout(rows: int, head_dim: int, dtype: str) -> Any:
-    """The kernel's own layout of a [1, rows, 1, head_dim] block (its shared buffers must match)."""
+def _tma_layout(rows: int, columns: int, dtype: str) -> Any:
+    """The kernel's own layout of a [1, rows, 1, columns] block (its shared buffers must match)."""
     from triton.experimental.gluon import language as gl
 
     from .gluon_forward import descriptor_layout  # imported only where descriptors are built
 
-    return descriptor_layout(rows, head_dim, {"bfloat16": gl.bfloat16, "float16": gl.float16}[dtype])
+    return descriptor_layout(rows, columns, {"bfloat16": gl.bfloat16, "float16": gl.float16}[dtype])
 
 
 @dataclass(frozen=True)
@@ -878,13 +880,16 @@ class AttentionPlan:
     def forward_outputs(self, call: "KernelCall", outputs: Mapping[str, Any], placeholder: Any) -> tuple:
         """What a forward launch takes for its outputs, in call.outputs' order: `outputs` by name,
         `placeholder` where they leave one out; a TMA_STORE tile's O as a host TMA descriptor over
-        its logical [B, Nq, Hq, D] view (the launcher's that passes descriptors: torch's)."""
+        its logical [B, Nq, Hq, D] view, in the kernel's blocks of one consumer's rows and
+        gluon_forward.output_columns(D) columns (the launcher's that passes descriptors: torch's)."""
         bound = [outputs.get(name, placeholder) for name in call.outputs]
         if call.constexprs.get("TMA_STORE") and not call.constexprs["DEVICE_DESCRIPTORS"]:
+            from .gluon_forward import output_columns  # imported only where descriptors are built
+
             s, o = self._dense("stride_o", self.out_shape), call.outputs.index("O")
             bound[o] = gluon_tma_descriptor(bound[o], (self.batch, self.max_seqlen_q, self.heads_q, self.head_dim),
                                             (s["stride_ob"], s["stride_on"], s["stride_oh"], 1), GLUON_TMA_Q_ROWS,
-                                            self.dtype)
+                                            self.dtype, columns=output_columns(self.head_dim))
         return tuple(bound)
 
     def _tma_descriptors(self, arrays: Mapping[str, Any], tile_name: str) -> dict:
