@@ -48,6 +48,7 @@ from .gluon_forward import (
     _as_tile,
     _copy_block,
     _copy_layout,
+    _element_type,
     _ring_slot,
     _tile,
     _tile_walk,
@@ -347,15 +348,15 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk
                    kv_smem, map_t, CONSUMER: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
                    STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr,
                    BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
-                   MASK_MOD: gl.constexpr, PERSISTENT: gl.constexpr):
+                   MASK_MOD: gl.constexpr, PERSISTENT: gl.constexpr, TMA_STORE: gl.constexpr):
     """One warpgroup: keys k0 + CONSUMER * 64 .. + 64 of this program's block (PERSISTENT: of
     each of its key blocks in turn, as the producer walks them); their dK and dV.
 
     strides: K's, V's, the row statistics' (batch, head), dK's and dV's (batch, row, head);
     sizes: (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group); grid_sizes: (kv heads,
     batches); rings: (q_smem, do_smem, q_ready, do_ready, q_empty, do_empty); kv_smem:
-    [2 * consumers, 64, D], this consumer's K at 2 * CONSUMER, its V after it; map_t: the
-    transposed block map (_map_row), with BLOCK_MAP."""
+    [2 * consumers, 64, D] ([2 * consumers, 1, 64, 1, D] with TMA_STORE), this consumer's K at
+    2 * CONSUMER, its V after it; map_t: the transposed block map (_map_row), with BLOCK_MAP."""
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
     s = gl.to_tensor(0)  # ring steps so far
     num_tiles, first_tile, end_tile, step = _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N, PERSISTENT)
@@ -363,7 +364,9 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk
         tile = _dkdv_tile(t, num_tiles, grid_sizes, seqlen_kv, BLOCK_N, LIMIT_RIGHT, PERSISTENT)
         s = _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings,
                                 kv_smem, map_t, tile, s, CONSUMER, BLOCK_N, BLOCK_D, STAGES, LIMIT_RIGHT, LIMIT_LEFT,
-                                TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
+                                TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD, TMA_STORE)
+    if TMA_STORE:
+        tma.store_wait(0)  # the program's shared memory outlives the last stores' reads
 
 
 @gluon.jit
@@ -371,13 +374,14 @@ def _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_
                         map_t, tile, s, CONSUMER: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
                         STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
                         TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr,
-                        HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr):
+                        HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr, TMA_STORE: gl.constexpr):
     """One consumer's part of one key block (tile: key block, kv head, batch) from ring step s:
-    its dK and dV, written; the next ring step."""
+    its dK and dV, written (TMA_STORE: by TMA from its K and V buffers, which the last step has
+    done reading); the next ring step."""
     (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_rb, stride_rh,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
-    dtype: gl.constexpr = DK.dtype.element_ty
+    dtype: gl.constexpr = _element_type(DK, TMA_STORE)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, QUERY_BLOCK, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -391,8 +395,12 @@ def _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_
 
     # This consumer's K and V, through registers into shared memory (wgmma's A operands of S^T and
     # dP^T); keys past Nkv read 0 (their dK and dV are never written).
-    k_smem = kv_smem.index(2 * CONSUMER)
-    v_smem = kv_smem.index(2 * CONSUMER + 1)
+    k_buffer = kv_smem.index(2 * CONSUMER)
+    v_buffer = kv_smem.index(2 * CONSUMER + 1)
+    k_smem = _as_tile(k_buffer, KEYS_PER_CONSUMER, BLOCK_D, TMA_STORE)
+    v_smem = _as_tile(v_buffer, KEYS_PER_CONSUMER, BLOCK_D, TMA_STORE)
+    if TMA_STORE:
+        tma.store_wait(0)  # this consumer's previous key block's dK and dV have left these buffers
     _stage_rows(K + (b64 * stride_kb + h64 * stride_kh), kc0, stride_kn, seqlen_kv, k_smem, BLOCK_D)
     _stage_rows(V + (b64 * stride_vb + h64 * stride_vh), kc0, stride_vn, seqlen_kv, v_smem, BLOCK_D)
     fence_async_shared()
@@ -428,14 +436,21 @@ def _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_
             dk, dv, s = _dkdv_steps(dk, dv, s, hi, end, K, stats, operands, rings, BLOCK_D, STAGES, True,
                                     LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
 
-    offs_no = gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, acc_layout))
-    offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
-    out_rows = (kc0 + offs_no).to(gl.int64)[:, None]
-    out_ok = (kc0 + offs_no)[:, None] < seqlen_kv
-    gl.store(DK + b64 * stride_dkb + h64 * stride_dkh + out_rows * stride_dkn + offs_do[None, :],
-             (dk * sm_scale).to(dtype), mask=out_ok)
-    gl.store(DV + b64 * stride_dvb + h64 * stride_dvh + out_rows * stride_dvn + offs_do[None, :], dv.to(dtype),
-             mask=out_ok)
+    if TMA_STORE:  # the steps' products are synchronous: K and V are no longer read
+        k_smem.store((dk * sm_scale).to(dtype))
+        v_smem.store(dv.to(dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(DK, [batch, kc0, kv_head, 0], k_buffer)  # keys past Nkv: clipped
+        tma.async_copy_shared_to_global(DV, [batch, kc0, kv_head, 0], v_buffer)
+    else:
+        offs_no = gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, acc_layout))
+        offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
+        out_rows = (kc0 + offs_no).to(gl.int64)[:, None]
+        out_ok = (kc0 + offs_no)[:, None] < seqlen_kv
+        gl.store(DK + b64 * stride_dkb + h64 * stride_dkh + out_rows * stride_dkn + offs_do[None, :],
+                 (dk * sm_scale).to(dtype), mask=out_ok)
+        gl.store(DV + b64 * stride_dvb + h64 * stride_dvh + out_rows * stride_dvn + offs_do[None, :], dv.to(dtype),
+                 mask=out_ok)
     return s
 
 
@@ -453,6 +468,7 @@ def gluon_attention_dkdv_kernel(
     PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr,
     PERSISTENT: gl.constexpr,
     BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr,
+    TMA_STORE: gl.constexpr,
 ):
     """Grid (cdiv(Nkv, BLOCK_N), Hkv, B), or PERSISTENT (min(those tiles, SMs),) with each program
     walking tiles as the forward's persistent grid does, the first key blocks first under causal
@@ -468,11 +484,15 @@ def gluon_attention_dkdv_kernel(
     key block (MAP_T_COUNTS [B, H, nK, 2], MAP_T_INDICES [B, H, nK, 2, nQ], their map blocks
     BLOCK_N keys wide and MAP_STEPS * 64 queries high), masking the partial blocks with causal,
     the window and, with HAS_MASK_MOD, MASK_MOD(batch, q head, q_idx, kv_idx) (a @triton.jit
-    function); otherwise those arrays and strides are unused."""
+    function); otherwise those arrays and strides are unused. TMA_STORE (host descriptors only, for
+    now): DK and DV are tensor descriptors over [B, Nkv, Hkv, D] with [1, 64, 1, D] blocks
+    (descriptor_layout), which each consumer fills from its K and V buffers once it is done with
+    them."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_N // KEYS_PER_CONSUMER
     gl.static_assert(NUM_CONSUMERS == 2)
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
-    dtype: gl.constexpr = DK.dtype.element_ty
+    gl.static_assert(not (TMA_STORE and DEVICE_DESCRIPTORS))
+    dtype: gl.constexpr = _element_type(DK, TMA_STORE)
     A: gl.constexpr = STRIDE_ALIGN
     stride_qb, stride_qn, stride_qh = _aligned_strides(stride_qb, stride_qn, stride_qh, A)
     stride_kb, stride_kn, stride_kh = _aligned_strides(stride_kb, stride_kn, stride_kh, A)
@@ -487,8 +507,12 @@ def gluon_attention_dkdv_kernel(
     q_smem, do_smem = _ring_buffers(dtype, STAGES, QUERY_BLOCK, HEAD_DIM, TMA)
     # TMA: the producer's expect, the bytes completing the phase; cp.async: every producer thread.
     COPY_ARRIVALS: gl.constexpr = 1 if TMA else 32 * PRODUCER_WARPS
-    kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS_PER_CONSUMER, HEAD_DIM], dtype)
-    kv_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, KEYS_PER_CONSUMER, HEAD_DIM], kv_layout)
+    if TMA_STORE:  # K's and V's buffers become dK's and dV's TMA blocks
+        kv_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, 1, KEYS_PER_CONSUMER, 1, HEAD_DIM],
+                                            descriptor_layout(KEYS_PER_CONSUMER, HEAD_DIM, dtype))
+    else:
+        kv_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS_PER_CONSUMER, HEAD_DIM], dtype)
+        kv_smem = gl.allocate_shared_memory(dtype, [2 * NUM_CONSUMERS, KEYS_PER_CONSUMER, HEAD_DIM], kv_layout)
     q_ready, do_ready, q_empty, do_empty = _ring(STAGES, COPY_ARRIVALS, NUM_CONSUMERS)
 
     qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
@@ -504,10 +528,10 @@ def gluon_attention_dkdv_kernel(
     gl.warp_specialize(
         [(_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk_scale_log2, scale, rings,
                            kv_smem, map_t, 0, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP,
-                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT)),
+                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT, TMA_STORE)),
          (_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk_scale_log2, scale, rings,
                            kv_smem, map_t, 1, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP,
-                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT)),
+                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT, TMA_STORE)),
          (_dkdv_producer, (Q, DO, copy_strides, sizes, grid_sizes, rings, map_t, BLOCK_N, HEAD_DIM, STAGES,
                            PRODUCER_WARPS, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, DEVICE_DESCRIPTORS,
                            PERSISTENT))],

@@ -192,14 +192,14 @@ GLUON_DEVICE_TMA_ROUTE = {
 # (torch's launcher; GLUON_DKDV_TMA_ROUTE comes first there).
 GLUON_DKDV_TILES = {
     "dkdv": dict(BLOCK_N=128, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232,
-                 PERSISTENT=False),
+                 PERSISTENT=False, TMA_STORE=False),
     "dkdv-tma": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240,
-                     PERSISTENT=False),
+                     PERSISTENT=False, TMA_STORE=False),
     # Prepared, not routed (NOTES v0.17): one program a multiprocessor walking key blocks (the first
     # first under causal masks), so that a block's K/V staging and dK/dV stores overlap the
     # producer's next copies; compiles offline, not yet run.
     "dkdv-tma-persist": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24,
-                             CONSUMER_REGS=240, PERSISTENT=True),
+                             CONSUMER_REGS=240, PERSISTENT=True, TMA_STORE=False),
 }
 GLUON_DQ_TILES = {
     "dq": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232),
