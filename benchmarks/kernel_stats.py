@@ -123,7 +123,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
         call = plan.forward_call(tma_arrays(shape), None, descriptors="host")
         outputs = dict(O=torch.empty(plan.out_shape, dtype=torch.bfloat16),
                        LSE=torch.empty(plan.lse_shape, dtype=torch.float32))
-        bound_outputs[id(call)] = plan.forward_outputs(call, outputs, torch.empty(1))
+        bound_outputs[id(call)] = plan.launch_outputs(call, outputs, torch.empty(1))
         return call
 
     bound_outputs = {}  # id(call) -> its outputs where they are bound (else pointers)

@@ -749,6 +749,49 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
     assert plan.gluon_backward_tiles("device") == ("dkdv", None)
     assert described == []
 
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_gluon_backward_tma_store_binds_gradient_descriptors(monkeypatch, gpu_plans, layout):
+    """A dK/dV tile with TMA_STORE (not routed yet) takes DK and DV as host descriptors over their
+    logical [B, Nkv, Hkv, D] views with [1, 64, 1, D] blocks where the launcher passes
+    descriptors (torch's), and as arrays where the kernel builds them (JAX's); the other outputs,
+    and every output of a tile without it, stay as they are."""
+    described = []
+
+    def fake_descriptor(array, shape, strides, rows, dtype, columns=None):
+        described.append((array, tuple(shape), tuple(strides), rows, dtype, columns))
+        return ("descriptor", array)
+
+    monkeypatch.setattr(plan_mod, "gluon_tma_descriptor", fake_descriptor)
+    monkeypatch.setitem(plan_mod.GLUON_DKDV_TILES, "dkdv-tma-ts", dict(plan_mod.GLUON_DKDV_TILES["dkdv-tma"], TMA_STORE=True))
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma-ts"})
+    b, nq, nkv, hq, hkv, d = 2, 700, 900, 4, 2, 128
+
+    def shape(n, h):
+        return (b, h, n, d) if layout == "bhnd" else (b, n, h, d)
+
+    q, kv = gpu_spec(shape(nq, hq)), gpu_spec(shape(nkv, hkv))
+    plan = core.plan_attention(q, kv, kv, causal=True, layout=layout)
+    arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
+    outputs = {name: object() for name in ("DK", "DV", "DQ")}
+    placeholder = object()
+    _, dkdv, dq = plan.backward_calls(arrays, None, False, q, descriptors="host")
+    assert dkdv.constexprs["TMA_STORE"] and not dkdv.constexprs["DEVICE_DESCRIPTORS"]
+    described.clear()  # Q's and dO's
+    bound = plan.launch_outputs(dkdv, outputs, placeholder)
+    assert bound == (("descriptor", outputs["DK"]), ("descriptor", outputs["DV"]), placeholder)
+    row, head = (d, nkv * d) if layout == "bhnd" else (hkv * d, d)
+    want = ((b, nkv, hkv, d), (nkv * hkv * d, row, head, 1), 64, "bfloat16", d)
+    assert described == [(outputs["DK"], *want), (outputs["DV"], *want)]
+    assert plan.launch_outputs(dq, outputs, placeholder) == tuple(outputs.get(n, placeholder) for n in dq.outputs)
+    _, dkdv, _ = plan.backward_calls(arrays, None, False, q, descriptors="device")
+    assert dkdv.constexprs["TMA_STORE"] and dkdv.constexprs["DEVICE_DESCRIPTORS"]
+    assert plan.launch_outputs(dkdv, outputs, placeholder) == (outputs["DK"], outputs["DV"], placeholder)
+    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma"})
+    _, dkdv, _ = plan.backward_calls(arrays, None, False, q, descriptors="host")
+    assert plan.launch_outputs(dkdv, outputs, placeholder) == (outputs["DK"], outputs["DV"], placeholder)
+    assert len(described) == 4  # the last two calls' Q and dO only
+
+
 @pytest.mark.parametrize("kv_blocks, grid", [(8, (32, 1, 1)), (100, (132, 1, 1))])
 def test_gluon_backward_persistent_grid(monkeypatch, gpu_plans, kv_blocks, grid):
     """The persistent dK/dV tile ("dkdv-tma-persist", not routed) launches one program per tile

@@ -715,12 +715,12 @@ def test_tma_store_tile_binds_an_output_descriptor(monkeypatch, layout, d):
     plan = plan_with_store(False)
     untouched = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="host")
     assert not untouched.constexprs["TMA_STORE"]
-    assert plan.forward_outputs(untouched, dict(O=out, LSE=lse), placeholder) == (out, lse, placeholder)
+    assert plan.launch_outputs(untouched, dict(O=out, LSE=lse), placeholder) == (out, lse, placeholder)
 
     plan = plan_with_store(True)
     call = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="host")
     assert call.constexprs["TMA_STORE"]
-    bound = plan.forward_outputs(call, dict(O=out, LSE=lse), placeholder)
+    bound = plan.launch_outputs(call, dict(O=out, LSE=lse), placeholder)
     descriptor = bound[call.outputs.index("O")]
     axes = (0, 2, 1, 3) if layout == "bhnd" else (0, 1, 2, 3)
     assert isinstance(descriptor, TensorDescriptor) and descriptor.base is out

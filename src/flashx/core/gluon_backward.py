@@ -348,7 +348,8 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk
                    kv_smem, map_t, CONSUMER: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
                    STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr,
                    BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
-                   MASK_MOD: gl.constexpr, PERSISTENT: gl.constexpr, TMA_STORE: gl.constexpr):
+                   MASK_MOD: gl.constexpr, PERSISTENT: gl.constexpr, TMA_STORE: gl.constexpr,
+                   DEVICE_DESCRIPTORS: gl.constexpr):
     """One warpgroup: keys k0 + CONSUMER * 64 .. + 64 of this program's block (PERSISTENT: of
     each of its key blocks in turn, as the producer walks them); their dK and dV.
 
@@ -356,8 +357,12 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk
     sizes: (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group); grid_sizes: (kv heads,
     batches); rings: (q_smem, do_smem, q_ready, do_ready, q_empty, do_empty); kv_smem:
     [2 * consumers, 64, D] ([2 * consumers, 1, 64, 1, D] with TMA_STORE), this consumer's K at
-    2 * CONSUMER, its V after it; map_t: the transposed block map (_map_row), with BLOCK_MAP."""
+    2 * CONSUMER, its V after it; map_t: the transposed block map (_map_row), with BLOCK_MAP.
+    TMA_STORE with DEVICE_DESCRIPTORS: DK and DV come as pointers, and the consumer builds their
+    descriptors in the program's scratch."""
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
+    if TMA_STORE and DEVICE_DESCRIPTORS:
+        DK, DV = _gradient_descriptors(DK, DV, strides, seqlen_kv, grid_sizes, BLOCK_D)
     s = gl.to_tensor(0)  # ring steps so far
     num_tiles, first_tile, end_tile, step = _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N, PERSISTENT)
     for t in range(first_tile, end_tile, step):
@@ -367,6 +372,22 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk
                                 TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD, TMA_STORE)
     if TMA_STORE:
         tma.store_wait(0)  # the program's shared memory outlives the last stores' reads
+
+
+@gluon.jit
+def _gradient_descriptors(DK, DV, strides, seqlen_kv, grid_sizes, BLOCK_D: gl.constexpr):
+    """DK and DV (pointers) as TMA descriptors over [B, Nkv, Hkv, D] with one consumer's
+    [1, 64, 1, D] block, built in the program's global scratch (TMA_STORE for launchers without
+    host descriptors: jax-triton's)."""
+    (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_rb, stride_rh,
+     stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = strides
+    num_heads_kv, num_batches = grid_sizes
+    shape = [num_batches, seqlen_kv, num_heads_kv, BLOCK_D]
+    block: gl.constexpr = [1, KEYS_PER_CONSUMER, 1, BLOCK_D]
+    layout: gl.constexpr = descriptor_layout(KEYS_PER_CONSUMER, BLOCK_D, DK.dtype.element_ty)
+    dk = tma.make_tensor_descriptor(DK, shape, [stride_dkb, stride_dkn, stride_dkh, 1], block, layout)
+    dv = tma.make_tensor_descriptor(DV, shape, [stride_dvb, stride_dvn, stride_dvh, 1], block, layout)
+    return dk, dv
 
 
 @gluon.jit
@@ -484,15 +505,16 @@ def gluon_attention_dkdv_kernel(
     key block (MAP_T_COUNTS [B, H, nK, 2], MAP_T_INDICES [B, H, nK, 2, nQ], their map blocks
     BLOCK_N keys wide and MAP_STEPS * 64 queries high), masking the partial blocks with causal,
     the window and, with HAS_MASK_MOD, MASK_MOD(batch, q head, q_idx, kv_idx) (a @triton.jit
-    function); otherwise those arrays and strides are unused. TMA_STORE (host descriptors only, for
-    now): DK and DV are tensor descriptors over [B, Nkv, Hkv, D] with [1, 64, 1, D] blocks
-    (descriptor_layout), which each consumer fills from its K and V buffers once it is done with
-    them."""
+    function); otherwise those arrays and strides are unused. TMA_STORE (with TMA): DK and DV are
+    tensor descriptors over [B, Nkv, Hkv, D] with [1, 64, 1, D] blocks (descriptor_layout), which
+    each consumer fills from its K and V buffers once it is done with them; with
+    DEVICE_DESCRIPTORS they are pointers and each consumer builds their descriptors (768 bytes of
+    scratch a program in all)."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_N // KEYS_PER_CONSUMER
     gl.static_assert(NUM_CONSUMERS == 2)
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
-    gl.static_assert(not (TMA_STORE and DEVICE_DESCRIPTORS))
-    dtype: gl.constexpr = _element_type(DK, TMA_STORE)
+    gl.static_assert(not TMA_STORE or TMA)
+    dtype: gl.constexpr = _element_type(DK, TMA_STORE and not DEVICE_DESCRIPTORS)
     A: gl.constexpr = STRIDE_ALIGN
     stride_qb, stride_qn, stride_qh = _aligned_strides(stride_qb, stride_qn, stride_qh, A)
     stride_kb, stride_kn, stride_kh = _aligned_strides(stride_kb, stride_kn, stride_kh, A)
@@ -528,10 +550,10 @@ def gluon_attention_dkdv_kernel(
     gl.warp_specialize(
         [(_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk_scale_log2, scale, rings,
                            kv_smem, map_t, 0, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP,
-                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT, TMA_STORE)),
+                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT, TMA_STORE, DEVICE_DESCRIPTORS)),
          (_dkdv_consumer, (K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk_scale_log2, scale, rings,
                            kv_smem, map_t, 1, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP,
-                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT, TMA_STORE)),
+                           MAP_STEPS, HAS_MASK_MOD, MASK_MOD, PERSISTENT, TMA_STORE, DEVICE_DESCRIPTORS)),
          (_dkdv_producer, (Q, DO, copy_strides, sizes, grid_sizes, rings, map_t, BLOCK_N, HEAD_DIM, STAGES,
                            PRODUCER_WARPS, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, DEVICE_DESCRIPTORS,
                            PERSISTENT))],

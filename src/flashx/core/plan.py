@@ -877,19 +877,26 @@ class AttentionPlan:
             arrays = {**arrays, **self._tma_descriptors(arrays, tile)}
         return self._call(static, arrays, placeholder)
 
-    def forward_outputs(self, call: "KernelCall", outputs: Mapping[str, Any], placeholder: Any) -> tuple:
-        """What a forward launch takes for its outputs, in call.outputs' order: `outputs` by name,
-        `placeholder` where they leave one out; a TMA_STORE tile's O as a host TMA descriptor over
-        its logical [B, Nq, Hq, D] view, in the kernel's blocks of one consumer's rows and
-        gluon_forward.output_columns(D) columns (the launcher's that passes descriptors: torch's)."""
+    def launch_outputs(self, call: "KernelCall", outputs: Mapping[str, Any], placeholder: Any) -> tuple:
+        """What a launch takes for its outputs, in call.outputs' order: `outputs` by name,
+        `placeholder` where they leave one out. A TMA_STORE tile whose launcher passes host
+        descriptors (torch's) takes its stored outputs as TMA descriptors over their logical
+        [B, N, H, D] views, in blocks of one consumer's 64 rows: the forward's O ([1, 64, 1,
+        gluon_forward.output_columns(D)]) and the Gluon dK/dV kernel's DK and DV ([1, 64, 1, D])."""
         bound = [outputs.get(name, placeholder) for name in call.outputs]
         if call.constexprs.get("TMA_STORE") and not call.constexprs["DEVICE_DESCRIPTORS"]:
             from .gluon_forward import output_columns  # imported only where descriptors are built
 
-            s, o = self._dense("stride_o", self.out_shape), call.outputs.index("O")
-            bound[o] = gluon_tma_descriptor(bound[o], (self.batch, self.max_seqlen_q, self.heads_q, self.head_dim),
-                                            (s["stride_ob"], s["stride_on"], s["stride_oh"], 1), GLUON_TMA_Q_ROWS,
-                                            self.dtype, columns=output_columns(self.head_dim))
+            views = {"O": (self.max_seqlen_q, self.heads_q, self.out_shape, output_columns(self.head_dim)),
+                     "DK": (self.max_seqlen_kv, self.heads_kv, self.k_shape, self.head_dim),
+                     "DV": (self.max_seqlen_kv, self.heads_kv, self.v_shape, self.head_dim)}
+            for i, name in enumerate(call.outputs):
+                if name in views:
+                    rows, heads, shape, columns = views[name]
+                    s = self._dense("stride_", shape)
+                    bound[i] = gluon_tma_descriptor(bound[i], (self.batch, rows, heads, self.head_dim),
+                                                    (s["stride_b"], s["stride_n"], s["stride_h"], 1), GLUON_TMA_Q_ROWS,
+                                                    self.dtype, columns)
         return tuple(bound)
 
     def _tma_descriptors(self, arrays: Mapping[str, Any], tile_name: str) -> dict:

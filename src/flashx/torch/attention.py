@@ -127,7 +127,7 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors) -> tuple[tor
                      and all(x.data_ptr() % 16 == 0 for x in (q, k, v)))
             call = plan.forward_call(arrays, _placeholder(q), gluon=gluon, descriptors="host")
             # The Gluon kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
-            call.launch(plan.forward_outputs(call, dict(O=out, LSE=lse), _placeholder(q)))
+            call.launch(plan.launch_outputs(call, dict(O=out, LSE=lse), _placeholder(q)))
     return out, lse
 
 
@@ -171,7 +171,7 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
             preprocess.launch((delta, lse_log2))
             for call in gradients:
                 # The Gluon dK/dV kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
-                call.launch(tuple(outputs.get(name, _placeholder(q)) for name in call.outputs))
+                call.launch(plan.launch_outputs(call, outputs, _placeholder(q)))
     return dq, dk, dv, dbias
 
 
