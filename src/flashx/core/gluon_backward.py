@@ -53,6 +53,7 @@ from .gluon_forward import (
     _tile,
     _tile_walk,
     descriptor_layout,
+    rows_descriptor,
 )
 
 KEYS_PER_CONSUMER = CONSUMER_ROWS  # 64 keys a warpgroup
@@ -161,13 +162,12 @@ def _dkdv_producer(Q, DO, strides, sizes, grid_sizes, rings, map_t,
     num_heads_kv, num_batches = grid_sizes
     if DEVICE_DESCRIPTORS:
         if PERSISTENT:
-            shape = [num_batches, seqlen_q, num_heads_kv * gqa_group, BLOCK_D]
+            batches, heads = num_batches, num_heads_kv * gqa_group
         else:
-            shape = [gl.num_programs(2), seqlen_q, gl.num_programs(1) * gqa_group, BLOCK_D]
-        block: gl.constexpr = [1, QUERY_BLOCK, 1, BLOCK_D]
-        layout_q: gl.constexpr = descriptor_layout(QUERY_BLOCK, BLOCK_D, Q.dtype.element_ty)
-        Q = tma.make_tensor_descriptor(Q, shape, [stride_qb, stride_qn, stride_qh, 1], block, layout_q)
-        DO = tma.make_tensor_descriptor(DO, shape, [stride_dob, stride_don, stride_doh, 1], block, layout_q)
+            batches, heads = gl.num_programs(2), gl.num_programs(1) * gqa_group
+        Q = rows_descriptor(Q, batches, seqlen_q, heads, stride_qb, stride_qn, stride_qh, QUERY_BLOCK, BLOCK_D, BLOCK_D)
+        DO = rows_descriptor(DO, batches, seqlen_q, heads, stride_dob, stride_don, stride_doh, QUERY_BLOCK, BLOCK_D,
+                             BLOCK_D)
     layout: gl.constexpr = _copy_layout(BLOCK_D, PRODUCER_WARPS)
     offs_m = gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(1, layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
@@ -382,11 +382,10 @@ def _gradient_descriptors(DK, DV, strides, seqlen_kv, grid_sizes, BLOCK_D: gl.co
     (stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh, stride_rb, stride_rh,
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = strides
     num_heads_kv, num_batches = grid_sizes
-    shape = [num_batches, seqlen_kv, num_heads_kv, BLOCK_D]
-    block: gl.constexpr = [1, KEYS_PER_CONSUMER, 1, BLOCK_D]
-    layout: gl.constexpr = descriptor_layout(KEYS_PER_CONSUMER, BLOCK_D, DK.dtype.element_ty)
-    dk = tma.make_tensor_descriptor(DK, shape, [stride_dkb, stride_dkn, stride_dkh, 1], block, layout)
-    dv = tma.make_tensor_descriptor(DV, shape, [stride_dvb, stride_dvn, stride_dvh, 1], block, layout)
+    dk = rows_descriptor(DK, num_batches, seqlen_kv, num_heads_kv, stride_dkb, stride_dkn, stride_dkh,
+                         KEYS_PER_CONSUMER, BLOCK_D, BLOCK_D)
+    dv = rows_descriptor(DV, num_batches, seqlen_kv, num_heads_kv, stride_dvb, stride_dvn, stride_dvh,
+                         KEYS_PER_CONSUMER, BLOCK_D, BLOCK_D)
     return dk, dv
 
 

@@ -94,20 +94,26 @@ def descriptor_layout(rows, block_d, dtype):
 
 
 @gluon.jit
+def rows_descriptor(X, num_batches, seqlen, num_heads, stride_b, stride_n, stride_h, ROWS: gl.constexpr,
+                    BLOCK_D: gl.constexpr, COLUMNS: gl.constexpr):
+    """X (a pointer) as a TMA descriptor over [B, N, H, D] with the given (batch, row, head)
+    strides and a [1, ROWS, 1, COLUMNS] block, built in this program's global scratch (for
+    launchers that cannot pass host descriptors: jax-triton's). The backward's too."""
+    return tma.make_tensor_descriptor(X, [num_batches, seqlen, num_heads, BLOCK_D], [stride_b, stride_n, stride_h, 1],
+                                      [1, ROWS, 1, COLUMNS], descriptor_layout(ROWS, COLUMNS, X.dtype.element_ty))
+
+
+@gluon.jit
 def _device_descriptors(Q, K, V, strides, sizes, gqa_group, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr):
     """Q, K and V (pointers) as TMA descriptors over [B, N, H, D], built by this program in its
-    global scratch (for launchers that cannot pass host descriptors: jax-triton's)."""
+    global scratch (rows_descriptor)."""
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
-    dtype: gl.constexpr = Q.dtype.element_ty
-    kv_layout: gl.constexpr = descriptor_layout(BLOCK_N, BLOCK_D, dtype)
-    q = tma.make_tensor_descriptor(Q, [num_batches, seqlen_q, num_heads, BLOCK_D], [stride_qb, stride_qn, stride_qh, 1],
-                                   [1, CONSUMER_ROWS, 1, BLOCK_D], descriptor_layout(CONSUMER_ROWS, BLOCK_D, dtype))
+    q = rows_descriptor(Q, num_batches, seqlen_q, num_heads, stride_qb, stride_qn, stride_qh, CONSUMER_ROWS, BLOCK_D,
+                        BLOCK_D)
     heads_kv = num_heads // gqa_group
-    k = tma.make_tensor_descriptor(K, [num_batches, seqlen_kv, heads_kv, BLOCK_D], [stride_kb, stride_kn, stride_kh, 1],
-                                   [1, BLOCK_N, 1, BLOCK_D], kv_layout)
-    v = tma.make_tensor_descriptor(V, [num_batches, seqlen_kv, heads_kv, BLOCK_D], [stride_vb, stride_vn, stride_vh, 1],
-                                   [1, BLOCK_N, 1, BLOCK_D], kv_layout)
+    k = rows_descriptor(K, num_batches, seqlen_kv, heads_kv, stride_kb, stride_kn, stride_kh, BLOCK_N, BLOCK_D, BLOCK_D)
+    v = rows_descriptor(V, num_batches, seqlen_kv, heads_kv, stride_vb, stride_vn, stride_vh, BLOCK_N, BLOCK_D, BLOCK_D)
     return q, k, v
 
 
@@ -118,10 +124,8 @@ def _output_descriptor(O, strides, sizes, BLOCK_D: gl.constexpr):
     without host descriptors)."""
     stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
-    COLUMNS: gl.constexpr = output_columns(BLOCK_D)
-    return tma.make_tensor_descriptor(O, [num_batches, seqlen_q, num_heads, BLOCK_D], [stride_ob, stride_on, stride_oh, 1],
-                                      [1, CONSUMER_ROWS, 1, COLUMNS],
-                                      descriptor_layout(CONSUMER_ROWS, COLUMNS, O.dtype.element_ty))
+    return rows_descriptor(O, num_batches, seqlen_q, num_heads, stride_ob, stride_on, stride_oh, CONSUMER_ROWS, BLOCK_D,
+                           output_columns(BLOCK_D))
 
 
 @gluon.jit
@@ -155,7 +159,7 @@ def _wgmma_layout(columns):
 
 @gluon.constexpr_function
 def _element_type(x, DESCRIPTOR):
-    """The element type of O: a descriptor's own, or a pointer's pointee."""
+    """The element type of an output (O, dK, dV): a descriptor's own, or a pointer's pointee."""
     return x.dtype if DESCRIPTOR else x.dtype.element_ty
 
 
