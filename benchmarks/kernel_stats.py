@@ -116,23 +116,23 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
         return {name: torch.empty(shape, dtype=torch.bfloat16) for name in ("Q", "K", "V", "DO")}
 
     def tma_call(plan, shape):
-        """The plan's TMA forward, its descriptors over (CPU) torch tensors: only compiled. Its
-        outputs are bound as torch's frontend binds them (a TMA_STORE tile's O is a descriptor)."""
+        """(call, outputs): the plan's TMA forward, its descriptors over (CPU) torch tensors (only
+        compiled), and its outputs as torch's frontend binds them (a TMA_STORE tile's O is a
+        descriptor)."""
         import torch
 
         call = plan.forward_call(tma_arrays(shape), None, descriptors="host")
         outputs = dict(O=torch.empty(plan.out_shape, dtype=torch.bfloat16),
                        LSE=torch.empty(plan.lse_shape, dtype=torch.float32))
-        bound_outputs[id(call)] = plan.launch_outputs(call, outputs, torch.empty(1))
-        return call
+        return call, plan.launch_outputs(call, outputs, torch.empty(1))
 
-    bound_outputs = {}  # id(call) -> its outputs where they are bound (else pointers)
-
-    def resources(call, dtype: str) -> str:
+    def resources(call, dtype: str, outputs: tuple = ()) -> str:
+        """outputs: the launch's bound outputs where they matter to the signature (descriptors);
+        else its outputs are pointers."""
         from triton.runtime.jit import mangle_type
 
         names, constexpr_names = kernel_params(call.kernel)
-        values = list(call.args) + list(bound_outputs.get(id(call), (None,) * len(call.outputs)))
+        values = list(call.args) + list(outputs or (None,) * len(call.outputs))
         signature, attrs, constants = {}, {}, {}
         for i, name in enumerate(list(names) + list(call.outputs)):
             value = values[i]
@@ -194,7 +194,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                 calls.append(("Gluon forward", plan.forward_call({}, None)))
             tma_tile = plan.gluon_forward_tile(descriptors="host")
             if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.plan.GLUON_TMA_ROUTE)
-                calls.append(("Gluon TMA fwd", tma_call(plan, shape)))
+                calls.append(("Gluon TMA fwd", *tma_call(plan, shape)))
             kind = plan._gluon_backward_kind()
             if kind is not None:  # the Gluon backward kernels, routed here at every head dim for these lines
                 names = ("GLUON_DKDV_ROUTE", "GLUON_DKDV_TMA_ROUTE", "GLUON_DQ_ROUTE")
@@ -221,8 +221,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             # dK/dV in two passes (TileConfig.dkdv_passes) compiles once per pass.
             calls += [("dV" if call.writes == ("DV",) else "dK" if call.writes == ("DK",) else "dK/dV", call) for call in dkdv]
             calls += [("dQ", dq), ("both", both)]
-            for name, call in calls:
-                print(f"D={d:3d} {label} {name:13s} {resources(call, 'bf16')}", flush=True)
+            for name, call, *outputs in calls:
+                print(f"D={d:3d} {label} {name:13s} {resources(call, 'bf16', *outputs)}", flush=True)
 
 
 def _document_mask(b, h, q_idx, kv_idx):
