@@ -885,19 +885,27 @@ class AttentionPlan:
         gluon_forward.output_columns(D)]) and the Gluon dK/dV kernel's DK and DV ([1, 64, 1, D])."""
         bound = [outputs.get(name, placeholder) for name in call.outputs]
         if call.constexprs.get("TMA_STORE") and not call.constexprs["DEVICE_DESCRIPTORS"]:
-            from .gluon_forward import output_columns  # imported only where descriptors are built
-
-            views = {"O": (self.max_seqlen_q, self.heads_q, self.out_shape, output_columns(self.head_dim)),
-                     "DK": (self.max_seqlen_kv, self.heads_kv, self.k_shape, self.head_dim),
-                     "DV": (self.max_seqlen_kv, self.heads_kv, self.v_shape, self.head_dim)}
-            for i, name in enumerate(call.outputs):
-                if name in views:
-                    rows, heads, shape, columns = views[name]
-                    s = self._dense("stride_", shape)
-                    bound[i] = gluon_tma_descriptor(bound[i], (self.batch, rows, heads, self.head_dim),
-                                                    (s["stride_b"], s["stride_n"], s["stride_h"], 1), GLUON_TMA_Q_ROWS,
-                                                    self.dtype, columns)
+            views = self._memoized(("stored outputs", call.outputs), lambda: self._stored_views(call.outputs))
+            for i, shape, strides, columns in views:
+                bound[i] = gluon_tma_descriptor(bound[i], shape, strides, GLUON_TMA_Q_ROWS, self.dtype, columns)
         return tuple(bound)
+
+    def _stored_views(self, names: tuple) -> tuple:
+        """(position, [B, N, H, D] shape, strides, block columns) of each output among `names`
+        that a TMA_STORE tile stores by TMA (see launch_outputs)."""
+        from .gluon_forward import output_columns  # imported only where descriptors are built
+
+        views = {"O": (self.max_seqlen_q, self.heads_q, self.out_shape, output_columns(self.head_dim)),
+                 "DK": (self.max_seqlen_kv, self.heads_kv, self.k_shape, self.head_dim),
+                 "DV": (self.max_seqlen_kv, self.heads_kv, self.v_shape, self.head_dim)}
+        found = []
+        for i, name in enumerate(names):
+            if name in views:
+                rows, heads, shape, columns = views[name]
+                s = self._dense("stride_", shape)
+                found.append((i, (self.batch, rows, heads, self.head_dim), (s["stride_b"], s["stride_n"], s["stride_h"], 1),
+                              columns))
+        return tuple(found)
 
     def _tma_descriptors(self, arrays: Mapping[str, Any], tile_name: str) -> dict:
         """Q, K and V as the Gluon kernel's TMA descriptors over their logical [B, N, H, D] shapes
