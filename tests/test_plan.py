@@ -400,9 +400,9 @@ def test_gluon_forward_route_table():
         # (torch's tile, JAX's) where GLUON_DEVICE_TMA_ROUTE differs
         pytest.param(dict(causal=True), ("pp-tma-c240-ovl-ts", "pp-tma-persist-ovl-ts"), id="causal"),
         pytest.param(dict(causal=True, nkv=1023), None, id="causal-short-kv"),
-        pytest.param(dict(d=64), "d64-c3-turns-tma-persist", id="d64-1k-keys"),
+        pytest.param(dict(d=64), "d64-c3-turns-tma-persist-ts", id="d64-1k-keys"),
         pytest.param(dict(d=64, nkv=1023), None, id="d64-short-kv"),
-        pytest.param(dict(d=64, causal=True, nkv=16384), "d64-c3-turns-tma-persist", id="d64-causal-16k"),
+        pytest.param(dict(d=64, causal=True, nkv=16384), "d64-c3-turns-tma-persist-ts", id="d64-causal-16k"),
         pytest.param(dict(d=64, causal=True), None, id="d64-causal-4k"),
         pytest.param(dict(d=256), "d256-tma-persist-ovl", id="d256"),
         pytest.param(dict(d=256, causal=True), "d256-tma-trim", id="d256-causal"),

@@ -122,13 +122,16 @@ GLUON_FORWARD_TILES = {
     #   consumer's registers are free sooner. D = 128, torch: non-causal "pp-tma-persist-ovl-ts"
     #   563 vs pp-tma-persist-ovl 506 at 1k, 605 vs 592 at 4k, 615 vs 597 at 16k; causal
     #   "pp-tma-c240-ovl-ts" 366 vs pp-tma-c240-ovl 323 at 1k, 528 vs 489 at 4k, 600 vs 605 at 16k.
-    #   The untimed D = 64 / 256 tiles keep their register stores.
+    #   D = 64 (02:42 UTC), "d64-c3-turns-tma-persist-ts" vs d64-c3-turns-tma-persist: non-causal
+    #   415 vs 380 at 1k, 499 vs 478 at 4k, 515 vs 508 at 16k; causal 470 vs 467 at 16k (at 4k 399
+    #   vs tl 397, at 1k 250 vs tl 293). D = 256 has no shared memory left for O's buffers.
     # - "d256-tma-trim", D = 256 causal from 1k keys: each consumer computes only the key blocks its
     #   own 64 rows see (TRIM_DIAGONAL), so a causal tile's first consumer skips its last 64-key
     #   block: 374 vs d256-tma 359 at 1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
-    "d64-c3-turns-tma-persist": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
-                                     Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
-                                     CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
+    "d64-c3-turns-tma-persist-ts": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
+                                        Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
+                                        CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
+                                        ACROSS_TILES=False),
     "pp-tma-persist-ovl-ts": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                   TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False,
                                   OVERLAP=True, TMA_STORE=True, ACROSS_TILES=False),
@@ -157,8 +160,8 @@ GLUON_FORWARD_ROUTE = {
     (256, True): ((1024, "d256-pp"),),
 }
 GLUON_TMA_ROUTE = {
-    (64, False): ((1024, "d64-c3-turns-tma-persist"),),
-    (64, True): ((16384, "d64-c3-turns-tma-persist"),),
+    (64, False): ((1024, "d64-c3-turns-tma-persist-ts"),),
+    (64, True): ((16384, "d64-c3-turns-tma-persist-ts"),),
     (128, False): ((256, "pp-tma-persist-ovl-ts"),),
     (128, True): ((1024, "pp-tma-c240-ovl-ts"),),
     (256, False): ((1024, "d256-tma-persist-ovl"),),
