@@ -399,13 +399,14 @@ def test_gluon_forward_route_table():
         pytest.param(dict(nkv=255), None, id="shorter-kv"),
         # (torch's tile, JAX's) where GLUON_DEVICE_TMA_ROUTE differs
         pytest.param(dict(causal=True), ("pp-tma-c240-ovl-ts", "pp-tma-persist-ovl-ts"), id="causal"),
-        pytest.param(dict(causal=True, nkv=1023), None, id="causal-short-kv"),
+        pytest.param(dict(causal=True, nkv=1023), ("pp-tma-persist-trim-ts", None), id="causal-512-keys"),
+        pytest.param(dict(causal=True, nkv=511), None, id="causal-short-kv"),
         pytest.param(dict(d=64), "d64-c3-turns-tma-persist-ts", id="d64-1k-keys"),
         pytest.param(dict(d=64, nkv=1023), None, id="d64-short-kv"),
         pytest.param(dict(d=64, causal=True, nkv=16384), "d64-c3-turns-tma-persist-ts", id="d64-causal-16k"),
         pytest.param(dict(d=64, causal=True), None, id="d64-causal-4k"),
-        pytest.param(dict(d=256), "d256-tma-persist-ovl", id="d256"),
-        pytest.param(dict(d=256, causal=True), "d256-tma-trim", id="d256-causal"),
+        pytest.param(dict(d=256), "d256-tma-persist-ovl-ts", id="d256"),
+        pytest.param(dict(d=256, causal=True), "d256-tma-trim-ts", id="d256-causal"),
         pytest.param(dict(d=256, causal=True, nkv=1023), None, id="d256-causal-short-kv"),
         pytest.param(dict(d=256, causal=True, nkv=4096), "d256-tma-persist-ovl", id="d256-causal-4k"),
         # No TMA tile: the cp.async route's tile.
@@ -450,7 +451,8 @@ def test_gluon_tma_route(monkeypatch, change, tile):
 def test_gluon_device_tma_route(monkeypatch):
     """A launcher that builds descriptors on the device takes GLUON_DEVICE_TMA_ROUTE's spans where
     it has them: D = 128 causal from 1k keys runs the per-tile grid from torch and the persistent
-    one from JAX; below 1k keys both run the tl forward, and non-causal calls the same tile."""
+    one from JAX; from 512 to 1k keys torch runs the persistent trimmed tile and JAX the tl
+    forward, as both do below 512; non-causal calls take the same tile."""
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
     for nkv in (1024, 1500, 16384):
@@ -460,6 +462,10 @@ def test_gluon_device_tma_route(monkeypatch):
         assert plan.gluon_forward_tile(descriptors="device") == "pp-tma-persist-ovl-ts"
     short = spec((1, 1000, 2, 128))
     plan = core.plan_attention(spec((1, 1500, 4, 128)), short, short, causal=True)
+    assert plan.gluon_forward_tile(descriptors="host") == "pp-tma-persist-trim-ts"
+    assert plan.gluon_forward_tile(descriptors="device") is None
+    shorter = spec((1, 500, 2, 128))
+    plan = core.plan_attention(spec((1, 1500, 4, 128)), shorter, shorter, causal=True)
     assert plan.gluon_forward_tile(descriptors="device") is plan.gluon_forward_tile(descriptors="host") is None
     dense = core.plan_attention(spec((1, 1500, 4, 128)), spec((1, 1500, 2, 128)), spec((1, 1500, 2, 128)))
     assert dense.gluon_forward_tile(descriptors="device") == dense.gluon_forward_tile(descriptors="host")

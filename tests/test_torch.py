@@ -617,6 +617,8 @@ GLUON_CASES = [
     # D = 128 non-causal under 2k keys: persistent, Q by the producer; more tiles than SMs.
     pytest.param(Case(3, 1000, 1000, 50, 10, 128, 128), "bfloat16", id="persistent-gqa-50:10-n1000"),
     pytest.param(Case(2, 700, 300, 6, 3, 128, 128, layout="bhnd"), "float16", id="persistent-q700-kv300-bhnd"),
+    # D = 128 causal from 512 to 1k keys: the persistent tile with trimmed diagonals (TMA route).
+    pytest.param(Case(2, 800, 700, 4, 2, 128, 128, causal=True), "bfloat16", id="trim-gqa-4:2-q800-kv700-causal"),
     # D = 64: three consumers taking turns; causal only from 16k keys.
     pytest.param(Case(1, 2100, 2100, 4, 2, 64, 64), "bfloat16", id="d64-gqa-4:2-n2100"),
     pytest.param(Case(1, 300, 16400, 2, 1, 64, 64, causal=True), "float16", id="d64-mqa-q300-kv16400-causal"),

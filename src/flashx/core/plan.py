@@ -138,6 +138,15 @@ GLUON_FORWARD_TILES = {
     "pp-tma-c240-ovl-ts": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
                                TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
                                OVERLAP=True, TMA_STORE=True, ACROSS_TILES=False),
+    "pp-tma-persist-trim-ts": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
+                                   TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=True,
+                                   OVERLAP=False, TMA_STORE=True, ACROSS_TILES=False),
+    "d256-tma-persist-ovl-ts": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
+                                    TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
+                                    OVERLAP=True, TMA_STORE=True, ACROSS_TILES=False),
+    "d256-tma-trim-ts": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
+                             TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=True,
+                             OVERLAP=False, TMA_STORE=True, ACROSS_TILES=False),
     "d256-tma-persist-ovl": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                  TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
                                  OVERLAP=True, TMA_STORE=False, ACROSS_TILES=False),
@@ -163,9 +172,9 @@ GLUON_TMA_ROUTE = {
     (64, False): ((1024, "d64-c3-turns-tma-persist-ts"),),
     (64, True): ((16384, "d64-c3-turns-tma-persist-ts"),),
     (128, False): ((256, "pp-tma-persist-ovl-ts"),),
-    (128, True): ((1024, "pp-tma-c240-ovl-ts"),),
-    (256, False): ((1024, "d256-tma-persist-ovl"),),
-    (256, True): ((1024, "d256-tma-trim"), (4096, "d256-tma-persist-ovl")),
+    (128, True): ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-c240-ovl-ts")),
+    (256, False): ((1024, "d256-tma-persist-ovl-ts"),),
+    (256, True): ((1024, "d256-tma-trim-ts"), (4096, "d256-tma-persist-ovl")),
 }
 # Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
 GLUON_TMA_Q_ROWS = 64
