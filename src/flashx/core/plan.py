@@ -124,7 +124,14 @@ GLUON_FORWARD_TILES = {
     #   "pp-tma-c240-ovl-ts" 366 vs pp-tma-c240-ovl 323 at 1k, 528 vs 489 at 4k, 600 vs 605 at 16k.
     #   D = 64 (02:42 UTC), "d64-c3-turns-tma-persist-ts" vs d64-c3-turns-tma-persist: non-causal
     #   415 vs 380 at 1k, 499 vs 478 at 4k, 515 vs 508 at 16k; causal 470 vs 467 at 16k (at 4k 399
-    #   vs tl 397, at 1k 250 vs tl 293). D = 256 has no shared memory left for O's buffers.
+    #   vs tl 397, at 1k 250 vs tl 293). D = 256 stores O in two 128-column halves through one
+    #   16 KiB buffer a consumer (2026-12-01 03:57 UTC, torch, bnhd): "d256-tma-persist-ovl-ts"
+    #   non-causal 614 / 691 / 693 vs d256-tma-persist-ovl 552 / 656 / 686 at 1k / 4k / 16k, causal
+    #   577 vs 564 at 4k, 636 vs 646 at 16k; "d256-tma-trim-ts" causal 420 vs d256-tma-trim 374 at 1k.
+    # - TRIM_DIAGONAL + TMA_STORE, same run: "pp-tma-persist-trim-ts" at D = 128 causal 512 keys
+    #   (B = 64) 285 vs tl 257, at 1k 369 vs pp-tma-c240-ovl-ts 321 (flashx's own call of that
+    #   tile: 371), at 4k 502 vs 533. At D = 64 the trimmed tiles gained only at 1k causal (304
+    #   vs tl 285): not routed.
     # - "d256-tma-trim", D = 256 causal from 1k keys: each consumer computes only the key blocks its
     #   own 64 rows see (TRIM_DIAGONAL), so a causal tile's first consumer skips its last 64-key
     #   block: 374 vs d256-tma 359 at 1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
