@@ -7,7 +7,8 @@ empty temp folder, so that its on-disk cache is empty too. Cases, in order (a sp
 skips the last ones; --quick runs the first four):
 
     torch D=128 causal, jax D=128 causal, torch D=128 causal + window (255, 0), torch D=64 non-causal,
-    torch D=128 non-causal, torch D=64 causal, jax D=64 non-causal, jax D=128 causal + window (255, 0)
+    torch D=128 non-causal, torch D=64 causal, jax D=64 non-causal, jax D=128 causal + window (255, 0),
+    torch D=256 causal, jax D=256 causal
 
 Inputs q, k, v, dO of shape (B, H, N, D) = (1, 16, 2048, D) (flashx: layout="bhnd"), q, k, v
 requiring grad; then a NEW sequence length, N = 3072 (a multiple of 16 like 2048, so Triton's own
@@ -32,9 +33,10 @@ the new N is listed there too.
 Writes DIR/compile.md (the table, with the date, GPU, driver and versions) and DIR/compile.json,
 DIR defaulting to benchmarks/results/h200; prints the markdown last.
 
-    python benchmarks/bench_compile.py            # all eight cases (~2 minutes on an H200)
+    python benchmarks/bench_compile.py            # all ten cases (~2.5 minutes on an H200)
     python benchmarks/bench_compile.py --quick    # the first four
     python benchmarks/bench_compile.py --device cpu   # debug pass: interpreter, tiny shapes
+    python benchmarks/bench_compile.py --quick --profile prof/   # where each first call's time goes
 
 Needs a CUDA GPU (but --device cpu); importing this module does no work. flashx must be importable
 by a plain `python` in the same environment (installed, or src/ on PYTHONPATH, as run_all.sh sets).
@@ -42,9 +44,11 @@ by a plain `python` in the same environment (installed, or src/ on PYTHONPATH, a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -125,6 +129,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--frontends", nargs="+", choices=("torch", "jax"), default=["torch", "jax"],
                    help="frontends to run (default: both)")
     p.add_argument("--d", type=int, nargs="+", default=None, help="only the cases of these head dims")
+    p.add_argument("--profile", type=Path, metavar="DIR", default=None,
+                   help="diagnostic: profile each case's first forward and backward (cProfile, main thread) into "
+                        "DIR/<case>-fwd|bwd.txt; the profiler slows the Python side, so the table's times are then not figures")
     p.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)  # internal: run one case, print its result
     return p.parse_args(argv)
 
@@ -141,6 +148,32 @@ def count_files(folder: Optional[str]) -> int:
 
 def _ms(begin: float) -> float:
     return (time.perf_counter() - begin) * 1e3
+
+
+def _profiled(spec: dict, phase: str):
+    """A context that profiles one first call with cProfile where --profile asked for it, and writes
+    the 40 costliest functions by cumulative time (main thread only) to PROFILE/<case>-<phase>.txt."""
+    folder = spec.get("profile")
+    if not folder:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def profiled():
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            yield
+        finally:
+            profiler.disable()
+            flags = ("causal" if spec["causal"] else "full") + (f"-window{spec['window'][0]}" if spec["window"] else "")
+            name = re.sub(r"[^A-Za-z0-9_.-]", "", f"{spec['frontend']}-d{spec['head_dim']}-{flags}-{phase}")
+            with open(Path(folder) / f"{name}.txt", "w") as f:
+                pstats.Stats(profiler, stream=f).sort_stats("cumulative").print_stats(40)
+
+    return profiled()
 
 
 def torch_worker(spec: dict, out: dict) -> None:
@@ -162,12 +195,14 @@ def torch_worker(spec: dict, out: dict) -> None:
         inputs = tuple(t.requires_grad_() for t in (q, k, v))
         sync()  # CUDA context, allocations and the random kernels before the clock starts
         begin = time.perf_counter()
-        o = attention(*inputs)
-        sync()
+        with _profiled(spec, "fwd") if tag == "first" else contextlib.nullcontext():
+            o = attention(*inputs)
+            sync()
         out[f"fwd_{tag}"] = _ms(begin)
         begin = time.perf_counter()
-        torch.autograd.grad(o, inputs, dout)
-        sync()
+        with _profiled(spec, "bwd") if tag == "first" else contextlib.nullcontext():
+            torch.autograd.grad(o, inputs, dout)
+            sync()
         out[f"bwd_{tag}"] = _ms(begin)
 
     calls(spec["seqlen"], "first")
@@ -206,10 +241,12 @@ def jax_worker(spec: dict, out: dict) -> None:
         keys = jax.random.split(jax.random.key(n), 4)
         q, k, v, dout = jax.block_until_ready([jax.random.normal(key, size, dtype) for key in keys])
         begin = time.perf_counter()
-        jax.block_until_ready(forward(q, k, v))
+        with _profiled(spec, "fwd") if tag == "first" else contextlib.nullcontext():
+            jax.block_until_ready(forward(q, k, v))
         out[f"fwd_{tag}"] = _ms(begin)
         begin = time.perf_counter()
-        jax.block_until_ready(grad(q, k, v, dout))
+        with _profiled(spec, "bwd") if tag == "first" else contextlib.nullcontext():
+            jax.block_until_ready(grad(q, k, v, dout))
         out[f"bwd_{tag}"] = _ms(begin)
 
     calls(spec["seqlen"], "first")
@@ -333,7 +370,10 @@ def main(argv=None) -> int:
     settings = {"dtype": common.DTYPES[args.dtype], "device": device, "sizes": sizes, "budget_s": deadline.seconds,
                 "case_timeout_s": CASE_TIMEOUT_S}
     spec = {"dtype": args.dtype, "device": device, "batch": sizes[0], "heads": sizes[1], "seqlen": sizes[2],
-            "new_seqlen": sizes[3], "verbose": bool(os.environ.get("FLASHX_BENCH_TRACEBACK"))}
+            "new_seqlen": sizes[3], "verbose": bool(os.environ.get("FLASHX_BENCH_TRACEBACK")),
+            "profile": str(args.profile.resolve()) if args.profile else None}
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     log(f"{env['gpu']}, driver {env['driver']}; torch {env['torch']}, triton {env['triton']}, jax {env['jax']}, "
         f"jax-triton {env['jax-triton']}; {len(cases)} cases, {settings['dtype']}, (B, H, N, new N) = {sizes}")
 
