@@ -152,7 +152,8 @@ def _ms(begin: float) -> float:
 
 def _profiled(spec: dict, phase: str):
     """A context that profiles one first call with cProfile where --profile asked for it, and writes
-    the 40 costliest functions by cumulative time (main thread only) to PROFILE/<case>-<phase>.txt."""
+    to PROFILE/<case>-<phase>.txt each triton.compile call's stage times (Triton's compilation
+    listener) and the 40 costliest functions by cumulative time (main thread only)."""
     folder = spec.get("profile")
     if not folder:
         return contextlib.nullcontext()
@@ -162,15 +163,34 @@ def _profiled(spec: dict, phase: str):
         import cProfile
         import pstats
 
+        import triton
+
+        # Every kernel that goes through triton.compile (not jax-triton's tl kernels, which it
+        # lowers itself) reports its stage times here, from whichever thread compiled it.
+        compiled = []
+        knobs = getattr(triton, "knobs", None)
+        listening = knobs is not None and hasattr(knobs.compilation, "listener")
+
+        def listener(src, metadata, metadata_group, times, cache_hit):
+            stages = " ".join(f"{stage} {us / 1e6:.2f}" for stage, us in times.lowering_stages)
+            compiled.append(f"{metadata.get('name', '?')}: {'cache hit' if cache_hit else 'compiled'}, "
+                            f"IR {times.ir_initialization / 1e6:.2f} s, stages (s): {stages}, "
+                            f"store {times.store_results / 1e6:.2f} s")
+
+        if listening:
+            knobs.compilation.listener = listener
         profiler = cProfile.Profile()
         profiler.enable()
         try:
             yield
         finally:
             profiler.disable()
+            if listening:
+                knobs.compilation.listener = None
             flags = ("causal" if spec["causal"] else "full") + (f"-window{spec['window'][0]}" if spec["window"] else "")
             name = re.sub(r"[^A-Za-z0-9_.-]", "", f"{spec['frontend']}-d{spec['head_dim']}-{flags}-{phase}")
             with open(Path(folder) / f"{name}.txt", "w") as f:
+                f.write("triton.compile calls:\n" + "".join(f"  {line}\n" for line in compiled) + "\n")
                 pstats.Stats(profiler, stream=f).sort_stats("cumulative").print_stats(40)
 
     return profiled()
