@@ -148,6 +148,32 @@ def _run(code: str) -> str:
     return result.stdout.strip()
 
 
+@pytest.mark.parametrize("before", ["/tmp/flashx-user-cache", None])
+def test_importing_jax_triton_keeps_the_triton_cache_dir(tmp_path, before):
+    """jax_triton sets TRITON_CACHE_DIR to "" when imported (a stand-in package here does the
+    same, since the real one needs a GPU build of JAX): flashx's import of it gives back the
+    user's folder, or leaves the variable unset where there was none (Triton's default)."""
+    package = tmp_path / "jax_triton"
+    package.mkdir()
+    (package / "__init__.py").write_text('import os\nos.environ["TRITON_CACHE_DIR"] = ""\n')
+    out = _run(
+        f"""
+        import os, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        before = {before!r}
+        if before is not None:
+            os.environ["TRITON_CACHE_DIR"] = before
+        else:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        from flashx.jax import gluon
+        module = gluon.import_jax_triton()
+        assert module.__file__.startswith({str(tmp_path)!r}), module.__file__
+        print(repr(os.environ.get("TRITON_CACHE_DIR")))
+        """
+    )
+    assert out == repr(before)
+
+
 @pytest.mark.parametrize(
     "module, absent",
     [

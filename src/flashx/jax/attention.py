@@ -23,12 +23,7 @@ def _triton_call(*args, **kwargs):
     """jax_triton.triton_call, imported on first use: it needs a GPU build of JAX."""
     global _jax_triton
     if _jax_triton is None:
-        import jax_triton
-
-        _jax_triton = jax_triton
-        # Importing jax_triton empties TRITON_CACHE_DIR, which breaks plain Triton launches
-        # (the torch frontend) later in this process.
-        core.runtime.repair_triton_cache_dir()
+        _jax_triton = _gluon.import_jax_triton()
     return _jax_triton.triton_call(*args, **kwargs)
 
 

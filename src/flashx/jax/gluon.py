@@ -10,6 +10,7 @@ DESCRIPTOR_SCRATCH output (_scratch_in_argument): jaxlib passes no scratch
 (plan.GLUON_DEVICE_DESCRIPTORS; first run on the H200 2026-11-30).
 """
 import functools
+import os
 import re
 
 from .. import core
@@ -96,14 +97,31 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
     return rewritten
 
 
+def import_jax_triton():
+    """Import jax_triton (it needs a GPU build of JAX), keeping this process's TRITON_CACHE_DIR.
+
+    Importing jax_triton sets TRITON_CACHE_DIR to "", which breaks every later plain Triton
+    launch (the torch frontend's) and would drop a cache folder the user chose; flashx's Gluon
+    kernels compile through Triton and use that folder too. The value from before the import
+    comes back; where jax_triton was imported before flashx could keep it, the empty value is
+    removed (Triton then uses its default folder)."""
+    before = os.environ.get("TRITON_CACHE_DIR")
+    import jax_triton
+
+    if before:
+        os.environ["TRITON_CACHE_DIR"] = before
+    core.runtime.repair_triton_cache_dir()
+    return jax_triton
+
+
 def install() -> bool:
     """Teach jax-triton's builder Gluon, once; False where this jax-triton's internals differ."""
     global _installed
     if _installed is None:
         try:
+            import_jax_triton()
             from jax_triton import triton_lib
 
-            core.runtime.repair_triton_cache_dir()  # importing jax_triton empties TRITON_CACHE_DIR
             if not hasattr(triton_lib.get_or_create_triton_kernel, "wraps_for_gluon"):
                 triton_lib.get_or_create_triton_kernel = _wrap(triton_lib.get_or_create_triton_kernel)
             _installed = True
