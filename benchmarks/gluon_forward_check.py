@@ -72,7 +72,8 @@ VARIANTS = {
     # or skips it (BLOCK_N = 64). First run 2026-11-30: +1-3% at 1k causal; the persistent 128-key
     # forms read shared memory out of bounds from torch: Triton's ptxas 12.8 miscompiled the half
     # step as a separate step after the loop (NOTES v0.18). With the half step inside the loop all
-    # five passed from torch and JAX (2026-12-01, v0.19); "d256-tma-trim" is routed.
+    # five passed from torch and JAX (2026-12-01, v0.19). "d256-tma-trim" was routed until its
+    # TMA-store form, "d256-tma-trim-ts", replaced it (v0.21).
     "pp-tma-persist-trim": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, trim=True),
     "d64-tma-persist-trim": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, trim=True),
     "pp-tma-c240-trim": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, trim=True),

@@ -132,9 +132,10 @@ GLUON_FORWARD_TILES = {
     #   (B = 64) 285 vs tl 257, at 1k 369 vs pp-tma-c240-ovl-ts 321 (flashx's own call of that
     #   tile: 371), at 4k 502 vs 533. At D = 64 the trimmed tiles gained only at 1k causal (304
     #   vs tl 285): not routed.
-    # - "d256-tma-trim", D = 256 causal from 1k keys: each consumer computes only the key blocks its
-    #   own 64 rows see (TRIM_DIAGONAL), so a causal tile's first consumer skips its last 64-key
-    #   block: 374 vs d256-tma 359 at 1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
+    # - "d256-tma-trim-ts", D = 256 causal from 1k to 4k keys: each consumer computes only the key
+    #   blocks its own 64 rows see (TRIM_DIAGONAL), so a causal tile's first consumer skips its last
+    #   64-key block. Without TMA_STORE ("d256-tma-trim", routed until 12-01) 374 vs d256-tma 359 at
+    #   1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
     "d64-c3-turns-tma-persist-ts": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
                                         Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                         CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
@@ -157,8 +158,6 @@ GLUON_FORWARD_TILES = {
     "d256-tma-persist-ovl": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                  TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
                                  OVERLAP=True, TMA_STORE=False, ACROSS_TILES=False),
-    "d256-tma-trim": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=True,
-                          TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=True, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
 }
 
 # Which Gluon tile a call takes, by (head dim, causal): (fewest keys, tile name) pairs in rising
