@@ -308,9 +308,20 @@ def without_gluon(fn):
     return run
 
 
-def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = None) -> None:
+def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = None, cudagraph: bool = False) -> None:
+    """Time each variant beside flashx, its tl forward, FA2 and cuDNN. do_bench counts a call's
+    host time where it outlasts the GPU's queue (short shapes: each variant's launch here builds
+    its descriptors and goes through Triton's dispatch, flashx's through its runner); cudagraph:
+    replays captured calls instead (do_bench_cudagraph, median), the kernels' own time."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    if cudagraph:
+        def timed(fn):
+            return triton.testing.do_bench_cudagraph(fn, rep=100, return_mode="median")
+    else:
+        def timed(fn):
+            return triton.testing.do_bench(fn, warmup=25, rep=100)
+    print(f"timing: {'CUDA graph replays (do_bench_cudagraph)' if cudagraph else 'do_bench'}", flush=True)
     rows = []
     shapes = [(4, 4096, 16, 128), (1, 16384, 16, 128), (16, 1024, 16, 128), (64, 512, 16, 128), (64, 256, 16, 128),
               (4, 4096, 32, 64), (1, 16384, 32, 64), (16, 1024, 32, 64), (16, 1024, 8, 256), (4, 4096, 8, 256),
@@ -335,7 +346,7 @@ def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = N
             systems["cuDNN"] = sdpa(SDPBackend.CUDNN_ATTENTION)
             for name, fn in systems.items():
                 try:
-                    ms = triton.testing.do_bench(fn, warmup=25, rep=100)
+                    ms = timed(fn)
                     rows.append((f"B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}", name, flops / ms / 1e9))
                     print(f"timed {rows[-1][0]} {name}: {rows[-1][2]:.0f}", flush=True)  # kept if a timeout cuts the table
                 except Exception as e:  # noqa: BLE001
@@ -359,6 +370,8 @@ def main() -> int:
     parser.add_argument("--timings-only", action="store_true", help="skip the correctness checks")
     parser.add_argument("--d", type=int, nargs="+", default=[128, 64, 256], help="only these head dims")
     parser.add_argument("--n", type=int, nargs="+", help="time only these sequence lengths (default: all)")
+    parser.add_argument("--cudagraph", action="store_true",
+                        help="time CUDA graph replays (the kernels alone, no host time) instead of do_bench")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS),
                         help="only these variants, also checked from JAX (TMA ones with descriptors built "
                              "on the device); default: all, and one a head dim from JAX (JAX_VARIANTS). "
@@ -373,7 +386,7 @@ def main() -> int:
         failures = check(args.quick, args.only != "jax", args.only != "torch", head_dims, names, jax_names)
         print(f"correctness failures: {failures}", flush=True)
     if args.only is None:
-        bench(args.quick, head_dims, names, tuple(args.n) if args.n else None)
+        bench(args.quick, head_dims, names, tuple(args.n) if args.n else None, args.cudagraph)
     return 1 if failures else 0
 
 
