@@ -52,6 +52,7 @@ from .gluon_forward import (
     _ring_slot,
     _tile,
     _tile_walk,
+    _wgmma_layout,
     descriptor_layout,
     rows_descriptor,
 )
@@ -402,10 +403,8 @@ def _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_
      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh) = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
     dtype: gl.constexpr = _element_type(DK, TMA_STORE)
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, QUERY_BLOCK, 16])
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+    s_layout: gl.constexpr = _wgmma_layout(QUERY_BLOCK)
+    acc_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
 
     k_block, kv_head, batch = tile
     b64 = batch.to(gl.int64)
@@ -724,10 +723,8 @@ def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_s
      stride_rb, stride_rh) = strides
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
     dtype: gl.constexpr = DQ.dtype.element_ty
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_N, 16])
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[CONSUMER_WARPS, 1], instr_shape=[16, BLOCK_D, 16])
+    s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
+    acc_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
     q0 = gl.program_id(0) * BLOCK_M
     head = gl.program_id(1)
     batch = gl.program_id(2)
