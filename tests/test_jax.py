@@ -276,11 +276,11 @@ def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, d
         pytest.param(Case(1, 900, 900, 2, 1, 128, 128), id="mqa-dense"),
     ],
 )
-@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma", "dkdv-tma-persist"])
+@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma", "dkdv-tma-ts", "dkdv-tma-persist"])
 def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, case, dkdv_tile):
     """With the Gluon backward routes switched on for dense and causal calls (dK/dV by cp.async,
-    or by TMA from descriptors the kernel builds in its DESCRIPTOR_SCRATCH output, on the grid or
-    persistent: "dkdv-tma-persist", prepared and not routed, first run pending), jax.grad of
+    or by TMA from descriptors the kernel builds in its DESCRIPTOR_SCRATCH output, dK and dV stored
+    by TMA or not, on the grid or persistent: "dkdv-tma-persist", which loses and is not routed), jax.grad of
     flashx.jax.attention launches the Gluon dK/dV and dQ kernels through jax-triton:
     the gradients against float32 within the dtype's bound of JAX's own. Run it under a timeout:
     a wrong barrier protocol hangs rather than fails."""

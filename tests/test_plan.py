@@ -757,7 +757,7 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
 
 @pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
 def test_gluon_backward_tma_store_binds_gradient_descriptors(monkeypatch, gpu_plans, layout):
-    """A dK/dV tile with TMA_STORE (not routed yet) takes DK and DV as host descriptors over their
+    """A dK/dV tile with TMA_STORE ("dkdv-tma-ts") takes DK and DV as host descriptors over their
     logical [B, Nkv, Hkv, D] views with [1, 64, 1, D] blocks where the launcher passes
     descriptors (torch's), and as arrays where the kernel builds them (JAX's); the other outputs,
     and every output of a tile without it, stay as they are."""
