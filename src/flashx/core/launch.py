@@ -61,6 +61,10 @@ class CompiledRunners:
     def get(self, key: tuple) -> Any:
         return self._runners.get(key)
 
+    def __bool__(self) -> bool:
+        """Whether any runner is kept (the launch has run, or compile_together built it)."""
+        return bool(self._runners)
+
     def remember(self, key: tuple, compiled: Any, grid: tuple) -> None:
         """Keep compiled[grid], the public runner of a CompiledKernel; if this Triton has none,
         stop trying (every call then takes Triton's usual path)."""
@@ -111,7 +115,7 @@ class KernelCall:
 
 def compile_together(launches: Sequence[tuple]) -> None:
     """Compile side by side the kernels of several launches, each (KernelCall, outputs, inputs),
-    that have no runner yet for their arrays, and keep their runners for the launches to use.
+    that have no runner yet (a plan's first launches), and keep their runners for the launches to use.
 
     A first backward launches two or three kernels that Triton would compile one after another:
     each a compile (MLIR passes and ptxas) and a launcher (a C module built by the system
@@ -127,7 +131,9 @@ def compile_together(launches: Sequence[tuple]) -> None:
     pending = []
     for call, outputs, inputs in launches:
         runners = call.runners
-        if runners is None or not runners.enabled:
+        # Only a plan's first launches: later ones (warm, the hot path) skip the key, and one
+        # with new alignments compiles at its launch as before.
+        if runners is None or not runners.enabled or runners:
             continue
         key = runners.key((*inputs, *call.arrays, *outputs))
         if runners.get(key) is None:
