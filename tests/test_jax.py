@@ -404,3 +404,88 @@ def test_backward_asks_for_descriptor_scratch(traced_as_hopper):
     scratch = plan_mod.descriptor_scratch_bytes(call.grid) if device_descriptors else 1
     assert [t.shape for t in out_types] == [(2, 1100, 2, 128), (2, 1100, 2, 128), (scratch,)]
     assert out_types[2].dtype == jnp.uint8
+
+
+def test_gradient_compiles_its_kernels_ahead(traced_as_hopper, monkeypatch):
+    """A differentiated call (traced as on a GPU, with Hopper's routes) first lowers each of its
+    launches, forward and backward, on its own thread, so that jax-triton compiles the kernels side
+    by side: the same kernels, grids, constexprs, arrays and output types, in the order the trace
+    then launches them; a second trace with the same plan lowers nothing ahead."""
+    import sys
+    import threading
+
+    module = sys.modules["flashx.jax.attention"]
+    device_descriptors, _ = traced_as_hopper
+    monkeypatch.setattr(module, "_launches_compile", lambda: True)  # as jax-triton's launches do on a GPU
+    monkeypatch.setattr(module._gluon, "import_jax_triton", lambda: None)
+    lowered = []
+    monkeypatch.setattr(module, "_lower_launch", lambda launch: lowered.append((launch, threading.current_thread().name)))
+
+    def described(build, arrays, out_types):
+        call, _ = build(arrays, None)
+        return (call.kernel, call.grid, dict(call.constexprs), sorted(arrays),
+                tuple((t.shape, t.dtype) for t in out_types))
+
+    launched = []  # every launch: the recording pass's, then the trace's own
+    launch = module._launch
+
+    def seen(build, arrays, out_types, zeroed=()):
+        launched.append(described(build, {n: a for n, a in arrays.items() if a is not None}, out_types))
+        return launch(build, arrays, out_types, zeroed)
+
+    monkeypatch.setattr(module, "_launch", seen)
+    n = 1100 + 7 * device_descriptors  # plans are cached by shape: one each, not yet seen
+    q, k, v = (jax.ShapeDtypeStruct((1, n, h, 128), jnp.bfloat16) for h in (4, 2, 2))
+    grad = jax.grad(lambda q, k, v: flashx.jax.attention(q, k, v, causal=True).astype(jnp.float32).sum(), argnums=(0, 1, 2))
+    grads = jax.eval_shape(grad, q, k, v)
+    assert [g.shape for g in grads] == [q.shape, k.shape, v.shape]
+    ahead = [described(launch[0], launch[1], launch[2]) for launch, _ in lowered]
+    assert len(ahead) >= 3  # the forward, the row statistics, dK/dV (and dQ)
+    assert "DLSE" in ahead[1][3]  # jax.custom_vjp hands the backward dlse as zeros
+    assert launched == ahead * 2
+    assert all(name.startswith("flashx-jax-compile") for _, name in lowered)
+    lowered.clear()
+    jax.eval_shape(grad, q, k, v)
+    assert lowered == []
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [
+    pytest.param(Case(1, 1037, 1037, 4, 2, 128, 128, causal=True), id="gqa-causal-n1037"),
+    pytest.param(Case(2, 333, 777, 2, 1, 64, 64), id="mqa-q333-kv777-d64"),
+])
+def test_gpu_gradient_compiled_ahead(monkeypatch, rng, case):
+    """On the GPU a first jax.grad lowers each launch ahead on its own thread (jax-triton compiles
+    the kernels side by side), every one without error, and the gradients are right: against
+    float32 within the dtype's bound of JAX's own."""
+    import sys
+
+    module = sys.modules["flashx.jax.attention"]
+    lowered = []
+    lower = module._lower_launch
+
+    def checked(launch):
+        try:
+            lower(launch)
+        except Exception as err:
+            lowered.append(err)
+            raise
+        lowered.append(None)
+
+    monkeypatch.setattr(module, "_lower_launch", checked)
+    q, k, v = make_inputs(rng, case, "bfloat16")
+    cotangent = jnp.asarray(rng.standard_normal(q.shape[:-1] + (case.dv,)), jnp.float32)
+
+    def loss(fn, q, k, v):
+        return jnp.sum(fn(q, k, v).astype(jnp.float32) * cotangent)
+
+    ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(*a, causal=case.causal), q, k, v),
+                            argnums=(0, 1, 2)))(q, k, v)
+    assert len(lowered) >= 3 and lowered == [None] * len(lowered), lowered
+    up = [x.astype(jnp.float32) for x in (q, k, v)]
+    ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
+                   argnums=(0, 1, 2))(*up)
+    native = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
+                      argnums=(0, 1, 2))(q, k, v)
+    for name, g, r, n in zip("qkv", ours, ref, native):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")

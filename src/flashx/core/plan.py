@@ -763,6 +763,15 @@ class AttentionPlan:
                 raise KeyError(f"no value for kernel argument {name}")
         return tuple(args), tuple(slots)
 
+    def first_time(self, key: Any) -> bool:
+        """True the first time a frontend asks with key for this plan, then False: for work a
+        frontend does once per plan (JAX's compiles a new plan's kernels ahead, side by side)."""
+        memo_key = ("first_time", key)
+        if memo_key in self._memo:
+            return False
+        self._memo[memo_key] = True
+        return True
+
     def _memoized(self, key: Any, build: Any) -> Any:
         """build() once per plan and key: a call at known shapes then only binds its arrays."""
         memo = self._memo
