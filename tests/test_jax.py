@@ -489,3 +489,43 @@ def test_gpu_gradient_compiled_ahead(monkeypatch, rng, case):
                       argnums=(0, 1, 2))(q, k, v)
     for name, g, r, n in zip("qkv", ours, ref, native):
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
+
+
+def test_gradient_lowered_ahead_on_threads(monkeypatch, rng):
+    """The lowering ahead itself, on the CPU (each launch lowers to a host callback here, where
+    on the GPU jax-triton compiles): a first jax.jit(jax.grad) lowers every launch on the pool's
+    threads while the trace waits, without error or deadlock, and the gradients stay right:
+    against float32 within the dtype's bound of JAX's own."""
+    import sys
+    import threading
+
+    module = sys.modules["flashx.jax.attention"]
+    monkeypatch.setattr(module, "_launches_compile", lambda: True)
+    monkeypatch.setattr(module._gluon, "import_jax_triton", lambda: None)
+    lowered = []
+    lower = module._lower_launch
+
+    def checked(launch):
+        try:
+            lower(launch)
+        except Exception as err:
+            lowered.append((threading.current_thread().name, err))
+            raise
+        lowered.append((threading.current_thread().name, None))
+
+    monkeypatch.setattr(module, "_lower_launch", checked)
+    case = Case(1, 41, 53, 4, 2, 32, 32, causal=True)  # a shape no other test plans
+    q, k, v = make_inputs(rng, case, "bfloat16")
+    cotangent = jnp.asarray(rng.standard_normal(q.shape[:-1] + (case.dv,)), jnp.float32)
+
+    def loss(fn, q, k, v):
+        return jnp.sum(fn(q, k, v).astype(jnp.float32) * cotangent)
+
+    ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(*a, causal=True), q, k, v),
+                            argnums=(0, 1, 2)))(q, k, v)
+    assert len(lowered) == 4 and all(name.startswith("flashx-jax-compile") and err is None for name, err in lowered)
+    up = [x.astype(jnp.float32) for x in (q, k, v)]
+    ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=True), q, k, v), argnums=(0, 1, 2))(*up)
+    native = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=True), q, k, v), argnums=(0, 1, 2))(q, k, v)
+    for name, g, r, n in zip("qkv", ours, ref, native):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
