@@ -218,7 +218,7 @@ def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux) -> None:
     jax.grad lowers the forward's and the backward's three or four. Triton's compiler mostly runs
     outside the GIL, so each launch is lowered on its own thread first (jax-triton keeps the
     compiled kernel, and flashx/jax/gluon.py the Gluon ones); the trace's own lowering then finds
-    them compiled. jaxlib still assembles each kernel's PTX when XLA compiles the program.
+    them compiled. jaxlib still assembles each kernel's PTX at its first launch, one at a time.
     """
     plan = _plan(options, q, k, v, bias, aux)
     if not _launches_compile() or not plan.first_time("jax compile ahead"):
