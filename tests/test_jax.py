@@ -72,6 +72,24 @@ def check_against_reference(q, k, v, out, lse, dtype, *, causal=False, scale=Non
     assert_lse_close(to_numpy(lse), ref_lse)
 
 
+def checked_gradients(rng, q, k, v, causal: bool, dtype: str = "bfloat16", layout: str = "bnhd") -> tuple:
+    """jax.jit(jax.grad) of flashx.jax.attention under a random cotangent: dq, dk and dv against
+    float32 within the dtype's bound of JAX's own in that dtype. Returns them."""
+    out_shape = q.shape[:-1] + (v.shape[-1],)
+    cotangent = jnp.asarray(rng.standard_normal(out_shape), jnp.float32)
+
+    def grads(fn, *inputs):
+        return jax.grad(lambda q, k, v: jnp.sum(fn(q, k, v, causal=causal, layout=layout).astype(jnp.float32)
+                                                * cotangent), argnums=(0, 1, 2))(*inputs)
+
+    ours = jax.jit(lambda *a: grads(flashx.jax.attention, *a))(q, k, v)
+    ref = grads(native_attention, *(x.astype(jnp.float32) for x in (q, k, v)))
+    native = grads(native_attention, q, k, v)
+    for name, g, r, n in zip("qkv", ours, ref, native):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), dtype, f"d{name}")
+    return ours
+
+
 CASES = [
     pytest.param(Case(1, 37, 65, 4, 2, 64, 64), id="gqa-4:2-q37-kv65"),
     pytest.param(Case(1, 65, 37, 2, 2, 40, 40, causal=True), id="q65-kv37-causal-rows-without-keys"),
@@ -219,19 +237,7 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
     assert forward_kernels and all(kern is gluon_forward.gluon_attention_forward_kernel for kern in forward_kernels)
     check_against_reference(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
 
-    def loss(fn, q, k, v):
-        return jnp.sum(fn(q, k, v).astype(jnp.float32) * cotangent)
-
-    cotangent = jnp.asarray(rng.standard_normal(out.shape), jnp.float32)
-    ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(
-        *a, causal=case.causal, layout=case.layout), q, k, v), argnums=(0, 1, 2)))(q, k, v)
-    up = [x.astype(jnp.float32) for x in (q, k, v)]
-    ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal, layout=case.layout),
-                                        q, k, v), argnums=(0, 1, 2))(*up)
-    native = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal, layout=case.layout),
-                                           q, k, v), argnums=(0, 1, 2))(q, k, v)
-    for name, g, r, n in zip("qkv", ours, ref, native):
-        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), dtype, f"d{name}")
+    checked_gradients(rng, q, k, v, case.causal, dtype, case.layout)
 
 
 @pytest.mark.gpu
@@ -297,22 +303,9 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
     monkeypatch.setattr(plan_mod.AttentionPlan, "_backward_statics", lambda self, *a: on_device.extend(
         bool(static[4].get("DEVICE_DESCRIPTORS")) for static in statics(self, *a)) or statics(self, *a))
     q, k, v = make_inputs(rng, case, "bfloat16")
-    cotangent = jnp.asarray(rng.standard_normal(q.shape[:-1] + (case.dv,)), jnp.float32)
-
-    def loss(fn, q, k, v):
-        return jnp.sum(fn(q, k, v).astype(jnp.float32) * cotangent)
-
-    ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(*a, causal=case.causal), q, k, v),
-                            argnums=(0, 1, 2)))(q, k, v)
+    checked_gradients(rng, q, k, v, case.causal)
     assert {gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel} <= set(backward_kernels)
     assert any(on_device) is (dkdv_tile != "dkdv")
-    up = [x.astype(jnp.float32) for x in (q, k, v)]
-    ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
-                   argnums=(0, 1, 2))(*up)
-    native = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
-                      argnums=(0, 1, 2))(q, k, v)
-    for name, g, r, n in zip("qkv", ours, ref, native):
-        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
 
 
 def test_scratch_taken_from_the_argument():
@@ -449,59 +442,13 @@ def test_gradient_compiles_its_kernels_ahead(traced_as_hopper, monkeypatch):
     assert lowered == []
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("case", [
-    pytest.param(Case(1, 1037, 1037, 4, 2, 128, 128, causal=True), id="gqa-causal-n1037"),
-    pytest.param(Case(2, 333, 777, 2, 1, 64, 64), id="mqa-q333-kv777-d64"),
-])
-def test_gpu_gradient_compiled_ahead(monkeypatch, rng, case):
-    """On the GPU a first jax.grad lowers each launch ahead on its own thread (jax-triton compiles
-    the kernels side by side), every one without error, and the gradients are right: against
-    float32 within the dtype's bound of JAX's own."""
-    import sys
-
-    module = sys.modules["flashx.jax.attention"]
-    lowered = []
-    lower = module._lower_launch
-
-    def checked(launch):
-        try:
-            lower(launch)
-        except Exception as err:
-            lowered.append(err)
-            raise
-        lowered.append(None)
-
-    monkeypatch.setattr(module, "_lower_launch", checked)
-    q, k, v = make_inputs(rng, case, "bfloat16")
-    cotangent = jnp.asarray(rng.standard_normal(q.shape[:-1] + (case.dv,)), jnp.float32)
-
-    def loss(fn, q, k, v):
-        return jnp.sum(fn(q, k, v).astype(jnp.float32) * cotangent)
-
-    ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(*a, causal=case.causal), q, k, v),
-                            argnums=(0, 1, 2)))(q, k, v)
-    assert len(lowered) >= 3 and lowered == [None] * len(lowered), lowered
-    up = [x.astype(jnp.float32) for x in (q, k, v)]
-    ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
-                   argnums=(0, 1, 2))(*up)
-    native = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
-                      argnums=(0, 1, 2))(q, k, v)
-    for name, g, r, n in zip("qkv", ours, ref, native):
-        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
-
-
-def test_gradient_lowered_ahead_on_threads(monkeypatch, rng):
-    """The lowering ahead itself, on the CPU (each launch lowers to a host callback here, where
-    on the GPU jax-triton compiles): a first jax.jit(jax.grad) lowers every launch on the pool's
-    threads while the trace waits, without error or deadlock, and the gradients stay right:
-    against float32 within the dtype's bound of JAX's own."""
+@pytest.fixture
+def lowered_ahead(monkeypatch):
+    """(thread name, error or None) of each launch flashx.jax lowers ahead (_lower_launch)."""
     import sys
     import threading
 
     module = sys.modules["flashx.jax.attention"]
-    monkeypatch.setattr(module, "_launches_compile", lambda: True)
-    monkeypatch.setattr(module._gluon, "import_jax_triton", lambda: None)
     lowered = []
     lower = module._lower_launch
 
@@ -514,18 +461,36 @@ def test_gradient_lowered_ahead_on_threads(monkeypatch, rng):
         lowered.append((threading.current_thread().name, None))
 
     monkeypatch.setattr(module, "_lower_launch", checked)
+    return lowered
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [
+    pytest.param(Case(1, 1037, 1037, 4, 2, 128, 128, causal=True), id="gqa-causal-n1037"),
+    pytest.param(Case(2, 333, 777, 2, 1, 64, 64), id="mqa-q333-kv777-d64"),
+])
+def test_gpu_gradient_compiled_ahead(lowered_ahead, rng, case):
+    """On the GPU a first jax.grad lowers each launch ahead on its own thread (jax-triton compiles
+    the kernels side by side), every one without error, and the gradients are right: against
+    float32 within the dtype's bound of JAX's own."""
+    q, k, v = make_inputs(rng, case, "bfloat16")
+    checked_gradients(rng, q, k, v, case.causal)
+    assert len(lowered_ahead) >= 3
+    assert all(name.startswith("flashx-jax-compile") and err is None for name, err in lowered_ahead), lowered_ahead
+
+
+def test_gradient_lowered_ahead_on_threads(monkeypatch, lowered_ahead, rng):
+    """The lowering ahead itself, on the CPU (each launch lowers to a host callback here, where
+    on the GPU jax-triton compiles): a first jax.jit(jax.grad) lowers every launch on the pool's
+    threads while the trace waits, without error or deadlock, and the gradients stay right:
+    against float32 within the dtype's bound of JAX's own."""
+    import sys
+
+    module = sys.modules["flashx.jax.attention"]
+    monkeypatch.setattr(module, "_launches_compile", lambda: True)
+    monkeypatch.setattr(module._gluon, "import_jax_triton", lambda: None)
     case = Case(1, 41, 53, 4, 2, 32, 32, causal=True)  # a shape no other test plans
     q, k, v = make_inputs(rng, case, "bfloat16")
-    cotangent = jnp.asarray(rng.standard_normal(q.shape[:-1] + (case.dv,)), jnp.float32)
-
-    def loss(fn, q, k, v):
-        return jnp.sum(fn(q, k, v).astype(jnp.float32) * cotangent)
-
-    ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(*a, causal=True), q, k, v),
-                            argnums=(0, 1, 2)))(q, k, v)
-    assert len(lowered) == 4 and all(name.startswith("flashx-jax-compile") and err is None for name, err in lowered)
-    up = [x.astype(jnp.float32) for x in (q, k, v)]
-    ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=True), q, k, v), argnums=(0, 1, 2))(*up)
-    native = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=True), q, k, v), argnums=(0, 1, 2))(q, k, v)
-    for name, g, r, n in zip("qkv", ours, ref, native):
-        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
+    checked_gradients(rng, q, k, v, causal=True)
+    assert len(lowered_ahead) == 4
+    assert all(name.startswith("flashx-jax-compile") and err is None for name, err in lowered_ahead), lowered_ahead
