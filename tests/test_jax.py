@@ -72,6 +72,24 @@ def check_against_reference(q, k, v, out, lse, dtype, *, causal=False, scale=Non
     assert_lse_close(to_numpy(lse), ref_lse)
 
 
+def checked_gradients(rng, q, k, v, causal: bool, dtype: str = "bfloat16", layout: str = "bnhd") -> tuple:
+    """jax.jit(jax.grad) of flashx.jax.attention under a random cotangent: dq, dk and dv against
+    float32 within the dtype's bound of JAX's own in that dtype. Returns them."""
+    out_shape = q.shape[:-1] + (v.shape[-1],)
+    cotangent = jnp.asarray(rng.standard_normal(out_shape), jnp.float32)
+
+    def grads(fn, *inputs):
+        return jax.grad(lambda q, k, v: jnp.sum(fn(q, k, v, causal=causal, layout=layout).astype(jnp.float32)
+                                                * cotangent), argnums=(0, 1, 2))(*inputs)
+
+    ours = jax.jit(lambda *a: grads(flashx.jax.attention, *a))(q, k, v)
+    ref = grads(native_attention, *(x.astype(jnp.float32) for x in (q, k, v)))
+    native = grads(native_attention, q, k, v)
+    for name, g, r, n in zip("qkv", ours, ref, native):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), dtype, f"d{name}")
+    return ours
+
+
 CASES = [
     pytest.param(Case(1, 37, 65, 4, 2, 64, 64), id="gqa-4:2-q37-kv65"),
     pytest.param(Case(1, 65, 37, 2, 2, 40, 40, causal=True), id="q65-kv37-causal-rows-without-keys"),
@@ -219,19 +237,7 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
     assert forward_kernels and all(kern is gluon_forward.gluon_attention_forward_kernel for kern in forward_kernels)
     check_against_reference(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
 
-    def loss(fn, q, k, v):
-        return jnp.sum(fn(q, k, v).astype(jnp.float32) * cotangent)
-
-    cotangent = jnp.asarray(rng.standard_normal(out.shape), jnp.float32)
-    ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(
-        *a, causal=case.causal, layout=case.layout), q, k, v), argnums=(0, 1, 2)))(q, k, v)
-    up = [x.astype(jnp.float32) for x in (q, k, v)]
-    ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal, layout=case.layout),
-                                        q, k, v), argnums=(0, 1, 2))(*up)
-    native = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal, layout=case.layout),
-                                           q, k, v), argnums=(0, 1, 2))(q, k, v)
-    for name, g, r, n in zip("qkv", ours, ref, native):
-        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), dtype, f"d{name}")
+    checked_gradients(rng, q, k, v, case.causal, dtype, case.layout)
 
 
 @pytest.mark.gpu
@@ -276,11 +282,11 @@ def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, d
         pytest.param(Case(1, 900, 900, 2, 1, 128, 128), id="mqa-dense"),
     ],
 )
-@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma", "dkdv-tma-persist"])
+@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma", "dkdv-tma-ts", "dkdv-tma-persist"])
 def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, case, dkdv_tile):
     """With the Gluon backward routes switched on for dense and causal calls (dK/dV by cp.async,
-    or by TMA from descriptors the kernel builds in its DESCRIPTOR_SCRATCH output, on the grid or
-    persistent: "dkdv-tma-persist", prepared and not routed, first run pending), jax.grad of
+    or by TMA from descriptors the kernel builds in its DESCRIPTOR_SCRATCH output, dK and dV stored
+    by TMA or not, on the grid or persistent: "dkdv-tma-persist", which loses and is not routed), jax.grad of
     flashx.jax.attention launches the Gluon dK/dV and dQ kernels through jax-triton:
     the gradients against float32 within the dtype's bound of JAX's own. Run it under a timeout:
     a wrong barrier protocol hangs rather than fails."""
@@ -297,22 +303,9 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
     monkeypatch.setattr(plan_mod.AttentionPlan, "_backward_statics", lambda self, *a: on_device.extend(
         bool(static[4].get("DEVICE_DESCRIPTORS")) for static in statics(self, *a)) or statics(self, *a))
     q, k, v = make_inputs(rng, case, "bfloat16")
-    cotangent = jnp.asarray(rng.standard_normal(q.shape[:-1] + (case.dv,)), jnp.float32)
-
-    def loss(fn, q, k, v):
-        return jnp.sum(fn(q, k, v).astype(jnp.float32) * cotangent)
-
-    ours = jax.jit(jax.grad(lambda q, k, v: loss(lambda *a: flashx.jax.attention(*a, causal=case.causal), q, k, v),
-                            argnums=(0, 1, 2)))(q, k, v)
+    checked_gradients(rng, q, k, v, case.causal)
     assert {gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel} <= set(backward_kernels)
     assert any(on_device) is (dkdv_tile != "dkdv")
-    up = [x.astype(jnp.float32) for x in (q, k, v)]
-    ref = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
-                   argnums=(0, 1, 2))(*up)
-    native = jax.grad(lambda q, k, v: loss(lambda *a: native_attention(*a, causal=case.causal), q, k, v),
-                      argnums=(0, 1, 2))(q, k, v)
-    for name, g, r, n in zip("qkv", ours, ref, native):
-        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
 
 
 def test_scratch_taken_from_the_argument():
@@ -404,3 +397,100 @@ def test_backward_asks_for_descriptor_scratch(traced_as_hopper):
     scratch = plan_mod.descriptor_scratch_bytes(call.grid) if device_descriptors else 1
     assert [t.shape for t in out_types] == [(2, 1100, 2, 128), (2, 1100, 2, 128), (scratch,)]
     assert out_types[2].dtype == jnp.uint8
+
+
+def test_gradient_compiles_its_kernels_ahead(traced_as_hopper, monkeypatch):
+    """A differentiated call (traced as on a GPU, with Hopper's routes) first lowers each of its
+    launches, forward and backward, on its own thread, so that jax-triton compiles the kernels side
+    by side: the same kernels, grids, constexprs, arrays and output types, in the order the trace
+    then launches them; a second trace with the same plan lowers nothing ahead."""
+    import sys
+    import threading
+
+    module = sys.modules["flashx.jax.attention"]
+    device_descriptors, _ = traced_as_hopper
+    monkeypatch.setattr(module, "_launches_compile", lambda: True)  # as jax-triton's launches do on a GPU
+    monkeypatch.setattr(module._gluon, "import_jax_triton", lambda: None)
+    lowered = []
+    monkeypatch.setattr(module, "_lower_launch", lambda launch: lowered.append((launch, threading.current_thread().name)))
+
+    def described(build, arrays, out_types):
+        call, _ = build(arrays, None)
+        return (call.kernel, call.grid, dict(call.constexprs), sorted(arrays),
+                tuple((t.shape, t.dtype) for t in out_types))
+
+    launched = []  # every launch: the recording pass's, then the trace's own
+    launch = module._launch
+
+    def seen(build, arrays, out_types, zeroed=()):
+        launched.append(described(build, {n: a for n, a in arrays.items() if a is not None}, out_types))
+        return launch(build, arrays, out_types, zeroed)
+
+    monkeypatch.setattr(module, "_launch", seen)
+    n = 1100 + 7 * device_descriptors  # plans are cached by shape: one each, not yet seen
+    q, k, v = (jax.ShapeDtypeStruct((1, n, h, 128), jnp.bfloat16) for h in (4, 2, 2))
+    grad = jax.grad(lambda q, k, v: flashx.jax.attention(q, k, v, causal=True).astype(jnp.float32).sum(), argnums=(0, 1, 2))
+    grads = jax.eval_shape(grad, q, k, v)
+    assert [g.shape for g in grads] == [q.shape, k.shape, v.shape]
+    ahead = [described(launch[0], launch[1], launch[2]) for launch, _ in lowered]
+    assert len(ahead) >= 3  # the forward, the row statistics, dK/dV (and dQ)
+    assert "DLSE" in ahead[1][3]  # jax.custom_vjp hands the backward dlse as zeros
+    assert launched == ahead * 2
+    assert all(name.startswith("flashx-jax-compile") for _, name in lowered)
+    lowered.clear()
+    jax.eval_shape(grad, q, k, v)
+    assert lowered == []
+
+
+@pytest.fixture
+def lowered_ahead(monkeypatch):
+    """(thread name, error or None) of each launch flashx.jax lowers ahead (_lower_launch)."""
+    import sys
+    import threading
+
+    module = sys.modules["flashx.jax.attention"]
+    lowered = []
+    lower = module._lower_launch
+
+    def checked(launch):
+        try:
+            lower(launch)
+        except Exception as err:
+            lowered.append((threading.current_thread().name, err))
+            raise
+        lowered.append((threading.current_thread().name, None))
+
+    monkeypatch.setattr(module, "_lower_launch", checked)
+    return lowered
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [
+    pytest.param(Case(1, 1037, 1037, 4, 2, 128, 128, causal=True), id="gqa-causal-n1037"),
+    pytest.param(Case(2, 333, 777, 2, 1, 64, 64), id="mqa-q333-kv777-d64"),
+])
+def test_gpu_gradient_compiled_ahead(lowered_ahead, rng, case):
+    """On the GPU a first jax.grad lowers each launch ahead on its own thread (jax-triton compiles
+    the kernels side by side), every one without error, and the gradients are right: against
+    float32 within the dtype's bound of JAX's own."""
+    q, k, v = make_inputs(rng, case, "bfloat16")
+    checked_gradients(rng, q, k, v, case.causal)
+    assert len(lowered_ahead) >= 3
+    assert all(name.startswith("flashx-jax-compile") and err is None for name, err in lowered_ahead), lowered_ahead
+
+
+def test_gradient_lowered_ahead_on_threads(monkeypatch, lowered_ahead, rng):
+    """The lowering ahead itself, on the CPU (each launch lowers to a host callback here, where
+    on the GPU jax-triton compiles): a first jax.jit(jax.grad) lowers every launch on the pool's
+    threads while the trace waits, without error or deadlock, and the gradients stay right:
+    against float32 within the dtype's bound of JAX's own."""
+    import sys
+
+    module = sys.modules["flashx.jax.attention"]
+    monkeypatch.setattr(module, "_launches_compile", lambda: True)
+    monkeypatch.setattr(module._gluon, "import_jax_triton", lambda: None)
+    case = Case(1, 41, 53, 4, 2, 32, 32, causal=True)  # a shape no other test plans
+    q, k, v = make_inputs(rng, case, "bfloat16")
+    checked_gradients(rng, q, k, v, causal=True)
+    assert len(lowered_ahead) == 4
+    assert all(name.startswith("flashx-jax-compile") and err is None for name, err in lowered_ahead), lowered_ahead

@@ -274,6 +274,86 @@ def test_kernel_call_reuses_the_compiled_runner_per_alignment(monkeypatch):
     assert compiled_grids == [(3, 2, 1), (3, 2, 1)]
 
 
+class _FakeFuture:
+    """What warmup returns under Triton's AsyncCompileMode: a compile still on the pool."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+
+    def result(self):
+        return self.compiled
+
+
+def test_compile_together_keeps_a_runner_per_pending_launch(monkeypatch):
+    """compile_together compiles (warmup, no launch) the kernels of the launches that have no
+    runner yet, builds their runners on its pool's threads on the caller's device, and the
+    launches then go straight to those runners; a launch with a runner, or a lone pending one,
+    is left to its launch; a compile error reaches the caller."""
+    import threading
+
+    monkeypatch.setattr(core.launch.CompiledRunners, "key", staticmethod(
+        lambda arrays: tuple((a.dtype, a.data_ptr() % 16 == 0) for a in arrays)))
+    devices = []
+    monkeypatch.setattr(core.launch, "_device_functions", lambda: (lambda: 3, lambda d: devices.append(
+        (d, threading.current_thread().name))))
+    monkeypatch.setattr(core.launch, "_async_compile_active", lambda: False)
+
+    class Compiled:
+        """A CompiledKernel: compiled[grid] is its runner."""
+
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            return self.kernel.runner(grid)
+
+    class Kernel(_FakeKernel):
+        def __init__(self, fail=False, future=True):
+            super().__init__()
+            self.fail, self.future = fail, future
+
+        def warmup(self, *args, grid, **kwargs):
+            if self.fail:
+                raise RuntimeError("does not compile")
+            self.log.append(("warmup", grid, args, kwargs))
+            return _FakeFuture(Compiled(self)) if self.future else Compiled(self)
+
+    def launch_of(kernel, grid):
+        q = _FakeArray(1024)
+        runners = core.launch.CompiledRunners()
+        runners.enabled = True  # as on a GPU
+        call = core.KernelCall(kernel, grid, (q, 5), ("O",), dict(BLOCK=16), dict(num_warps=8), arrays=(q,),
+                               runners=runners)
+        return call, (_FakeArray(2048),), ()
+
+    kernels = [Kernel(), Kernel(future=False), Kernel()]
+    launches = [launch_of(k, (i + 1, 1, 1)) for i, k in enumerate(kernels)]
+    ready, bound, _ = launches[2]  # this one has its runner already: not compiled again
+    ready.runners.remember(ready.runners.key((*ready.arrays, *bound)), Compiled(kernels[2]), ready.grid)
+    core.launch.compile_together(launches)
+    for i, kernel in enumerate(kernels[:2]):
+        assert kernel.log == [("warmup", (i + 1, 1, 1), launches[i][0].args + launches[i][1],
+                               dict(BLOCK=16, num_warps=8))]
+    assert kernels[2].log == []
+    assert len(devices) == 2 and all(d == 3 and name.startswith("flashx-compile") for d, name in devices)
+    for (call, bound, _), kernel in zip(launches, kernels):
+        call.launch(bound)
+        assert kernel.log[-1] == ("runner", call.grid, (*call.args, *bound, 16))
+
+    # Kernels Triton had compiled already: their runners are kept without the pool's threads.
+    devices.clear()
+    cached = [launch_of(Kernel(future=False), (1, 1, 1)), launch_of(Kernel(future=False), (2, 1, 1))]
+    core.launch.compile_together(cached)
+    assert [name for _, name in devices] == [threading.current_thread().name] * 2
+    assert all(call.runners.get(call.runners.key((*call.arrays, *bound))) for call, bound, _ in cached)
+
+    lone = launch_of(Kernel(), (1, 1, 1))
+    core.launch.compile_together([lone])
+    assert lone[0].kernel.log == []
+    with pytest.raises(RuntimeError, match="does not compile"):
+        core.launch.compile_together([launch_of(Kernel(fail=True), (1, 1, 1)), launch_of(Kernel(), (2, 1, 1))])
+
+
 def test_kernel_params_requires_constexprs_last():
     import triton
     import triton.language as tl
@@ -757,7 +837,7 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
 
 @pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
 def test_gluon_backward_tma_store_binds_gradient_descriptors(monkeypatch, gpu_plans, layout):
-    """A dK/dV tile with TMA_STORE (not routed yet) takes DK and DV as host descriptors over their
+    """A dK/dV tile with TMA_STORE ("dkdv-tma-ts") takes DK and DV as host descriptors over their
     logical [B, Nkv, Hkv, D] views with [1, 64, 1, D] blocks where the launcher passes
     descriptors (torch's), and as arrays where the kernel builds them (JAX's); the other outputs,
     and every output of a tile without it, stay as they are."""

@@ -791,11 +791,11 @@ def _documents_of_300(b, h, q_idx, kv_idx):
         pytest.param(Case(2, 1000, 1000, 4, 2, 128, 128, causal=True), "documents", id="documents-gqa"),
     ],
 )
-@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma", "dkdv-tma-persist"])
+@pytest.mark.parametrize("dkdv_tile", ["dkdv", "dkdv-tma", "dkdv-tma-ts", "dkdv-tma-persist"])
 def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, window, dkdv_tile):
     """With the Gluon backward routes switched on for every kind (dK/dV by cp.async, or by TMA
-    from host descriptors of Q and dO, on the grid or persistent: "dkdv-tma-persist", prepared
-    and not routed, first run pending), flashx's backward launches the Gluon dK/dV and dQ kernels
+    from host descriptors of Q and dO, dK and dV stored by TMA or not, on the grid or persistent:
+    "dkdv-tma-persist", which loses and is not routed), flashx's backward launches the Gluon dK/dV and dQ kernels
     (a causal document mask: through its block map, mask_mod on the partial blocks): dq, dk and
     dv against float64 within the dtype's bound of torch's own bf16 gradients. Run it under a
     timeout (see above)."""

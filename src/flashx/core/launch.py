@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
@@ -60,6 +61,10 @@ class CompiledRunners:
     def get(self, key: tuple) -> Any:
         return self._runners.get(key)
 
+    def __bool__(self) -> bool:
+        """Whether any runner is kept (the launch has run, or compile_together built it)."""
+        return bool(self._runners)
+
     def remember(self, key: tuple, compiled: Any, grid: tuple) -> None:
         """Keep compiled[grid], the public runner of a CompiledKernel; if this Triton has none,
         stop trying (every call then takes Triton's usual path)."""
@@ -106,3 +111,69 @@ class KernelCall:
         # First call with this key: Triton binds, specializes (compiling if needed) and launches.
         compiled = self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
         runners.remember(key, compiled, self.grid)
+
+
+def compile_together(launches: Sequence[tuple]) -> None:
+    """Compile side by side the kernels of several launches, each (KernelCall, outputs, inputs),
+    that have no runner yet (a plan's first launches), and keep their runners for the launches to use.
+
+    A first backward launches two or three kernels that Triton would compile one after another:
+    each a compile (MLIR passes and ptxas) and a launcher (a C module built by the system
+    compiler) that mostly run outside the GIL. Here the compiles go through Triton's
+    AsyncCompileMode on a thread pool, and the launchers are built (and the modules loaded) on the
+    same pool, so the first call waits for about the slowest kernel instead of the sum. Launches
+    that already have a runner, calls without runners (the interpreter) and Tritons without
+    AsyncCompileMode are left to their first launch, which compiles as before. Errors are raised
+    here, as the launch would have raised them.
+    """
+    import triton
+
+    pending = []
+    for call, outputs, inputs in launches:
+        runners = call.runners
+        # Only a plan's first launches: later ones (warm, the hot path) skip the key, and one
+        # with new alignments compiles at its launch as before.
+        if runners is None or not runners.enabled or runners:
+            continue
+        key = runners.key((*inputs, *call.arrays, *outputs))
+        if runners.get(key) is None:
+            pending.append((call, key, (*inputs, *call.args, *outputs)))
+    async_mode = getattr(triton, "AsyncCompileMode", None)
+    if len(pending) < 2 or async_mode is None or _async_compile_active():
+        return
+    runtime.repair_triton_cache_dir()
+    get_device, set_device = _device_functions()
+    device = get_device()
+
+    def keep_runner(item: tuple) -> None:
+        (call, key, _), compiled = item
+        set_device(device)  # the pool's threads start on the default device
+        call.runners.remember(key, compiled, call.grid)
+
+    with ThreadPoolExecutor(max_workers=len(pending), thread_name_prefix="flashx-compile") as pool:
+        with async_mode(pool):
+            # warmup compiles without launching; in this mode it hands the compile to the pool.
+            kernels = [call.kernel.warmup(*args, grid=call.grid, **call.constexprs, **call.options)
+                       for call, _, args in pending]
+        # Leaving the mode finished every compile; a kernel Triton had compiled already (a new
+        # plan, same specialization) came back as is, and then nothing needs the pool's threads
+        # (which it only starts on a first submit).
+        fresh = any(hasattr(k, "result") for k in kernels)
+        compiled = [k.result() if hasattr(k, "result") else k for k in kernels]
+        list((pool.map if fresh else map)(keep_runner, zip(pending, compiled)))
+
+
+def _async_compile_active() -> bool:
+    """Whether the caller already compiles in an AsyncCompileMode (only one may be active)."""
+    try:
+        from triton.runtime._async_compile import active_mode
+    except ImportError:
+        return True
+    return active_mode.get() is not None
+
+
+def _device_functions() -> tuple:
+    """(get, set) of the current device, as Triton's launcher sees it."""
+    from triton.runtime import driver
+
+    return driver.active.get_current_device, driver.active.set_current_device

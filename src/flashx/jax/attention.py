@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Optional, Union
 
 import jax
@@ -62,12 +64,21 @@ def _to_torch(a: np.ndarray):
 CallBuilder = Callable[[Mapping[str, Any], Any], tuple]
 
 
+# Where a thread is recording launches (_recorded_launches), the list it appends them to.
+_recording = threading.local()
+
+
 def _launch(build: CallBuilder, arrays: Mapping[str, Any], out_types: tuple, zeroed: tuple = ()) -> tuple:
     """Run one kernel on JAX arrays: triton_call on the GPU, a host callback into the interpreter on the CPU.
 
     zeroed: indices of the outputs that start at zero (the kernel may leave parts unwritten).
     """
     arrays = {name: a for name, a in arrays.items() if a is not None}
+    recorded = getattr(_recording, "launches", None)
+    if recorded is not None:
+        recorded.append((build, {n: jax.ShapeDtypeStruct(a.shape, a.dtype) for n, a in arrays.items()},
+                         tuple(out_types), tuple(zeroed)))
+        return tuple(jnp.zeros(t.shape, t.dtype) for t in out_types)
     if not core.runtime.INTERPRETER:
         call, inputs = build(arrays, jnp.zeros((1,), jnp.int32))
         return tuple(_triton_call(
@@ -164,7 +175,71 @@ def _attention(options: core.CallOptions, q, k, v, bias, aux):
     return _forward(options, q, k, v, bias, aux)
 
 
+def _recorded_launches(fn: Callable, *args) -> list:
+    """The launches fn(*args) would make, in order, each (build, abstract arrays, out_types,
+    zeroed), traced abstractly (jax.eval_shape) with no kernel called or compiled."""
+    _recording.launches = launches = []
+    try:
+        jax.eval_shape(fn, *args)
+    finally:
+        _recording.launches = None
+    return launches
+
+
+def _gradient_launches(plan: core.AttentionPlan, options: core.CallOptions, q, k, v, bias, aux) -> list:
+    """The launches of a differentiated call, forward then backward (see _recorded_launches):
+    the backward's cotangents are dO like out (JAX arrays are dense) and dlse as zeros, as
+    jax.custom_vjp passes them."""
+    abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), (q, k, v, bias, aux))
+    out = jax.ShapeDtypeStruct(plan.out_shape, q.dtype)
+    lse = jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32)
+    launches = _recorded_launches(lambda *a: _forward(options, *a), *abstract)
+    if plan.needs_backward_launch:
+        launches += _recorded_launches(lambda *a: _backward(options, *a), *abstract, out, lse, out, lse)
+    return launches
+
+
+def _lower_launch(launch: tuple) -> None:
+    """Lower one recorded launch on its own, which makes jax-triton compile its kernel."""
+    build, arrays, out_types, zeroed = launch
+    jax.jit(lambda a: _launch(build, a, out_types, zeroed)).lower(arrays)
+
+
+def _launches_compile() -> bool:
+    """Whether a launch compiles a kernel (jax-triton, on the GPU), not a host callback into
+    Triton's interpreter."""
+    return not core.runtime.INTERPRETER
+
+
+def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux) -> None:
+    """Compile a differentiated call's kernels (forward and backward) side by side, once per plan.
+
+    jax-triton compiles each kernel when its launch is lowered, one after another, and a first
+    jax.grad lowers the forward's and the backward's three or four. Triton's compiler mostly runs
+    outside the GIL, so each launch is lowered on its own thread first (jax-triton keeps the
+    compiled kernel, and flashx/jax/gluon.py the Gluon ones); the trace's own lowering then finds
+    them compiled. jaxlib still assembles each kernel's PTX at its first launch, one at a time.
+    """
+    plan = _plan(options, q, k, v, bias, aux)
+    if not _launches_compile() or not plan.first_time("jax compile ahead"):
+        return
+    launches = _gradient_launches(plan, options, q, k, v, bias, aux)
+    if len(launches) < 2:
+        return
+    _gluon.import_jax_triton()  # once, before the threads
+
+    def lower(launch: tuple) -> None:
+        try:
+            _lower_launch(launch)
+        except Exception:  # noqa: BLE001 (only ahead of time: the trace's own lowering compiles, and reports, as before)
+            pass
+
+    with ThreadPoolExecutor(max_workers=len(launches), thread_name_prefix="flashx-jax-compile") as pool:
+        list(pool.map(lower, launches))
+
+
 def _attention_fwd(options, q, k, v, bias, aux):
+    _compile_ahead(options, q, k, v, bias, aux)
     out, lse = _forward(options, q, k, v, bias, aux)
     return (out, lse), (q, k, v, bias, aux, out, lse)
 

@@ -167,11 +167,13 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
         preprocess, *gradients = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout),
                                                      gluon=gluon, descriptors="host")
         outputs = dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias)
+        # The Gluon dK/dV kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
+        launches = [(preprocess, (delta, lse_log2), ())] + [
+            (call, plan.launch_outputs(call, outputs, _placeholder(q)), ()) for call in gradients]
         with _on_device(q):
-            preprocess.launch((delta, lse_log2))
-            for call in gradients:
-                # The Gluon dK/dV kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
-                call.launch(plan.launch_outputs(call, outputs, _placeholder(q)))
+            core.launch.compile_together(launches)  # a first backward's kernels compile side by side
+            for call, bound, _ in launches:
+                call.launch(bound)
     return dq, dk, dv, dbias
 
 
