@@ -153,7 +153,8 @@ def _ms(begin: float) -> float:
 def _profiled(spec: dict, phase: str):
     """A context that profiles one first call with cProfile where --profile asked for it, and writes
     to PROFILE/<case>-<phase>.txt each triton.compile call's stage times (Triton's compilation
-    listener) and the 40 costliest functions by cumulative time (main thread only)."""
+    listener), the 40 costliest functions by cumulative time and the 15 by own time (main thread
+    only), and who called the 5 costliest by own time."""
     folder = spec.get("profile")
     if not folder:
         return contextlib.nullcontext()
@@ -191,7 +192,11 @@ def _profiled(spec: dict, phase: str):
             name = re.sub(r"[^A-Za-z0-9_.-]", "", f"{spec['frontend']}-d{spec['head_dim']}-{flags}-{phase}")
             with open(Path(folder) / f"{name}.txt", "w") as f:
                 f.write("triton.compile calls:\n" + "".join(f"  {line}\n" for line in compiled) + "\n")
-                pstats.Stats(profiler, stream=f).sort_stats("cumulative").print_stats(40)
+                stats = pstats.Stats(profiler, stream=f)
+                stats.sort_stats("cumulative").print_stats(40)
+                stats.sort_stats("tottime").print_stats(15)
+                for func in stats.fcn_list[:5]:  # fcn_list: the order of the last sort
+                    stats.print_callers(re.escape(pstats.func_std_string(func)))
 
     return profiled()
 

@@ -333,6 +333,72 @@ def test_scratch_taken_from_the_argument():
         _scratch_in_argument(ptx.replace(",\n\t.param .u64 k_param_5", ""), "k", names, signature, 384)
 
 
+_COMPILE_TO_PTX_CHECK = """
+from flashx.jax.gluon import compile_to_ptx  # flashx first: without a GPU it sets up the interpreter
+
+import triton
+import triton.language as tl
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import JITFunction
+
+
+def add_one(X, N: tl.constexpr):
+    offsets = tl.arange(0, N)
+    tl.store(X + offsets, tl.load(X + offsets) + 1)
+
+
+seen = []
+
+
+def earlier_hook(*args):  # Triton >= 3.7 also calls it with nothing, for its part of a cache key
+    if not args:
+        return "", ""
+    seen.append(list(args[1]))
+
+
+knobs.runtime.add_stages_inspection_hook = earlier_hook
+kernel = JITFunction(add_one)
+
+
+def source():
+    return ASTSource(kernel, {"X": "*fp32", "N": "constexpr"}, {(1,): 64})
+
+
+ptx_only = compile_to_ptx(source(), 90, 4)
+assert ".entry add_one" in ptx_only.asm["ptx"] and ptx_only.asm["cubin"] == b""
+assert seen == [["ttir", "ttgir", "llir", "ptx", "cubin"]], seen
+assert knobs.runtime.add_stages_inspection_hook is earlier_hook  # put back after each compile
+full = triton.compile(source(), target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
+assert len(full.asm["cubin"]) > 0 and full.hash != ptx_only.hash
+assert full.asm["ptx"] == ptx_only.asm["ptx"]
+again = compile_to_ptx(source(), 90, 4)  # from the cache, and still its own entry
+assert again.hash == ptx_only.hash and again.asm["cubin"] == b"" and again.asm["ptx"] == ptx_only.asm["ptx"]
+print("checked")
+"""
+
+
+def test_compile_to_ptx(tmp_path):
+    """compile_to_ptx (flashx/jax/gluon.py) stops at PTX, which jaxlib assembles itself: the cubin
+    is empty, the stage hook installed before it still runs and is put back, and a full Triton
+    compile of the same kernel gets a real cubin, not the PTX-only cache entry (nor the other way
+    round). Compiled offline for sm_90 with Triton's own ptxas, in a fresh process: a kernel run
+    through Triton's interpreter (the other CPU tests) leaves the tl frontend patched."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "compile_to_ptx_check.py"  # Triton reads a kernel's source from its file
+    script.write_text(_COMPILE_TO_PTX_CHECK)
+    env = dict(os.environ)
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("checked"), done.stderr[-3000:]
+
+
 @pytest.fixture(params=[False, True], ids=["cp-async", "device-descriptors"])
 def traced_as_hopper(request, monkeypatch):
     """(GLUON_DEVICE_DESCRIPTORS, launches): JAX traced as on Hopper (nothing runs: tests use

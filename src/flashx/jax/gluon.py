@@ -12,6 +12,7 @@ DESCRIPTOR_SCRATCH output (_scratch_in_argument): jaxlib passes no scratch
 import functools
 import os
 import re
+import threading
 
 from .. import core
 
@@ -20,8 +21,6 @@ _installed = None
 
 def _wrap(original):
     from jax._src.lib import gpu_triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import compile as triton_compile
     from triton.experimental.gluon._runtime import GluonASTSource
 
     @functools.lru_cache(maxsize=None)
@@ -29,7 +28,7 @@ def _wrap(original):
         names = fn.arg_names
         source = GluonASTSource(fn, dict(signature), {(names.index(k),): v for k, v in constexprs},
                                 {index: [list(a) for a in attr] for index, attr in attrs})
-        compiled = triton_compile(source, target=GPUTarget("cuda", cc, 32), options=dict(num_warps=num_warps))
+        compiled = compile_to_ptx(source, cc, num_warps)
         md = compiled.metadata
         ptx = compiled.asm["ptx"]
         if md.global_scratch_size:
@@ -62,6 +61,60 @@ def _wrap(original):
 
 
 SCRATCH_ARGUMENT = "DESCRIPTOR_SCRATCH"
+
+# Marks compile_to_ptx's entries in Triton's cache key, so that a PTX-only kernel (no cubin) and
+# a full compile of the same source never share a cache entry.
+PTX_ONLY_KEY = "FLASHX_PTX_ONLY"
+_ptx_only = threading.local()  # .active: this thread is inside compile_to_ptx
+_hook_lock = threading.Lock()
+_hook_users = 0
+_hook_before = None
+
+
+def _drop_cubin_stage(*args):
+    """Triton's pipeline-stage hook (knobs.runtime.add_stages_inspection_hook), chained after the
+    one installed before it. Called with a backend's stages (Triton 3.6 and later): on a thread
+    inside compile_to_ptx, the cubin stage (ptxas) yields an empty binary instead. Called with
+    nothing (Triton >= 3.7 asks for the hook's part of the cache key): the earlier hook's part."""
+    if not args:
+        return _hook_before() if _hook_before is not None else ("", "")
+    if _hook_before is not None:
+        _hook_before(*args)
+    stages = args[1]
+    if getattr(_ptx_only, "active", False) and "cubin" in stages:
+        stages["cubin"] = lambda module, metadata: b""
+
+
+def compile_to_ptx(source, cc: int, num_warps: int):
+    """Triton's compile of `source` (an ASTSource or GluonASTSource) for sm_`cc`, up to PTX only.
+
+    jaxlib assembles a kernel's PTX itself (at its first launch), so Triton's own ptxas run
+    (about a second a kernel on the H200, NOTES v0.22) would be thrown away. Triton's cache still
+    serves later processes, under a key of its own (PTX_ONLY_KEY). Returns the CompiledKernel:
+    metadata and asm["ptx"]; its asm["cubin"] is empty. The stage hook is installed only while
+    some thread is in here (on Triton >= 3.7 an installed hook is consulted at every launch)."""
+    global _hook_users, _hook_before
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import compiler as triton_compiler
+
+    with _hook_lock:
+        if _hook_users == 0:
+            _hook_before = knobs.runtime.add_stages_inspection_hook
+            knobs.runtime.add_stages_inspection_hook = _drop_cubin_stage
+        _hook_users += 1
+    env_vars = {**triton_compiler.get_cache_invalidating_env_vars(), PTX_ONLY_KEY: "1"}
+    _ptx_only.active = True
+    try:
+        return triton_compiler.compile(source, target=GPUTarget("cuda", cc, 32), options=dict(num_warps=num_warps),
+                                       _env_vars=env_vars)
+    finally:
+        _ptx_only.active = False
+        with _hook_lock:
+            _hook_users -= 1
+            if _hook_users == 0:
+                knobs.runtime.add_stages_inspection_hook = _hook_before
+                _hook_before = None
 
 
 def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict, scratch_bytes: int) -> str:
