@@ -469,7 +469,8 @@ def test_gradient_compiles_its_kernels_ahead(traced_as_hopper, monkeypatch):
     """A differentiated call (traced as on a GPU, with Hopper's routes) first lowers each of its
     launches, forward and backward, on its own thread, so that jax-triton compiles the kernels side
     by side: the same kernels, grids, constexprs, arrays and output types, in the order the trace
-    then launches them; a second trace with the same plan lowers nothing ahead."""
+    then launches them; a second trace with the same plan lowers nothing ahead, nor does one at a
+    new sequence length whose kernels compile the same (only their lengths differ)."""
     import sys
     import threading
 
@@ -477,6 +478,7 @@ def test_gradient_compiles_its_kernels_ahead(traced_as_hopper, monkeypatch):
     device_descriptors, _ = traced_as_hopper
     monkeypatch.setattr(module, "_launches_compile", lambda: True)  # as jax-triton's launches do on a GPU
     monkeypatch.setattr(module._gluon, "import_jax_triton", lambda: None)
+    monkeypatch.setattr(module, "_compiled_ahead", set())
     lowered = []
     monkeypatch.setattr(module, "_lower_launch", lambda launch: lowered.append((launch, threading.current_thread().name)))
 
@@ -506,6 +508,12 @@ def test_gradient_compiles_its_kernels_ahead(traced_as_hopper, monkeypatch):
     lowered.clear()
     jax.eval_shape(grad, q, k, v)
     assert lowered == []
+    launched.clear()
+    longer = [jax.ShapeDtypeStruct((1, n + 64, h, 128), jnp.bfloat16) for h in (4, 2, 2)]  # same alignments
+    jax.eval_shape(grad, *longer)
+    assert lowered == []
+    same = lambda described: (described[0], described[2], described[3])  # noqa: E731 (kernel, constexprs, arrays)
+    assert [same(d) for d in launched] == [same(d) for d in ahead] * 2  # recorded, then the trace's own
 
 
 @pytest.fixture

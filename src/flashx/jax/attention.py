@@ -205,6 +205,28 @@ def _lower_launch(launch: tuple) -> None:
     jax.jit(lambda a: _launch(build, a, out_types, zeroed)).lower(arrays)
 
 
+def _specialization(launch: tuple) -> tuple:
+    """What jax-triton compiles a recorded launch as: kernel, constexprs, options, the dtypes of
+    its arrays and outputs, and of each integer only whether it is 1 or a multiple of 16 (its
+    value is not compiled in). Two launches that differ only in sequence lengths match."""
+    build, arrays, out_types, _ = launch
+    call, _ = build(arrays, None)
+
+    def scalar(value):
+        if hasattr(value, "dtype"):
+            return str(value.dtype)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return ("int", value == 1, value % 16 == 0)
+        return type(value).__name__
+
+    return (call.kernel, repr(sorted(call.constexprs.items())), repr(sorted(call.options.items())),
+            tuple(scalar(a) for a in call.args), tuple(str(a.dtype) for a in arrays.values()),
+            tuple(str(t.dtype) for t in out_types))
+
+
+_compiled_ahead: set = set()  # _specialization of every launch _compile_ahead has lowered
+
+
 def _launches_compile() -> bool:
     """Whether a launch compiles a kernel (jax-triton, on the GPU), not a host callback into
     Triton's interpreter."""
@@ -212,7 +234,8 @@ def _launches_compile() -> bool:
 
 
 def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux) -> None:
-    """Compile a differentiated call's kernels (forward and backward) side by side, once per plan.
+    """Compile a differentiated call's kernels (forward and backward) side by side, once per plan
+    and only those not compiled ahead before (a new sequence length usually compiles none).
 
     jax-triton compiles each kernel when its launch is lowered, one after another, and a first
     jax.grad lowers the forward's and the backward's three or four. Triton's compiler mostly runs
@@ -223,7 +246,12 @@ def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux) -> None:
     plan = _plan(options, q, k, v, bias, aux)
     if not _launches_compile() or not plan.first_time("jax compile ahead"):
         return
-    launches = _gradient_launches(plan, options, q, k, v, bias, aux)
+    launches = []
+    for launch in _gradient_launches(plan, options, q, k, v, bias, aux):
+        key = _specialization(launch)
+        if key not in _compiled_ahead:
+            _compiled_ahead.add(key)
+            launches.append(launch)
     if len(launches) < 2:
         return
     _gluon.import_jax_triton()  # once, before the threads
