@@ -249,6 +249,7 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
                      id="n2100-causal-bhnd-fp16"),
         pytest.param(Case(2, 1100, 1030, 4, 2, 64, 64), "bfloat16", id="d64-q1100-kv1030-bf16"),
         pytest.param(Case(1, 1200, 4200, 2, 1, 256, 256, causal=True), "bfloat16", id="d256-mqa-q1200-kv4200-causal"),
+        pytest.param(Case(3, 600, 700, 4, 2, 128, 128, causal=True), "bfloat16", id="trimmed-gqa-q600-kv700-causal"),
     ],
 )
 def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, dtype):

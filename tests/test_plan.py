@@ -479,7 +479,7 @@ def test_gluon_forward_route_table():
         pytest.param(dict(nkv=255), None, id="shorter-kv"),
         # (torch's tile, JAX's) where GLUON_DEVICE_TMA_ROUTE differs
         pytest.param(dict(causal=True), ("pp-tma-c240-ovl-ts", "pp-tma-persist-ovl-ts"), id="causal"),
-        pytest.param(dict(causal=True, nkv=1023), ("pp-tma-persist-trim-ts", None), id="causal-512-keys"),
+        pytest.param(dict(causal=True, nkv=1023), "pp-tma-persist-trim-ts", id="causal-512-keys"),
         pytest.param(dict(causal=True, nkv=511), None, id="causal-short-kv"),
         pytest.param(dict(d=64), "d64-c3-turns-tma-persist-ts", id="d64-1k-keys"),
         pytest.param(dict(d=64, nkv=1023), None, id="d64-short-kv"),
@@ -531,8 +531,8 @@ def test_gluon_tma_route(monkeypatch, change, tile):
 def test_gluon_device_tma_route(monkeypatch):
     """A launcher that builds descriptors on the device takes GLUON_DEVICE_TMA_ROUTE's spans where
     it has them: D = 128 causal from 1k keys runs the per-tile grid from torch and the persistent
-    one from JAX; from 512 to 1k keys torch runs the persistent trimmed tile and JAX the tl
-    forward, as both do below 512; non-causal calls take the same tile."""
+    one from JAX; from 512 to 1k keys both run the persistent trimmed tile, and below 512 the tl
+    forward; non-causal calls take the same tile."""
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
     for nkv in (1024, 1500, 16384):
@@ -543,7 +543,7 @@ def test_gluon_device_tma_route(monkeypatch):
     short = spec((1, 1000, 2, 128))
     plan = core.plan_attention(spec((1, 1500, 4, 128)), short, short, causal=True)
     assert plan.gluon_forward_tile(descriptors="host") == "pp-tma-persist-trim-ts"
-    assert plan.gluon_forward_tile(descriptors="device") is None
+    assert plan.gluon_forward_tile(descriptors="device") == "pp-tma-persist-trim-ts"
     shorter = spec((1, 500, 2, 128))
     plan = core.plan_attention(spec((1, 1500, 4, 128)), shorter, shorter, causal=True)
     assert plan.gluon_forward_tile(descriptors="device") is plan.gluon_forward_tile(descriptors="host") is None

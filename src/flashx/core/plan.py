@@ -195,9 +195,11 @@ GLUON_DESCRIPTOR_BYTES = 6 * 128  # CUtensorMaps a program: Q, K, V and up to th
 # its descriptors once a tile (with TMA_STORE, O's too), which short causal tiles feel; a
 # persistent grid builds them once a program. 2026-12-01 02:27 UTC, JAX (device descriptors),
 # D = 128 causal, TFLOP/s, medians of three: pp-tma-persist-ovl-ts 340 / 488 / 566 at 1k / 4k /
-# 16k keys, pp-tma-c240-ovl-ts 276 / 470 / 572, JAX's tl forward 301 at 1k.
+# 16k keys, pp-tma-c240-ovl-ts 276 / 470 / 572, JAX's tl forward 301 at 1k. From 512 keys the
+# trimmed persistent tile, as torch takes it (JAX's tl forward 242 at B = 64, N = 512 causal
+# against torch's 289 on that tile, 2026-12-01 06:03; not yet measured from JAX).
 GLUON_DEVICE_TMA_ROUTE = {
-    (128, True): ((1024, "pp-tma-persist-ovl-ts"),),
+    (128, True): ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-persist-ovl-ts")),
 }
 
 
