@@ -131,13 +131,11 @@ def compile_together(launches: Sequence[tuple]) -> None:
     pending = []
     for call, outputs, inputs in launches:
         runners = call.runners
-        # Only a plan's first launches: later ones (warm, the hot path) skip the key, and one
-        # with new alignments compiles at its launch as before.
+        # Only a plan's first launches (no runner kept yet): later ones (warm, the hot path) skip
+        # the key, and one with new alignments compiles at its launch as before.
         if runners is None or not runners.enabled or runners:
             continue
-        key = runners.key((*inputs, *call.arrays, *outputs))
-        if runners.get(key) is None:
-            pending.append((call, key, (*inputs, *call.args, *outputs)))
+        pending.append((call, runners.key((*inputs, *call.arrays, *outputs)), (*inputs, *call.args, *outputs)))
     async_mode = getattr(triton, "AsyncCompileMode", None)
     if len(pending) < 2 or async_mode is None or _async_compile_active():
         return
