@@ -941,7 +941,7 @@ def test_first_recorded_forward_compiles_its_backward_ahead(monkeypatch, rng):
 
     monkeypatch.setattr(module.core.launch, "compile_together", compile_together)
     # On the interpreter no runner is ever kept: a launch counts as first until compile_together had it.
-    monkeypatch.setattr(module, "_first_launch", lambda call: call.runners is not None and id(call.runners) not in compiled)
+    monkeypatch.setattr(module.core.launch, "first_launch", lambda call: call.runners is not None and id(call.runners) not in compiled)
     q, k, v = (torch.tensor(rng.standard_normal((1, n, h, 32)), dtype=torch.float32, requires_grad=True)
                for n, h in ((37, 4), (45, 2), (45, 2)))
     out = flashx.torch.attention(q, k, v, causal=True)
@@ -976,7 +976,7 @@ def test_backward_ahead_failure_leaves_the_call_alone(monkeypatch, rng):
             raise RuntimeError("a kernel does not compile")
 
     monkeypatch.setattr(module.core.launch, "compile_together", compile_together)
-    monkeypatch.setattr(module, "_first_launch", lambda call: call.runners is not None)
+    monkeypatch.setattr(module.core.launch, "first_launch", lambda call: call.runners is not None)
     case = Case(1, 29, 31, 2, 1, 16, 16, causal=True)
     q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
     out = flashx.torch.attention(q, k, v, causal=True)

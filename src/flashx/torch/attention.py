@@ -131,7 +131,7 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
             call = plan.forward_call(arrays, _placeholder(q), gluon=gluon, descriptors="host")
             # The Gluon kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
             bound = plan.launch_outputs(call, dict(O=out, LSE=lse), _placeholder(q))
-            if backward_ahead and plan.needs_backward_launch and _first_launch(call) and _differentiable(plan):
+            if backward_ahead and plan.needs_backward_launch and core.launch.first_launch(call) and _differentiable(plan):
                 try:
                     core.launch.compile_together([(call, bound, ())] + _backward_stand_in_launches(
                         plan, q, k, v, out, lse, bias, tensors))
@@ -139,12 +139,6 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
                     pass
             call.launch(bound)
     return out, lse
-
-
-def _first_launch(call: core.KernelCall) -> bool:
-    """Whether this is the first launch of a plan's call (no runner kept yet) where runners are kept."""
-    runners = call.runners
-    return runners is not None and runners.enabled and not runners
 
 
 def _differentiable(plan: core.AttentionPlan) -> bool:
