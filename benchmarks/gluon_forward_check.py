@@ -119,6 +119,15 @@ VARIANTS = {
     # The routed D = 64 tile with O stored by TMA (session 20): TMA_STORE bought 5-15% at D = 128.
     "d64-c3-turns-tma-persist-ts": Variant(64, 192, 128, 2, True, True, 160, 32, True, True, tma_store=True),
     "d64-c3-turns-tma-ts": Variant(64, 192, 128, 2, True, False, 160, 32, True, True, tma_store=True),
+    # 256-key blocks at D = 64 (session 22, prepared): half the key-block steps, so half the
+    # per-step softmax bookkeeping and barriers, for a 64 x 256 S a consumer (two consumers).
+    "d64-tma-persist-n256-ts": Variant(64, 128, 256, 2, False, True, 232, 48, True, True, tma_store=True),
+    "d64-tma-n256-ts": Variant(64, 128, 256, 2, False, False, 232, 48, True, True, tma_store=True),
+    # 64-key blocks by TMA for short causal D = 128 (session 22, prepared): at N = 256 the diagonal
+    # is half the work, and tl (175) still beats the 128-key trimmed tile (165, v0.21 item 3).
+    "pp-n64-tma-persist-trim-ts": Variant(128, 128, 64, 3, False, True, 232, 48, True, True, trim=True,
+                                          tma_store=True),
+    "pp-n64-tma-persist-ts": Variant(128, 128, 64, 3, False, True, 232, 48, True, True, tma_store=True),
     "d256-tma-ovl": Variant(256, 128, 64, 2, False, False, 240, 24, True, True, overlap=True),
     "d256-tma-persist-ovl": Variant(256, 128, 64, 2, False, True, 240, 24, True, True, overlap=True),
     # O stored by TMA in two 128-column halves (session 20, prepared): 224 KB with the K / V rings and Q.

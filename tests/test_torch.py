@@ -924,6 +924,101 @@ def test_gpu_repeated_calls_through_the_compiled_runner():
     assert len(runners._runners) == 2, "one runner per alignment of q"
 
 
+def test_first_recorded_forward_compiles_its_backward_ahead(monkeypatch, rng):
+    """A plan's first forward that autograd records hands compile_together its own launch and
+    the launches its backward will make (out standing in for dO): the same kernels, grids,
+    constexprs, scalar arguments and shared runners as the backward then hands it, on arrays of
+    the same dtypes and 16-byte alignments; a later forward of the plan, or one without
+    gradients, hands it nothing."""
+    module = importlib.import_module("flashx.torch.attention")
+    from flashx.core.launch import _specialization
+
+    batches, compiled = [], set()  # compile_together's arguments; runners it "compiled"
+
+    def compile_together(launches):
+        batches.append(list(launches))
+        compiled.update(id(call.runners) for call, _, _ in launches)
+
+    monkeypatch.setattr(module.core.launch, "compile_together", compile_together)
+    # On the interpreter no runner is ever kept: a launch counts as first until compile_together had it.
+    monkeypatch.setattr(module.core.launch, "first_launch", lambda call: call.runners is not None and id(call.runners) not in compiled)
+    q, k, v = (torch.tensor(rng.standard_normal((1, n, h, 32)), dtype=torch.float32, requires_grad=True)
+               for n, h in ((37, 4), (45, 2), (45, 2)))
+    out = flashx.torch.attention(q, k, v, causal=True)
+    (forward, *ahead), = batches
+    assert forward[0].kernel is not ahead[0][0].kernel and len(ahead) >= 2  # row statistics, then the gradients
+    torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    assert len(batches) == 2
+
+    def described(launch):
+        call, bound, _ = launch
+        scalars = [a for a in call.args if not isinstance(a, torch.Tensor)]
+        return (call.kernel, call.grid, dict(call.constexprs), scalars, call.runners,
+                [_specialization(a) for a in (*call.arrays, *bound)])
+
+    assert [described(launch) for launch in batches[1]] == [described(launch) for launch in ahead]
+    flashx.torch.attention(q, k, v, causal=True)
+    with torch.no_grad():
+        flashx.torch.attention(q[:, :20], k, v, causal=True)
+    assert len(batches) == 2
+
+
+def test_backward_ahead_failure_leaves_the_call_alone(monkeypatch, rng):
+    """Compiling a backward ahead is work ahead only: when that fails, the forward and the
+    backward still run (each launch compiles, and would report, its own kernel), and agree with
+    the float64 reference as closely as SDPA does."""
+    module = importlib.import_module("flashx.torch.attention")
+    failed = []
+
+    def compile_together(launches):
+        if not failed:  # the first forward's batch: its own launch and the backward's
+            failed.append(len(launches))
+            raise RuntimeError("a kernel does not compile")
+
+    monkeypatch.setattr(module.core.launch, "compile_together", compile_together)
+    monkeypatch.setattr(module.core.launch, "first_launch", lambda call: call.runners is not None)
+    case = Case(1, 29, 31, 2, 1, 16, 16, causal=True)
+    q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
+    out = flashx.torch.attention(q, k, v, causal=True)
+    assert failed and failed[0] >= 3
+    grad = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), grad)
+    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    ref = sdpa(*ref_in, causal=True, upcast=True)
+    ref_grads = torch.autograd.grad(ref, ref_in, grad.double())
+    native = sdpa(q, k, v, causal=True)
+    native_grads = torch.autograd.grad(native, (q, k, v), grad)
+    assert_error_within(rel_error(to_numpy(out), to_numpy(ref)), rel_error(to_numpy(native), to_numpy(ref)), "float32", "out")
+    for name, g, r, n in zip("qkv", grads, ref_grads, native_grads):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "float32", f"d{name}")
+
+
+@pytest.mark.gpu
+def test_gpu_backward_compiled_at_the_first_forward():
+    """On the GPU a first forward that autograd records compiles the backward's kernels too, so
+    the backward compiles nothing; the gradients agree with SDPA's in float64."""
+    from flashx.core import backward, gluon_backward
+
+    kernels = (backward.attention_backward_preprocess_kernel, backward.attention_backward_kernel,
+               gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel)
+
+    def compiled() -> int:  # Triton's per-device kernel caches (internal API, as benchmarks/kernel_stats.py reads it)
+        return sum(len(entry[0] if isinstance(entry, tuple) else entry) for k in kernels for entry in k.device_caches.values())
+
+    q, k, v = (torch.randn(1, n, h, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for n, h in ((1557, 4), (1559, 2), (1559, 2)))  # a plan no other test makes
+    out = flashx.torch.attention(q, k, v, causal=True)
+    after_forward = compiled()
+    grad = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), grad)
+    assert compiled() == after_forward, "the backward compiled a kernel its forward had not"
+    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    ref_grads = torch.autograd.grad(sdpa(*ref_in, causal=True, upcast=True), ref_in, grad.double())
+    native_grads = torch.autograd.grad(sdpa(q, k, v, causal=True), (q, k, v), grad)
+    for name, g, r, n in zip("qkv", grads, ref_grads, native_grads):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("window", [None, (255, 0)], ids=["causal", "window"])
 def test_gpu_new_sequence_length_compiles_nothing(window):

@@ -130,13 +130,10 @@ def compile_together(launches: Sequence[tuple]) -> None:
 
     pending = []
     for call, outputs, inputs in launches:
-        runners = call.runners
-        # Only a plan's first launches: later ones (warm, the hot path) skip the key, and one
-        # with new alignments compiles at its launch as before.
-        if runners is None or not runners.enabled or runners:
-            continue
-        key = runners.key((*inputs, *call.arrays, *outputs))
-        if runners.get(key) is None:
+        # Later launches (warm, the hot path) skip the key; one with new alignments compiles at
+        # its launch as before.
+        if first_launch(call):
+            key = call.runners.key((*inputs, *call.arrays, *outputs))
             pending.append((call, key, (*inputs, *call.args, *outputs)))
     async_mode = getattr(triton, "AsyncCompileMode", None)
     if len(pending) < 2 or async_mode is None or _async_compile_active():
@@ -161,6 +158,12 @@ def compile_together(launches: Sequence[tuple]) -> None:
         fresh = any(hasattr(k, "result") for k in kernels)
         compiled = [k.result() if hasattr(k, "result") else k for k in kernels]
         list((pool.map if fresh else map)(keep_runner, zip(pending, compiled)))
+
+
+def first_launch(call: KernelCall) -> bool:
+    """Whether this is the first launch of a plan's call (no runner kept yet), where runners are kept."""
+    runners = call.runners
+    return runners is not None and runners.enabled and not runners
 
 
 def _async_compile_active() -> bool:

@@ -205,7 +205,7 @@ def _lower_launch(launch: tuple) -> None:
     jax.jit(lambda a: _launch(build, a, out_types, zeroed)).lower(arrays)
 
 
-def _specialization(launch: tuple) -> tuple:
+def _compile_key(launch: tuple) -> tuple:
     """What jax-triton compiles a recorded launch as: kernel, constexprs, options, the dtypes of
     its arrays and outputs, and of each integer only whether it is 1 or a multiple of 16 (its
     value is not compiled in). Two launches that differ only in sequence lengths match."""
@@ -224,7 +224,7 @@ def _specialization(launch: tuple) -> tuple:
             tuple(str(t.dtype) for t in out_types))
 
 
-_compiled_ahead: set = set()  # _specialization of every launch _compile_ahead has lowered
+_compiled_ahead: set = set()  # _compile_key of every launch _compile_ahead has lowered
 
 
 def _launches_compile() -> bool:
@@ -248,7 +248,7 @@ def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux) -> None:
         return
     launches = []
     for launch in _gradient_launches(plan, options, q, k, v, bias, aux):
-        key = _specialization(launch)
+        key = _compile_key(launch)
         if key not in _compiled_ahead:
             _compiled_ahead.add(key)
             launches.append(launch)

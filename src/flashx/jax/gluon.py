@@ -89,7 +89,7 @@ def compile_to_ptx(source, cc: int, num_warps: int):
     """Triton's compile of `source` (an ASTSource or GluonASTSource) for sm_`cc`, up to PTX only.
 
     jaxlib assembles a kernel's PTX itself (at its first launch), so Triton's own ptxas run
-    (about a second a kernel on the H200, NOTES v0.22) would be thrown away. Triton's cache still
+    (0.3-1.5 s a Gluon kernel on the H200, NOTES v0.22) would be thrown away. Triton's cache still
     serves later processes, under a key of its own (PTX_ONLY_KEY). Returns the CompiledKernel:
     metadata and asm["ptx"]; its asm["cubin"] is empty. The stage hook is installed only while
     some thread is in here (on Triton >= 3.7 an installed hook is consulted at every launch)."""

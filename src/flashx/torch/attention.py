@@ -115,7 +115,10 @@ def _forward_op(
     return _forward_impl(_plan(q, k, v, bias, tensors, options), q, k, v, bias, tensors)
 
 
-def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors) -> tuple[torch.Tensor, torch.Tensor]:
+def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
+                  backward_ahead: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """backward_ahead: autograd records this call (without a bias gradient); at the plan's first
+    forward the backward's kernels then compile side by side with the forward's."""
     fill = torch.zeros if plan.varlen else torch.empty  # varlen padding rows belong to no sequence
     out = fill(plan.out_shape, dtype=q.dtype, device=q.device)
     lse = fill(plan.lse_shape, dtype=torch.float32, device=q.device)
@@ -127,8 +130,34 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors) -> tuple[tor
                      and all(x.data_ptr() % 16 == 0 for x in (q, k, v)))
             call = plan.forward_call(arrays, _placeholder(q), gluon=gluon, descriptors="host")
             # The Gluon kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
-            call.launch(plan.launch_outputs(call, dict(O=out, LSE=lse), _placeholder(q)))
+            bound = plan.launch_outputs(call, dict(O=out, LSE=lse), _placeholder(q))
+            if backward_ahead and plan.needs_backward_launch and core.launch.first_launch(call) and _differentiable(plan):
+                try:
+                    core.launch.compile_together([(call, bound, ())] + _backward_stand_in_launches(
+                        plan, q, k, v, out, lse, bias, tensors))
+                except Exception:  # noqa: BLE001 (work ahead only: each launch compiles, and reports, its own kernel)
+                    pass
+            call.launch(bound)
     return out, lse
+
+
+def _differentiable(plan: core.AttentionPlan) -> bool:
+    try:
+        plan.check_backward()
+    except NotImplementedError:  # raised, with its message, when the backward is asked for
+        return False
+    return True
+
+
+def _backward_stand_in_launches(plan: core.AttentionPlan, q, k, v, out, lse, bias, tensors) -> list:
+    """The launches a backward of this forward will most likely make, for compile_together: dO
+    stands in as `out` (same shape, dtype and, usually, strides) with no lse gradient. Triton
+    specializes an output only on its dtype and 16-byte alignment, so q, k, v and lse stand in
+    for the gradients and row statistics (nothing is launched on them). A backward that differs
+    (dO of other strides, an lse gradient) compiles at its own launch, as it would have."""
+    no_bias_grad = torch.zeros((0,), dtype=torch.float32, device=q.device)
+    return _backward_launches(plan, out, None, q, k, v, out, lse, bias, tensors, False,
+                              dict(DK=k, DV=v, DQ=q, DBIAS=no_bias_grad), (lse, lse))
 
 
 @_forward_op.register_fake
@@ -157,24 +186,30 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
     dv = fill(plan.v_shape, dtype=v.dtype, device=v.device)
     dbias = torch.zeros(plan.bias_grad_shape if bias_grad else (0,), dtype=torch.float32, device=q.device)
     if plan.needs_backward_launch:
-        delta = torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device)
-        lse_log2 = torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device)
-        arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DELTA=delta,
-                      LSE_LOG2=lse_log2,
-                      DLSE=None if dlse is None else dlse.contiguous())
-        # The Gluon backward kernels copy 16 bytes: views that start off a boundary take tl.
-        gluon = any(plan.gluon_backward_tiles("host")) and all(x.data_ptr() % 16 == 0 for x in (q, k, v, dout))
-        preprocess, *gradients = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout),
-                                                     gluon=gluon, descriptors="host")
-        outputs = dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias)
-        # The Gluon dK/dV kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
-        launches = [(preprocess, (delta, lse_log2), ())] + [
-            (call, plan.launch_outputs(call, outputs, _placeholder(q)), ()) for call in gradients]
+        row_stats = tuple(torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device) for _ in range(2))
         with _on_device(q):
+            launches = _backward_launches(plan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad,
+                                          dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias), row_stats)
             core.launch.compile_together(launches)  # a first backward's kernels compile side by side
             for call, bound, _ in launches:
                 call.launch(bound)
     return dq, dk, dv, dbias
+
+
+def _backward_launches(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad: bool,
+                       gradients: dict, row_stats: tuple) -> list:
+    """The backward's launches, each (KernelCall, bound outputs, ()): the row statistics into
+    row_stats (delta, lse_log2), then the gradients into `gradients` (DK, DV, DQ, DBIAS)."""
+    delta, lse_log2 = row_stats
+    arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DELTA=delta,
+                  LSE_LOG2=lse_log2, DLSE=None if dlse is None else dlse.contiguous())
+    # The Gluon backward kernels copy 16 bytes: views that start off a boundary take tl.
+    gluon = any(plan.gluon_backward_tiles("host")) and all(x.data_ptr() % 16 == 0 for x in (q, k, v, dout))
+    preprocess, *calls = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout),
+                                             gluon=gluon, descriptors="host")
+    # The Gluon dK/dV kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
+    return [(preprocess, (delta, lse_log2), ())] + [
+        (call, plan.launch_outputs(call, gradients, _placeholder(q)), ()) for call in calls]
 
 
 @_backward_op.register_fake
@@ -235,8 +270,9 @@ class _EagerAttention(torch.autograd.Function):
     def forward(ctx, plan, q, k, v, bias, tensors):
         # tensors (offsets, slopes, block maps) take no gradient: one argument, not one each,
         # as autograd's per-argument bookkeeping costs host time.
-        out, lse = _forward_impl(plan, q, k, v, bias, tensors)
-        _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias is not None and ctx.needs_input_grad[4])
+        bias_grad = bias is not None and ctx.needs_input_grad[4]
+        out, lse = _forward_impl(plan, q, k, v, bias, tensors, backward_ahead=not bias_grad)
+        _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias_grad)
         ctx.plan = plan
         return out, lse
 
