@@ -536,6 +536,9 @@ def lowered_ahead(monkeypatch):
         lowered.append((threading.current_thread().name, None))
 
     monkeypatch.setattr(module, "_lower_launch", checked)
+    # Launches an earlier test lowered ahead are skipped (_compiled_ahead): start from none, so
+    # what a test counts does not depend on the tests run before it.
+    monkeypatch.setattr(module, "_compiled_ahead", set())
     return lowered
 
 
