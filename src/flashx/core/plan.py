@@ -136,6 +136,14 @@ GLUON_FORWARD_TILES = {
     #   blocks its own 64 rows see (TRIM_DIAGONAL), so a causal tile's first consumer skips its last
     #   64-key block. Without TMA_STORE ("d256-tma-trim", routed until 12-01) 374 vs d256-tma 359 at
     #   1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
+    # 256-key blocks at D = 64 (session 22): half the key-block steps, so half the per-step softmax
+    # bookkeeping and barriers, for a 64 x 256 S a consumer. 2026-12-01 07:23 UTC, torch, TFLOP/s,
+    # beside "d64-c3-turns-tma-persist-ts": non-causal 451 vs 416 at 1k (B = 16), but 480 vs 508 at
+    # 4k and 505 vs 519 at 16k; causal 259 vs 251 at 1k, 373 vs 394 at 4k (tl 290 / 388).
+    "d64-tma-persist-n256-ts": dict(BLOCK_M=128, BLOCK_N=256, STAGES=2, TURNS=False, PERSISTENT=True,
+                                    Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48,
+                                    CONSUMER_REGS=232, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
+                                    ACROSS_TILES=False),
     "d64-c3-turns-tma-persist-ts": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
                                         Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                         CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
@@ -175,7 +183,7 @@ GLUON_FORWARD_ROUTE = {
     (256, True): ((1024, "d256-pp"),),
 }
 GLUON_TMA_ROUTE = {
-    (64, False): ((1024, "d64-c3-turns-tma-persist-ts"),),
+    (64, False): ((1024, "d64-tma-persist-n256-ts"), (2048, "d64-c3-turns-tma-persist-ts")),
     (64, True): ((16384, "d64-c3-turns-tma-persist-ts"),),
     (128, False): ((256, "pp-tma-persist-ovl-ts"),),
     (128, True): ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-c240-ovl-ts")),
