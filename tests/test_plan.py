@@ -454,7 +454,7 @@ def test_gluon_forward_route(monkeypatch, change, tile):
 
 def test_gluon_forward_route_table():
     """Every routed tile exists and names only the Gluon kernel's constexprs; the fewest keys of a
-    (head dim, causal) route rise, so each tile owns a span of Nkv."""
+    (head dim, causal) route rise, so each tile (or None, the tl forward) owns a span of Nkv."""
     constexprs = set(kernel_params(_gluon_kernel())[1])
     for name, tile in plan_mod.GLUON_FORWARD_TILES.items():
         assert set(tile) <= constexprs, name
@@ -465,7 +465,7 @@ def test_gluon_forward_route_table():
             fewest = [n for n, _ in route]
             assert fewest == sorted(set(fewest)), (head_dim, causal)
             for n, name in route:
-                assert plan_mod.GLUON_FORWARD_TILES[name]["TMA"] == tma, name
+                assert name is None or plan_mod.GLUON_FORWARD_TILES[name]["TMA"] == tma, name
                 assert plan_mod.gluon_forward_tile(head_dim, causal, n, table) == name
                 assert plan_mod.gluon_forward_tile(head_dim, causal, n - 1, table) != name
 
@@ -485,7 +485,9 @@ def test_gluon_forward_route_table():
         pytest.param(dict(d=64, nkv=2048), "d64-c3-turns-tma-persist-ts", id="d64-2k-keys"),
         pytest.param(dict(d=64, nkv=1023), None, id="d64-short-kv"),
         pytest.param(dict(d=64, causal=True, nkv=16384), "d64-c3-turns-tma-persist-ts", id="d64-causal-16k"),
-        pytest.param(dict(d=64, causal=True), None, id="d64-causal-4k"),
+        pytest.param(dict(d=64, causal=True, nkv=4096), None, id="d64-causal-4k"),
+        pytest.param(dict(d=64, causal=True, nkv=1024), "d64-tma-persist-trim-ts", id="d64-causal-1k"),
+        pytest.param(dict(d=64, causal=True, nkv=1023), None, id="d64-causal-short-kv"),
         pytest.param(dict(d=256), "d256-tma-persist-ovl-ts", id="d256"),
         pytest.param(dict(d=256, causal=True), "d256-tma-trim-ts", id="d256-causal"),
         pytest.param(dict(d=256, causal=True, nkv=1023), None, id="d256-causal-short-kv"),
