@@ -381,24 +381,105 @@ print("checked")
 """
 
 
-def test_compile_to_ptx(tmp_path):
-    """compile_to_ptx (flashx/jax/gluon.py) stops at PTX, which jaxlib assembles itself: the cubin
-    is empty, the stage hook installed before it still runs and is put back, and a full Triton
-    compile of the same kernel gets a real cubin, not the PTX-only cache entry (nor the other way
-    round). Compiled offline for sm_90 with Triton's own ptxas, in a fresh process: a kernel run
-    through Triton's interpreter (the other CPU tests) leaves the tl frontend patched."""
+def _check_in_fresh_process(tmp_path, name: str, script_text: str) -> None:
+    """Run a check script (it prints "checked" last) in a fresh Python process with flashx's src
+    on its path and its own Triton cache folder."""
     import os
     import subprocess
     import sys
 
-    script = tmp_path / "compile_to_ptx_check.py"  # Triton reads a kernel's source from its file
-    script.write_text(_COMPILE_TO_PTX_CHECK)
+    script = tmp_path / f"{name}.py"  # Triton reads a kernel's source from its file
+    script.write_text(script_text)
     env = dict(os.environ)
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("checked"), done.stderr[-3000:]
+
+
+def test_compile_to_ptx(tmp_path):
+    """compile_to_ptx (flashx/jax/gluon.py) stops at PTX, which jaxlib assembles itself: the cubin
+    is empty, the stage hook installed before it still runs and is put back, and a full Triton
+    compile of the same kernel gets a real cubin, not the PTX-only cache entry (nor the other way
+    round). Compiled offline for sm_90 with Triton's own ptxas, in a fresh process: a kernel run
+    through Triton's interpreter (the other CPU tests) leaves the tl frontend patched."""
+    _check_in_fresh_process(tmp_path, "compile_to_ptx_check", _COMPILE_TO_PTX_CHECK)
+
+
+_SPECIALIZER_CHECK = """
+import sys
+import types
+
+from flashx.jax.gluon import start_specializer_without_torch
+
+assert "torch" not in sys.modules
+start_specializer_without_torch()
+assert "torch" not in sys.modules  # no import, and no blocking entry left behind
+from triton._C.libtriton import native_specialize_impl
+from triton.backends.compiler import BaseBackend
+
+# jax-triton's call: an object with data_ptr and a dtype name stands for each array.
+array = types.SimpleNamespace(data_ptr=lambda: 32, dtype="bf16")
+assert native_specialize_impl(BaseBackend, array, False, True, True) == ("*bf16", "D")
+assert native_specialize_impl(BaseBackend, 48, False, True, True) == ("i32", "D")
+assert "torch" not in sys.modules
+import torch  # still importable, and its tensors still specialize
+
+assert native_specialize_impl(BaseBackend, torch.empty(8, dtype=torch.float16), False, True, True) == ("*fp16", "D")
+assert native_specialize_impl(BaseBackend, torch.empty(9)[1:], False, True, True) == ("*fp32", "")
+print("checked")
+"""
+
+
+def test_specializer_starts_without_torch(tmp_path):
+    """flashx.jax sets up Triton's argument specializer (which jax-triton calls for every tl
+    kernel) without importing torch, which Triton 3.6's setup does where torch is installed (1-5
+    s of a JAX process's first compile); the specializer still gives jax-triton's arrays, integers
+    and, once imported, torch's tensors their types and alignments. A fresh process: this one has
+    torch imported."""
+    pytest.importorskip("torch")  # the point is a process where torch could be imported
+    _check_in_fresh_process(tmp_path, "specializer_check", _SPECIALIZER_CHECK)
+
+
+_NO_TORCH_ON_GPU_CHECK = """
+import sys
+
+import flashx.jax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+q, k, v = (jax.random.normal(key, (1, 300, 2, 64), jnp.bfloat16) for key in jax.random.split(jax.random.key(0), 3))
+
+
+def attention(q, k, v):  # a sliding window: the tl kernels, which jax-triton specializes and compiles
+    return flashx.jax.attention(q, k, v, window=(64, 0))
+
+
+out = jax.jit(attention)(q, k, v)
+grads = jax.jit(jax.grad(lambda q, k, v: attention(q, k, v).astype(jnp.float32).sum(), argnums=(0, 1, 2)))(q, k, v)
+assert "torch" not in sys.modules, "compiling flashx.jax's kernels imported torch"
+x = [np.asarray(a, np.float64) for a in (q, k, v)]
+scores = np.einsum("bqhd,bkhd->bhqk", x[0], x[1]) / 8.0
+rows, cols = np.arange(300)[:, None], np.arange(300)[None, :]
+scores = np.where((cols <= rows) & (cols >= rows - 64), scores, -np.inf)
+p = np.exp(scores - scores.max(-1, keepdims=True))
+ref = np.einsum("bhqk,bkhd->bqhd", p / p.sum(-1, keepdims=True), x[2])
+assert np.abs(np.asarray(out, np.float64) - ref).max() < 3e-2
+assert all(bool(jnp.isfinite(g.astype(jnp.float32)).all()) for g in grads)
+print("checked")
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_compiles_without_importing_torch(tmp_path):
+    """On the GPU a JAX process compiles and runs flashx's tl kernels, forward and backward,
+    without importing torch (Triton 3.6's argument specializer would, at jax-triton's first
+    kernel: start_specializer_without_torch); the forward agrees with float64. A fresh process,
+    as a JAX user's would be."""
+    pytest.importorskip("torch")  # where torch is missing there is nothing to import
+    _check_in_fresh_process(tmp_path, "no_torch_check", _NO_TORCH_ON_GPU_CHECK)
 
 
 @pytest.fixture(params=[False, True], ids=["cp-async", "device-descriptors"])

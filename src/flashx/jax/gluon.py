@@ -164,7 +164,42 @@ def import_jax_triton():
     if before:
         os.environ["TRITON_CACHE_DIR"] = before
     core.runtime.repair_triton_cache_dir()
+    start_specializer_without_torch()
     return jax_triton
+
+
+_specializer_lock = threading.Lock()
+
+
+def start_specializer_without_torch() -> None:
+    """Have Triton's argument specializer set itself up now, without importing torch.
+
+    jax-triton specializes every tl kernel's arguments with Triton's native_specialize_impl,
+    whose first call (Triton 3.6) imports torch, where it is installed, for a fast path on
+    torch.Tensor: 1-5 s of a JAX process's first compile that JAX never uses (on the H200's
+    image, 1.6 s in compiling torch's modules alone, NOTES v0.23). Made first while `import torch`
+    fails, the setup skips that path; torch tensors, if a later kernel gets them, still
+    specialize (on Triton's path for any object with data_ptr). Where torch is imported already
+    the import costs nothing and nothing is done; Tritons whose setup does not import torch
+    (3.9) are not affected."""
+    import sys
+
+    with _specializer_lock:
+        if "torch" in sys.modules:
+            return
+        try:
+            from triton._C.libtriton import native_specialize_impl
+            from triton.backends.compiler import BaseBackend
+        except ImportError:
+            return
+        sys.modules["torch"] = None  # `import torch` raises ImportError while this is set
+        try:
+            native_specialize_impl(BaseBackend, 1, False, True, True)
+        except Exception:  # noqa: BLE001 (then the first real call sets it up, as before)
+            pass
+        finally:
+            if "torch" in sys.modules and sys.modules["torch"] is None:
+                del sys.modules["torch"]
 
 
 def install() -> bool:
