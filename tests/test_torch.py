@@ -78,6 +78,22 @@ def sdpa(q, k, v, *, causal=False, scale=None, layout="bnhd", upcast=False):
     return to_bhnd(out, layout)
 
 
+def check_causal_gradients(q, k, v, out, dtype: str, what: str) -> None:
+    """out = causal attention of q, k, v (bnhd, requiring grad) and its gradients for a random dO
+    against SDPA in float64, within the dtype's bound of SDPA's own error."""
+    grad = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), grad)
+    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    ref = sdpa(*ref_in, causal=True, upcast=True)
+    ref_grads = torch.autograd.grad(ref, ref_in, grad.double())
+    native = sdpa(q, k, v, causal=True)
+    native_grads = torch.autograd.grad(native, (q, k, v), grad)
+    assert_error_within(rel_error(to_numpy(out), to_numpy(ref)), rel_error(to_numpy(native), to_numpy(ref)), dtype, what)
+    for name, g, r, n in zip("qkv", grads, ref_grads, native_grads):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), dtype,
+                            f"{what} d{name}")
+
+
 def check_against_references(q, k, v, out, lse, dtype, *, causal=False, scale=None, layout="bnhd"):
     """flashx's out and lse against the float64 NumPy reference and float64 SDPA, bounded by native SDPA's error."""
     nq = q.shape[1 if layout == "bnhd" else 2]
@@ -911,18 +927,7 @@ def test_gpu_repeated_calls_through_the_compiled_runner():
         q = (base[1:1 + numel] if misaligned else base[:numel]).view(shape).requires_grad_()
         k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
         out = flashx.torch.attention(q, k, v, causal=True)
-        grad = torch.randn_like(out)
-        grads = torch.autograd.grad(out, (q, k, v), grad)
-        ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
-        ref = sdpa(*ref_in, causal=True, upcast=True)
-        ref_grads = torch.autograd.grad(ref, ref_in, grad.double())
-        native = sdpa(q, k, v, causal=True)
-        native_grads = torch.autograd.grad(native, (q, k, v), grad)
-        assert_error_within(rel_error(to_numpy(out), to_numpy(ref)), rel_error(to_numpy(native), to_numpy(ref)),
-                            "bfloat16", f"call {step}")
-        for name, g, r, n in zip("qkv", grads, ref_grads, native_grads):
-            assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)),
-                                "bfloat16", f"call {step} d{name}")
+        check_causal_gradients(q, k, v, out, "bfloat16", f"call {step}")
     plan = plan_of(q, k, v, None, [None] * 10, flashx.core.CallOptions(causal=True))
     runners = next(x for x in plan._memo["forward"] if isinstance(x, flashx.core.launch.CompiledRunners))
     assert len(runners._runners) == 2, "one runner per alignment of q"
@@ -985,16 +990,7 @@ def test_backward_ahead_failure_leaves_the_call_alone(monkeypatch, rng):
     q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
     out = flashx.torch.attention(q, k, v, causal=True)
     assert failed and failed[0] >= 3
-    grad = torch.randn_like(out)
-    grads = torch.autograd.grad(out, (q, k, v), grad)
-    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
-    ref = sdpa(*ref_in, causal=True, upcast=True)
-    ref_grads = torch.autograd.grad(ref, ref_in, grad.double())
-    native = sdpa(q, k, v, causal=True)
-    native_grads = torch.autograd.grad(native, (q, k, v), grad)
-    assert_error_within(rel_error(to_numpy(out), to_numpy(ref)), rel_error(to_numpy(native), to_numpy(ref)), "float32", "out")
-    for name, g, r, n in zip("qkv", grads, ref_grads, native_grads):
-        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "float32", f"d{name}")
+    check_causal_gradients(q, k, v, out, "float32", "call")
 
 
 @pytest.mark.gpu
