@@ -123,6 +123,14 @@ VARIANTS = {
     # per-step softmax bookkeeping and barriers, for a 64 x 256 S a consumer (two consumers).
     "d64-tma-persist-n256-ts": Variant(64, 128, 256, 2, False, True, 232, 48, True, True, tma_store=True),
     "d64-tma-n256-ts": Variant(64, 128, 256, 2, False, False, 232, 48, True, True, tma_store=True),
+    # D = 64 causal from 2k keys (session 23, prepared): the trimmed diagonal with three consumers
+    # (192-row tiles, no turns: a trimmed consumer skips steps), and the two-consumer trimmed tile
+    # with three stages; at 4k causal tl (398) leads d64-tma-persist-trim-ts (362-383) and the
+    # three-consumer turns tile (386-394).
+    "d64-c3-tma-persist-trim-ts": Variant(64, 192, 128, 2, False, True, 160, 32, True, True, trim=True,
+                                          tma_store=True),
+    "d64-tma-s3-persist-trim-ts": Variant(64, 128, 128, 3, False, True, 232, 48, True, True, trim=True,
+                                          tma_store=True),
     # 64-key blocks by TMA for short causal D = 128 (session 22, prepared): at N = 256 the diagonal
     # is half the work, and tl (175) still beats the 128-key trimmed tile (165, v0.21 item 3).
     "pp-n64-tma-persist-trim-ts": Variant(128, 128, 64, 3, False, True, 232, 48, True, True, trim=True,
