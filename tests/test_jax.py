@@ -415,7 +415,8 @@ from flashx.jax.gluon import start_specializer_without_torch
 
 assert "torch" not in sys.modules
 start_specializer_without_torch()
-assert "torch" not in sys.modules  # no import, and no blocking entry left behind
+assert "torch" not in sys.modules
+assert not any(type(finder).__name__ == "_TorchRefusedHere" for finder in sys.meta_path)  # taken out again
 from triton._C.libtriton import native_specialize_impl
 from triton.backends.compiler import BaseBackend
 

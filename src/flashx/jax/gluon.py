@@ -168,6 +168,19 @@ def import_jax_triton():
     return jax_triton
 
 
+class _TorchRefusedHere:
+    """A meta path finder that refuses `import torch` to the thread it was made in (others, and
+    every other module, go on to the usual finders)."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+
+    def find_spec(self, name, path=None, target=None):
+        if (name == "torch" or name.startswith("torch.")) and threading.get_ident() == self.thread:
+            raise ModuleNotFoundError("flashx: torch refused while Triton's specializer starts", name=name)
+        return None
+
+
 _specializer_lock = threading.Lock()
 
 
@@ -176,12 +189,12 @@ def start_specializer_without_torch() -> None:
 
     jax-triton specializes every tl kernel's arguments with Triton's native_specialize_impl,
     whose first call (Triton 3.6) imports torch, where it is installed, for a fast path on
-    torch.Tensor: 1-5 s of a JAX process's first compile that JAX never uses (on the H200's
-    image, 1.6 s in compiling torch's modules alone, NOTES v0.23). Made first while `import torch`
-    fails, the setup skips that path; torch tensors, if a later kernel gets them, still
-    specialize (on Triton's path for any object with data_ptr). Where torch is imported already
-    the import costs nothing and nothing is done; Tritons whose setup does not import torch
-    (3.9) are not affected."""
+    torch.Tensor: 1-5 s of a JAX process's first compile that JAX never uses (4.9 s on the H200's
+    image, NOTES v0.23). Made first while `import torch` fails in this thread (other threads may
+    import it meanwhile), the setup skips that path; torch tensors, if a later kernel gets them,
+    still specialize (on Triton's path for any object with data_ptr). Where torch is imported
+    already the import costs nothing and nothing is done; Tritons whose setup does not import
+    torch (3.9) are not affected."""
     import sys
 
     with _specializer_lock:
@@ -192,14 +205,14 @@ def start_specializer_without_torch() -> None:
             from triton.backends.compiler import BaseBackend
         except ImportError:
             return
-        sys.modules["torch"] = None  # `import torch` raises ImportError while this is set
+        refuse = _TorchRefusedHere()
+        sys.meta_path.insert(0, refuse)
         try:
             native_specialize_impl(BaseBackend, 1, False, True, True)
         except Exception:  # noqa: BLE001 (then the first real call sets it up, as before)
             pass
         finally:
-            if "torch" in sys.modules and sys.modules["torch"] is None:
-                del sys.modules["torch"]
+            sys.meta_path.remove(refuse)
 
 
 def install() -> bool:
