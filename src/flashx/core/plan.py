@@ -173,8 +173,9 @@ GLUON_FORWARD_TILES = {
 }
 
 # Which Gluon tile a call takes, by (head dim, causal): (fewest keys, tile name) pairs in rising
-# order; a call takes the last whose fewest keys its Nkv reaches (a name of None: no tile), and the
-# tl forward below the first (where the tl forward led, or nothing was measured). GLUON_FORWARD_ROUTE holds cp.async
+# order; a call takes the last whose fewest keys its Nkv reaches (a name of None: no tile from
+# this route there; where GLUON_TMA_ROUTE gives none, GLUON_FORWARD_ROUTE decides), and the tl
+# forward below the first (where the tl forward led, or nothing was measured). GLUON_FORWARD_ROUTE holds cp.async
 # tiles, for any launcher; GLUON_TMA_ROUTE holds TMA tiles, for launchers that pass host tensor
 # descriptors (Triton's; jax-triton's cannot) and inputs with no broadcast axis. A call that the
 # TMA route leaves out falls back to GLUON_FORWARD_ROUTE.
@@ -189,7 +190,8 @@ GLUON_FORWARD_ROUTE = {
 GLUON_TMA_ROUTE = {
     (64, False): ((1024, "d64-tma-persist-n256-ts"), (2048, "d64-c3-turns-tma-persist-ts")),
     # D = 64 causal, 2026-12-01 07:29 UTC (torch, TFLOP/s): d64-tma-persist-trim-ts 311 vs tl 288
-    # at 1k, but 383 vs 391 at 4k; None from 2k: the tl forward (2k itself not measured).
+    # at 1k, but 383 vs 391 at 4k; None from 2k: the tl forward (07:34, through the plan at 2k: tl
+    # 356, the trimmed tile 344, the three-consumer tile 358).
     (64, True): ((1024, "d64-tma-persist-trim-ts"), (2048, None), (16384, "d64-c3-turns-tma-persist-ts")),
     (128, False): ((256, "pp-tma-persist-ovl-ts"),),
     (128, True): ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-c240-ovl-ts")),
