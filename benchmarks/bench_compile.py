@@ -21,8 +21,9 @@ anything for it; sequences up to 1024 have their own forward tile, compiled once
   before and after the new N's calls.
 - jax: the same with jax.jit(flashx.jax.attention) and jax.jit(jax.grad(sum(out * dO))) (whose
   first call traces and compiles the forward and the backward again in one XLA program), each
-  ended by block_until_ready. jax-triton compiles in memory, not through Triton's cache folder:
-  recompiled? counts the kernels in jax-triton's kernel cache before and after the new N's calls.
+  ended by block_until_ready. jax-triton keeps its kernels in memory (flashx's builder, for the
+  Gluon kernels, too): recompiled? counts the kernels in both caches before and after the new N's
+  calls.
   jit specializes on shapes, so the new N's calls include an expected XLA retrace and compile.
 
 Times are wall clock of one call each (the compile plus one small kernel run); "compile s" is
@@ -257,9 +258,14 @@ def jax_worker(spec: dict, out: dict) -> None:
     grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
 
     def kernels() -> Optional[int]:
-        """Kernels jax-triton has compiled in this process (None without jax-triton: the interpreter)."""
+        """Kernels compiled in this process: jax-triton's (tl) and flashx's builder's (Gluon); None
+        without jax-triton (the interpreter)."""
         lib = sys.modules.get("jax_triton.triton_lib")
-        return len(lib._COMPILED_KERNEL_CACHE) if hasattr(lib, "_COMPILED_KERNEL_CACHE") else None
+        if not hasattr(lib, "_COMPILED_KERNEL_CACHE"):
+            return None
+        from flashx.jax import gluon
+
+        return len(lib._COMPILED_KERNEL_CACHE) + gluon.compiled_kernel_count()
 
     def calls(n: int, tag: str) -> None:
         size = (spec["batch"], spec["heads"], n, spec["head_dim"])
@@ -280,7 +286,7 @@ def jax_worker(spec: dict, out: dict) -> None:
     calls(spec["new_seqlen"], "new_n")
     if before is not None:
         out["new_compiles"] = kernels() - before
-        out["compiles_counted"] = "kernels in jax-triton's cache"
+        out["compiles_counted"] = "kernels in jax-triton's and flashx's caches"
 
 
 def worker(spec_json: str) -> int:
@@ -350,8 +356,8 @@ def markdown(rows: list, env: dict, settings: dict) -> str:
         "- torch: forward flashx.torch.attention, backward torch.autograd.grad(out, (q, k, v), dO); jax: forward"
         " jit(flashx.jax.attention), bwd jit(grad(sum(out * dO))) (forward and backward in one XLA program);"
         " new N under jax includes an expected XLA retrace and compile",
-        "- recompiled at new N: new files in the Triton cache folder (torch), new kernels in jax-triton's in-memory"
-        " cache (jax); cache files: the folder's files at the end",
+        "- recompiled at new N: new files in the Triton cache folder (torch), new kernels in jax-triton's and flashx's in-memory"
+        " caches (jax); cache files: the folder's files at the end",
         "",
     ]
     head = ["frontend", "D", "flags"] + [label for _, label in COLUMNS] + ["recompiled at new N", "cache files"]

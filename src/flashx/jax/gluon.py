@@ -17,6 +17,13 @@ import threading
 from .. import core
 
 _installed = None
+_builds = []  # the compile caches of the builders _wrap made (one, once installed)
+
+
+def compiled_kernel_count() -> int:
+    """Kernels flashx's builder has compiled in this process (jax-triton's own, apart, are in
+    jax_triton.triton_lib._COMPILED_KERNEL_CACHE)."""
+    return sum(cache.cache_info().currsize for cache in _builds)
 
 
 def _wrap(original):
@@ -34,6 +41,8 @@ def _wrap(original):
         if md.global_scratch_size:
             ptx = _scratch_in_argument(ptx, md.name, fn.arg_names, dict(signature), md.global_scratch_size)
         return gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, ptx, "", cc)
+
+    _builds.append(compile_gluon)
 
     def build(backend_init_func, platform, fn, arg_dtypes, scalar_args, *, num_warps, num_stages, num_ctas,
               compute_capability, enable_fp_fusion, metaparams, dump):
