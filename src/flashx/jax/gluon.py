@@ -12,6 +12,7 @@ DESCRIPTOR_SCRATCH output (_scratch_in_argument): jaxlib passes no scratch
 import functools
 import os
 import re
+import sys
 import threading
 
 from .. import core
@@ -191,6 +192,7 @@ class _TorchRefusedHere:
 
 
 _specializer_lock = threading.Lock()
+_specializer_started = False  # set once start_specializer_without_torch has done its work
 
 
 def start_specializer_without_torch() -> None:
@@ -203,11 +205,12 @@ def start_specializer_without_torch() -> None:
     import it meanwhile), the setup skips that path; torch tensors, if a later kernel gets them,
     still specialize (on Triton's path for any object with data_ptr). Where torch is imported
     already the import costs nothing and nothing is done; Tritons whose setup does not import
-    torch (3.9) are not affected."""
-    import sys
-
+    torch (3.9) are not affected. Once done (or found needless), later calls return at once."""
+    global _specializer_started
     with _specializer_lock:
-        if "torch" in sys.modules:
+        needless = _specializer_started or "torch" in sys.modules
+        _specializer_started = True
+        if needless:
             return
         try:
             from triton._C.libtriton import native_specialize_impl
