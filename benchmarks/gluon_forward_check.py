@@ -86,6 +86,13 @@ VARIANTS = {
                                       tma_store=True),
     "d64-tma-persist-trim-ts": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, trim=True, tma_store=True),
     "d64-tma-trim-ts": Variant(64, 128, 128, 2, False, False, 232, 48, True, True, trim=True, tma_store=True),
+    # The trimmed diagonal under OVERLAP (session 24, prepared): full blocks overlapped, the half
+    # block a plain step after them; at D = 128 1k causal OVERLAP (pp-tma-c240-ovl-ts) leads, at
+    # 512 keys the trimmed tile (pp-tma-persist-trim-ts), and tl at 256.
+    "pp-tma-c240-ovl-trim-ts": Variant(128, 128, 128, 2, False, False, 240, 32, True, True, trim=True,
+                                       overlap=True, tma_store=True),
+    "pp-tma-persist-ovl-trim-ts": Variant(128, 128, 128, 2, False, True, 232, 48, True, True, trim=True,
+                                          overlap=True, tma_store=True),
     # Each consumer's softmax under its previous block's O += P V (session 18; first run
     # 2026-12-01, correct from both frontends, NOTES v0.19): FlashAttention-3's overlap within a
     # warpgroup. Routed: pp-tma-persist-ovl, pp-tma-c240-ovl, d256-tma-persist-ovl.
@@ -126,9 +133,10 @@ VARIANTS = {
     # D = 64 causal from 2k keys (session 23, prepared): the trimmed diagonal with three consumers
     # (192-row tiles, no turns: a trimmed consumer skips steps), and the two-consumer trimmed tile
     # with three stages; at 4k causal tl (398) leads d64-tma-persist-trim-ts (362-383) and the
-    # three-consumer turns tile (386-394).
-    "d64-c3-tma-persist-trim-ts": Variant(64, 192, 128, 2, False, True, 160, 32, True, True, trim=True,
-                                          tma_store=True),
+    # three-consumer turns tile (386-394). First run 2026-12-01 11:27 UTC: the three-consumer
+    # trimmed tile ("d64-c3-tma-persist-trim-ts", 192-row tiles at 160 / 32 registers) made an
+    # illegal memory access from torch on its first check (B = 2, N = 1000, non-causal, where no
+    # consumer trims), so it is gone from this list; the cause is not known.
     "d64-tma-s3-persist-trim-ts": Variant(64, 128, 128, 3, False, True, 232, 48, True, True, trim=True,
                                           tma_store=True),
     # 64-key blocks by TMA for short causal D = 128 (session 22, prepared): at N = 256 the diagonal

@@ -10,7 +10,7 @@ sequence length in turn and prints how many variants of it Triton has compiled s
 (Triton specializes integer arguments equal to 1 or divisible by 16).
 
     python benchmarks/kernel_stats.py [--d 64 128] [--lengths 2048 3072 2050 4096]
-    python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128]    # no GPU needed
+    python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128] [--n 1024] [--tile NAME]    # no GPU needed
 
 On the GPU it reads Triton's per-device kernel cache (`JITFunction.device_caches`, internal API
 of Triton 3.6 to 3.9). --offline compiles the same kernels for sm_90 on any machine
@@ -69,13 +69,17 @@ def normalized_ptx(ptx: str) -> str:
     return "\n".join(line for line in lines if line not in ("", "L:") and not line.startswith(".param"))
 
 
-def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documents: bool = False) -> None:
+def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documents: bool = False,
+            seqlen: int = 4096, tile: str = None) -> None:
     """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
     for sm_90 without a GPU; print their resources (ptx_hash: and a hash of normalized_ptx, to
     compare two trees' kernels).
 
     window: a left window size; then only the causal sliding window (window=(window, 0)) is built.
-    documents: only the causal document mask (mask_mod, 8 documents, its block map) is built."""
+    documents: only the causal document mask (mask_mod, 8 documents, its block map) is built.
+    seqlen: N of the (16384 // N, N, 2048 // D, D) shape planned (the routes differ by N).
+    tile: a gluon_forward_check.py variant that the TMA route then gives every call of its head
+    dim (its "Gluon TMA fwd" line), to read a prepared tile's resources before it runs."""
     import hashlib
     import os
     import re
@@ -105,6 +109,14 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
 
     from flashx import core
     from flashx.core.launch import kernel_params
+
+    if tile is not None:  # routed for its head dim, causal or not, at any length
+        from gluon_forward_check import VARIANTS, _constexprs
+
+        constexprs = _constexprs(VARIANTS[tile], causal=False)
+        core.plan.GLUON_FORWARD_TILES[tile] = {key: constexprs[key] for key in core.plan.GLUON_FORWARD_TILES["pp"]}
+        for causal in (False, True):
+            core.plan.GLUON_TMA_ROUTE[(VARIANTS[tile].head_dim, causal)] = ((0, tile),)
 
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     ptxas = os.path.join(os.path.dirname(cuobjdump), "ptxas")
@@ -179,7 +191,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     print(f"Triton {triton.__version__}, sm_90, {'jax-triton' if jax_like else 'torch (Triton launcher)'} specialization")
     for d in d_list:
         for causal in (False, True) if window is None and not documents else (True,):
-            shape = (4, 4096, 2048 // d, d)
+            shape = (max(16384 // seqlen, 1), seqlen, 2048 // d, d)
             spec = core.ArraySpec(shape, core.dense_strides(shape), "bfloat16", "cuda:0")
             options = dict(causal=causal, window=None if window is None else (window, 0))
             if documents:  # with its block map, as the frontends plan it once they have built it
@@ -239,11 +251,13 @@ def main(argv=None) -> int:
     p.add_argument("--jax", action="store_true", help="--offline: jax-triton's integer specialization")
     p.add_argument("--window", type=int, default=None, help="--offline: the causal sliding window (LEFT, 0) instead")
     p.add_argument("--documents", action="store_true", help="--offline: the causal document mask instead")
+    p.add_argument("--n", type=int, default=4096, help="--offline: plan (16384 // N, N, 2048 // D, D) (default 4096)")
+    p.add_argument("--tile", help="--offline: route this gluon_forward_check.py (TMA) variant")
     p.add_argument("--ptx-hash", action="store_true",
                    help="--offline: also a hash of each kernel's normalized PTX (equal on two trees: the same instructions)")
     args = p.parse_args(argv)
     if args.offline:
-        offline(args.d, args.jax, args.window, args.ptx_hash, args.documents)
+        offline(args.d, args.jax, args.window, args.ptx_hash, args.documents, args.n, args.tile)
         return 0
 
     import torch

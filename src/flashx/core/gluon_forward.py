@@ -21,9 +21,10 @@ while its consumers finish the last tile.
 TRIM_DIAGONAL (without TURNS): each consumer computes only the key blocks its own 64 rows see,
 and the last of them on its first half alone where its rows see none of the second (a 128-row
 causal tile's first consumer on its diagonal block); the blocks it leaves it hands straight back.
-OVERLAP (without TURNS or TRIM_DIAGONAL): each consumer issues S_j = Q K_j^T and
+OVERLAP (without TURNS): each consumer issues S_j = Q K_j^T and
 O += P_{j-1} V_{j-1} together and runs block j's softmax while the latter is in flight
-(FlashAttention-3's overlap within a warpgroup).
+(FlashAttention-3's overlap within a warpgroup); with TRIM_DIAGONAL over its full blocks, its
+half block then a plain step after them.
 ACROSS_TILES (with OVERLAP, PERSISTENT and Q_BY_PRODUCER): a consumer's tiles run as one stream
 of overlapped steps; each tile's last O += P V is issued with the next tile's first S, and the
 tile's rows are normalized and stored while the latter runs.
@@ -399,6 +400,34 @@ def _kv_step(q_tile, k_tile, v_tile, k_free, v_ready, v_phase, v_free, m_i, l_i,
 
 
 @gluon.jit
+def _half_step(q_tile, k_tile, v_tile, k_free, v_ready, v_phase, v_free, m_i, l_i, acc, col0, row0, diag_offset,
+               seqlen_kv, qk_scale_log2, s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr,
+               CAUSAL: gl.constexpr):
+    """TRIM_DIAGONAL's half block: _kv_step (masked) on the first BLOCK_N // 2 keys of k_tile /
+    v_tile [BLOCK_N, D] from col0; m_i, l_i [64] in s_layout's rows, acc [64, D]: returned updated."""
+    HALF: gl.constexpr = BLOCK_N // 2
+    half_layout: gl.constexpr = _wgmma_layout(HALF)
+    row_half: gl.constexpr = gl.SliceLayout(1, half_layout)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    m_h, l_h, acc = _kv_step(q_tile, k_tile.slice(0, HALF), v_tile.slice(0, HALF), k_free, v_ready, v_phase, v_free,
+                             gl.convert_layout(m_i, row_half), gl.convert_layout(l_i, row_half), acc, col0, True, row0,
+                             diag_offset, seqlen_kv, qk_scale_log2, half_layout, o_layout, HALF, CAUSAL)
+    return gl.convert_layout(m_h, row_s), gl.convert_layout(l_h, row_s), acc
+
+
+@gluon.jit
+def _hand_back(k_ready, v_ready, k_empty, v_empty, i, first, end, STAGES: gl.constexpr):
+    """TRIM_DIAGONAL: key blocks first .. end - 1 from ring step i, past one consumer's rows,
+    handed back once filled (an early hand-back would count towards the stage's previous round)."""
+    for j in range(first, end):
+        stage, phase = _ring_slot(i + j, STAGES)
+        mbarrier.wait(k_ready.index(stage), phase)
+        mbarrier.arrive(k_empty.index(stage))
+        mbarrier.wait(v_ready.index(stage), phase)
+        mbarrier.arrive(v_empty.index(stage))
+
+
+@gluon.jit
 def _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks, n_unmasked, m_i, l_i,
                       acc, row0, diag_offset, seqlen_kv, qk_scale_log2, s_first, s_layout: gl.constexpr,
                       o_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
@@ -731,17 +760,34 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_s
             turn += 1
             mbarrier.arrive(v_empty.index(last))
         elif OVERLAP:
-            m_i, l_i, acc, _ = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks,
-                                                 n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv, qk_scale_log2,
-                                                 s_zero, s_layout, o_layout, BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL, False)
+            n_overlapped = n_blocks
+            if TRIM_DIAGONAL:
+                n_full, half, n_unmasked = _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N, CAUSAL)
+                n_steps = n_full + half
+                # A consumer whose only block is a half one runs it whole (masked): the overlapped
+                # steps take at least one block.
+                whole = (n_full == 0).to(gl.int32)
+                n_overlapped = n_full + whole
+                half = half - whole
+            m_i, l_i, acc, _ = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i,
+                                                 n_overlapped, n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv,
+                                                 qk_scale_log2, s_zero, s_layout, o_layout, BLOCK_N, BLOCK_D, STAGES,
+                                                 TMA, CAUSAL, False)
+            if TRIM_DIAGONAL:
+                if half > 0:
+                    stage, phase = _ring_slot(i + n_overlapped, STAGES)
+                    mbarrier.wait(k_ready.index(stage), phase)
+                    m_i, l_i, acc = _half_step(
+                        q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA),
+                        _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA), k_empty.index(stage),
+                        v_ready.index(stage), phase, v_empty.index(stage), m_i, l_i, acc, n_overlapped * BLOCK_N, row0,
+                        diag_offset, seqlen_kv, qk_scale_log2, s_layout, o_layout, BLOCK_N, CAUSAL)
+                _hand_back(k_ready, v_ready, k_empty, v_empty, i, n_steps, n_blocks, STAGES)
         else:
             n_steps = n_blocks  # the blocks this consumer computes (the others it only hands back)
             if TRIM_DIAGONAL:
                 n_full, half, n_unmasked = _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N, CAUSAL)
                 n_steps = n_full + half
-                HALF: gl.constexpr = BLOCK_N // 2
-                half_layout: gl.constexpr = _wgmma_layout(HALF)
-                row_half: gl.constexpr = gl.SliceLayout(1, half_layout)
             for j in range(n_steps):
                 stage, phase = _ring_slot(i + j, STAGES)
                 mbarrier.wait(k_ready.index(stage), phase)
@@ -756,27 +802,17 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_s
                     # which jaxlib's launches go through, did not).
                     full_step = j < n_full
                     if not full_step:
-                        m_h, l_h, acc = _kv_step(
-                            q_tile, k_tile.slice(0, HALF), v_tile.slice(0, HALF), k_empty.index(stage),
-                            v_ready.index(stage), phase, v_empty.index(stage), gl.convert_layout(m_i, row_half),
-                            gl.convert_layout(l_i, row_half), acc, j * BLOCK_N, True, row0, diag_offset, seqlen_kv,
-                            qk_scale_log2, half_layout, o_layout, HALF, CAUSAL)
-                        m_i = gl.convert_layout(m_h, row_s)
-                        l_i = gl.convert_layout(l_h, row_s)
+                        m_i, l_i, acc = _half_step(q_tile, k_tile, v_tile, k_empty.index(stage), v_ready.index(stage),
+                                                   phase, v_empty.index(stage), m_i, l_i, acc, j * BLOCK_N, row0,
+                                                   diag_offset, seqlen_kv, qk_scale_log2, s_layout, o_layout, BLOCK_N,
+                                                   CAUSAL)
                 if full_step:
                     m_i, l_i, acc = _kv_step(q_tile, k_tile, v_tile, k_empty.index(stage), v_ready.index(stage), phase,
                                              v_empty.index(stage), m_i, l_i, acc, j * BLOCK_N, j >= n_unmasked, row0,
                                              diag_offset, seqlen_kv, qk_scale_log2, s_layout, o_layout, BLOCK_N,
                                              CAUSAL)
             if TRIM_DIAGONAL:
-                # Blocks past these rows' keys: handed back once filled (an early hand-back would
-                # count towards the stage's previous round).
-                for j in range(n_steps, n_blocks):
-                    stage, phase = _ring_slot(i + j, STAGES)
-                    mbarrier.wait(k_ready.index(stage), phase)
-                    mbarrier.arrive(k_empty.index(stage))
-                    mbarrier.wait(v_ready.index(stage), phase)
-                    mbarrier.arrive(v_empty.index(stage))
+                _hand_back(k_ready, v_ready, k_empty, v_empty, i, n_steps, n_blocks, STAGES)
         i += n_blocks
         if Q_BY_PRODUCER:
             mbarrier.arrive(q_empty.index(q_set))  # its last S = Q K^T has completed
@@ -816,7 +852,8 @@ def gluon_attention_forward_kernel(
     gl.static_assert(NUM_CONSUMERS * CONSUMER_ROWS == BLOCK_M)
     gl.static_assert(NUM_CONSUMERS == 2 or NUM_CONSUMERS == 3)
     gl.static_assert(not (TRIM_DIAGONAL and TURNS))  # a consumer that skips a step would skip its turn
-    gl.static_assert(not (OVERLAP and (TURNS or TRIM_DIAGONAL)))
+    gl.static_assert(not (OVERLAP and TURNS))
+    gl.static_assert(not (ACROSS_TILES and TRIM_DIAGONAL))
     gl.static_assert(not TMA_STORE or TMA)
     gl.static_assert(not ACROSS_TILES or (OVERLAP and PERSISTENT and Q_BY_PRODUCER))
     dtype: gl.constexpr = _element_type(O, TMA_STORE and not DEVICE_DESCRIPTORS)
