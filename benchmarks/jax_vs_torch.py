@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """flashx's JAX frontend against its torch frontend: the same kernels, so the ratio is overhead.
 
-One process, the same random bf16 inputs (B = 4, N = 4k, H * D = 2048, layout "bhnd") in both
+One process, the same random bf16 inputs (B = 16k / N, N = 4k unless --n, H * D = 2048, layout "bhnd") in both
 frameworks: forward at D = 64 and D = 128 (causal and not), and the D = 128 causal
 backward (JAX: the jitted vjp function applied to dO; torch: autograd.grad of one saved
-forward). Two timings per case:
+forward). Four timings per case:
 - "single", as in the other scripts: triton.testing.do_bench medians for torch (CUDA events
   around each call, L2 flushed before it), one jitted call after another, timed by the wall
   clock around block_until_ready, for JAX: each JAX call pays its dispatch;
@@ -13,10 +13,13 @@ forward). Two timings per case:
   kernels then run back to back in both, so the ratio is the kernels' plus what each frontend
   adds between them;
 - "wall": torch timed exactly as JAX is (common.time_jax's wall clock over back-to-back single
-  calls, torch.cuda.synchronize in place of block_until_ready), against JAX's single figure.
+  calls, torch.cuda.synchronize in place of block_until_ready), against JAX's single figure;
+- "device": the GPU time of the kernels one call launches, read from CUPTI through
+  torch.profiler (which records every kernel of the process, JAX's launches included): no host
+  time, no gaps between kernels, so what is left of the ratio is the kernels themselves.
 Prints TFLOP/s and jax/torch per case and timing.
 
-    python benchmarks/jax_vs_torch.py          # on the GPU, with jax-triton installed
+    python benchmarks/jax_vs_torch.py [--n 1024]   # on the GPU, with jax-triton installed (B = 16384 // N)
 """
 from __future__ import annotations
 
@@ -26,11 +29,39 @@ import sys
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch shares the GPU
 
 CASES = ((64, True, "fwd"), (64, False, "fwd"), (128, True, "fwd"), (128, False, "fwd"), (128, True, "bwd"))
-B, N, HIDDEN = 4, 4096, 2048
+N, HIDDEN = 4096, 2048  # B = 16384 // N
 GROUP = 8
 
 
+def device_ms(call, wait, label: str, calls: int = 30) -> float:
+    """Median over `calls` calls of the GPU time of the kernels one call launches (ms), from
+    CUPTI's kernel records through torch.profiler; NaN where it recorded none. Prints the last
+    call's kernels (name: microseconds) after `label`."""
+    import numpy as np
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    wait(call())  # compiled and warm
+    per_call = []
+    for _ in range(calls):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            wait(call())
+        kernels = [(e.name, e.device_time) for e in prof.events() if e.device_type == DeviceType.CUDA]
+        if kernels:
+            per_call.append(sum(t for _, t in kernels) * 1e-3)
+    torch.cuda.synchronize()
+    print(f"  {label} kernels: " + ", ".join(f"{name[:48]}: {t:.0f}" for name, t in kernels), flush=True)
+    return float(np.median(per_call)) if per_call else float("nan")
+
+
 def main() -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=N, help="sequence length; B = 16384 // N")
+    n = parser.parse_args().n
+    b = max(16384 // n, 1)
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -46,10 +77,10 @@ def main() -> int:
     for d, causal, kind in CASES:
         h = HIDDEN // d
         rng = np.random.default_rng(0)
-        arrays = [rng.standard_normal((B, h, N, d), dtype=np.float32) for _ in range(3 + GROUP)]
+        arrays = [rng.standard_normal((b, h, n, d), dtype=np.float32) for _ in range(3 + GROUP)]
         jq, jk, jv, *jdos = (jnp.asarray(a, dtype=jnp.bfloat16) for a in arrays)
         tq, tk, tv, *tdos = (torch.tensor(a, device="cuda", dtype=torch.bfloat16) for a in arrays)
-        flops = 4.0 * B * h * N * N * d * (0.5 if causal else 1.0) * (2.5 if kind == "bwd" else 1.0)
+        flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0) * (2.5 if kind == "bwd" else 1.0)
 
         def attend(q, k, v):
             return fj.attention(q, k, v, causal=causal, layout="bhnd")
@@ -77,10 +108,17 @@ def main() -> int:
             torch_group = do_bench(lambda: [torch.autograd.grad(out, (q, k, v), g, retain_graph=True) for g in tdos],
                                    warmup=25, rep=400)
         torch_wall = common.time_wall(torch_call, lambda _: torch.cuda.synchronize(), 200, 1000)
+        if kind == "fwd":
+            jitted = jax.jit(attend)
+            jax_device = device_ms(lambda: jitted(jq, jk, jv), jax.block_until_ready, "jax")
+        else:
+            jitted = jax.jit(lambda fn, ct: fn(ct))
+            jax_device = device_ms(lambda: jitted(vjp_fn, jdos[0]), jax.block_until_ready, "jax")
+        torch_device = device_ms(torch_call, lambda _: torch.cuda.synchronize(), "torch")
         jax_group, torch_group = jax_group / GROUP, torch_group / GROUP
         name = f"{kind} D{d} {'causal' if causal else 'non-causal'}"
         for timing, jms, tms in (("single", jax_ms, torch_ms), (f"grouped x{GROUP}", jax_group, torch_group),
-                                 ("wall", jax_ms, torch_wall)):
+                                 ("wall", jax_ms, torch_wall), ("device", jax_device, torch_device)):
             print(f"{name} {timing}: jax {flops / jms * 1e-9:.1f}  torch {flops / tms * 1e-9:.1f}  "
                   f"jax/torch {tms / jms:.3f}", flush=True)
     return 0
