@@ -325,18 +325,50 @@ def torch_from_jax(torch, x, device: str):
 # Timing
 
 
+# Every GPU timing starts from one state of the card: SETTLE_MS of bf16 matmuls first. The H200
+# runs at 700 W most of the time under flashx's and cuDNN's long shapes, and its SM clock follows
+# the load within a tenth of a second: 2026-12-01 14:50 UTC (order_probe.py), flashx at
+# B=4 N=4k H=16 D=128 read 673 TFLOP/s first after 5 s idle (1980 MHz), 607-616 in the next three
+# timings (1725 MHz), 539 in the sixth (1455 MHz), so whatever was timed first, or after a slow
+# peer, read high. FA2 (not power-bound) read 339-341 throughout. With 300 ms of matmuls before
+# each timing (14:53 UTC), the same sequence read 571-596 (cuDNN 582-596, FA2 317-333); with
+# 1000 ms 582-597 (cuDNN 594-596). 300 ms: most of the effect for a third of the cost.
+SETTLE_MS = 300.0
+_settle_operands = None
+
+
+def settle(ms: float = SETTLE_MS) -> None:
+    """Load the GPU with bf16 matmuls for `ms` (wall clock), so that the timing that follows starts
+    from the loaded card's clock and not from whatever ran (or idled) before it."""
+    global _settle_operands
+    import torch
+
+    if ms <= 0 or _DEBUG_TIMING or not torch.cuda.is_available():
+        return
+    if _settle_operands is None:
+        _settle_operands = [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    a, b = _settle_operands
+    begin = time.perf_counter()
+    while (time.perf_counter() - begin) * 1e3 < ms:
+        for _ in range(16):  # ~0.2 ms each on the H200
+            torch.mm(a, b)
+        torch.cuda.synchronize()
+
+
 def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
     """Median ms of `fn`: triton.testing.do_bench on the GPU (CUDA events, L2 flushed between
-    calls); a wall-clock median on the CPU (debug runs only)."""
+    calls), after settle(); a wall-clock median on the CPU (debug runs only)."""
     if device != "cuda":
         return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
     from triton.testing import do_bench
 
+    settle()
     return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
 def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: Optional[int] = None) -> float:
-    """Median ms of a jitted `fn(*args)` (any pytree output); compile and warm-up excluded.
+    """Median ms of a jitted `fn(*args)` (any pytree output); compile and warm-up excluded, the
+    card settle()d after compiling.
 
     feed=None: each sample runs calls back to back from the host and waits for the last with
     block_until_ready (time_wall). feed=i: block_until_ready around a jitted loop of calls
@@ -352,9 +384,11 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: O
     jax.block_until_ready(fn(*args))  # compile
     back_to_back = functools.partial(time_wall, lambda: fn(*args), jax.block_until_ready)
     if feed is None or _DEBUG_TIMING:
+        settle()
         return back_to_back(warmup_ms, rep_ms)
     places = _feed_places(jax.tree_util.tree_leaves(jax.eval_shape(fn, *args)), args, feed)
     if places is None:
+        settle()
         return back_to_back(warmup_ms, rep_ms)
     _, treedef = jax.tree_util.tree_flatten(args)
 
@@ -371,6 +405,7 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: O
     # Unrolled: XLA's GPU while loop brings its condition back to the host on every trip.
     loop = jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a, unroll=True))
     jax.block_until_ready(loop(*args))  # compile
+    settle()
     times, begin = [], time.perf_counter()
     while len(times) < 5 or (time.perf_counter() - begin) * 1e3 < warmup_ms + rep_ms:
         start = time.perf_counter()

@@ -340,12 +340,14 @@ def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = N
     replays captured calls instead (do_bench_cudagraph, median), the kernels' own time."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    if cudagraph:
-        def timed(fn):
+    import common  # benchmarks/, this script's folder
+
+    def timed(fn):
+        fn()  # compiled before the card is loaded
+        common.settle()  # each timing from the loaded card's clock (common.SETTLE_MS)
+        if cudagraph:
             return triton.testing.do_bench_cudagraph(fn, rep=100, return_mode="median")
-    else:
-        def timed(fn):
-            return triton.testing.do_bench(fn, warmup=25, rep=100)
+        return triton.testing.do_bench(fn, warmup=25, rep=100)
     print(f"timing: {'CUDA graph replays (do_bench_cudagraph)' if cudagraph else 'do_bench'}", flush=True)
     rows = []
     shapes = [(4, 4096, 16, 128), (1, 16384, 16, 128), (16, 1024, 16, 128), (64, 512, 16, 128), (64, 256, 16, 128),

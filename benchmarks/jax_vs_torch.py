@@ -42,7 +42,10 @@ def device_ms(call, wait, label: str, calls: int = 30) -> float:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
+    import common  # benchmarks/ (main put it on the path)
+
     wait(call())  # compiled and warm
+    common.settle()
     per_call = []
     for _ in range(calls):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -91,8 +94,10 @@ def main() -> int:
                 return ft.attention(tq, tk, tv, causal=causal, layout="bhnd")
 
             jax_ms = common.time_jax(jax.jit(attend), (jq, jk, jv), 200, 1000)
+            common.settle()
             torch_ms = do_bench(torch_call, warmup=25, rep=200)
             jax_group = common.time_jax(jax.jit(lambda qs, k, v: [attend(q, k, v) for q in qs]), (tuple(jdos), jk, jv), 200, 1000)
+            common.settle()
             torch_group = do_bench(lambda: [ft.attention(q, tk, tv, causal=causal, layout="bhnd") for q in tdos],
                                    warmup=25, rep=400)
         else:
@@ -104,9 +109,12 @@ def main() -> int:
             def torch_call():
                 return torch.autograd.grad(out, (q, k, v), tdos[0], retain_graph=True)
 
+            common.settle()
             torch_ms = do_bench(torch_call, warmup=25, rep=200)
+            common.settle()
             torch_group = do_bench(lambda: [torch.autograd.grad(out, (q, k, v), g, retain_graph=True) for g in tdos],
                                    warmup=25, rep=400)
+        common.settle()
         torch_wall = common.time_wall(torch_call, lambda _: torch.cuda.synchronize(), 200, 1000)
         if kind == "fwd":
             jitted = jax.jit(attend)
