@@ -122,6 +122,7 @@ def _every_pair_mask():
 def worker(groups, calls: int = 1) -> dict:
     """Runs in the tree's process: every case of `groups`, results by case name; each timing
     runs `calls` calls back to back (per-call figures)."""
+    import common  # benchmarks/, this script's folder
     import flashx.torch as ft
     import torch
     from triton.testing import do_bench
@@ -152,6 +153,8 @@ def worker(groups, calls: int = 1) -> dict:
 
             def call():
                 return torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+        call()  # compiled before the card is loaded
+        common.settle()
         ms = do_bench(lambda: [call() for _ in range(calls)], warmup=25, rep=100, return_mode="median") / calls
         results[name] = dict(ms=ms, tflops=flops / ms * 1e-9)
         del q, k, v
