@@ -436,7 +436,8 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " on one saved forward (JAX: the jitted vjp function)",
         f"- timing: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
         " JAX: jitted, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls, each call's output (dQ) its"
-        " next call's q (dO), median ms a call",
+        " next call's q (dO), median ms a call; every timing after "
+        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit)",
         "- flashx: window=(W-1, 0) with causal=True; documents: mask_mod=document_mask with causal=True and a block mask"
         " built once by flashx.torch.create_block_mask; FlexAttention: torch.compile(flex_attention, dynamic=False), the"
         " same masks as mask_mod, create_block_mask built once; SDPA: is_causal (enable_gqa for GQA); n/a: no such mask"
