@@ -327,11 +327,11 @@ def torch_from_jax(torch, x, device: str):
 
 # Every GPU timing starts from one state of the card: SETTLE_MS of bf16 matmuls first. The H200
 # runs at 700 W most of the time under flashx's and cuDNN's long shapes, and its SM clock follows
-# the load within a tenth of a second: 2026-12-01 14:50 UTC (order_probe.py), flashx at
+# the load within a tenth of a second: 2026-12-01 14:36 UTC (order_probe.py), flashx at
 # B=4 N=4k H=16 D=128 read 673 TFLOP/s first after 5 s idle (1980 MHz), 607-616 in the next three
 # timings (1725 MHz), 539 in the sixth (1455 MHz), so whatever was timed first, or after a slow
 # peer, read high. FA2 (not power-bound) read 339-341 throughout. With 300 ms of matmuls before
-# each timing (14:53 UTC), the same sequence read 571-596 (cuDNN 582-596, FA2 317-333); with
+# each timing (14:39 UTC), the same sequence read 571-596 (cuDNN 582-596, FA2 317-333); with
 # 1000 ms 582-597 (cuDNN 594-596). 300 ms: most of the effect for a third of the cost.
 SETTLE_MS = 300.0
 _settle_operands = None
