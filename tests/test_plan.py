@@ -477,8 +477,7 @@ def test_gluon_forward_route_table():
         pytest.param(dict(nkv=1024, hkv=1), "pp-tma-persist-ovl-ts", id="1k-keys-mqa"),
         pytest.param(dict(nkv=256, layout="bhnd"), "pp-tma-persist-ovl-ts", id="short-kv-bhnd"),
         pytest.param(dict(nkv=255), None, id="shorter-kv"),
-        # (torch's tile, JAX's) where GLUON_DEVICE_TMA_ROUTE differs
-        pytest.param(dict(causal=True), ("pp-tma-c240-ovl-ts", "pp-tma-persist-ovl-ts"), id="causal"),
+        pytest.param(dict(causal=True), "pp-tma-persist-ovl-ts", id="causal"),
         pytest.param(dict(causal=True, nkv=1023), "pp-tma-persist-trim-ts", id="causal-512-keys"),
         pytest.param(dict(causal=True, nkv=511), None, id="causal-short-kv"),
         pytest.param(dict(d=64), "d64-tma-persist-n256-ts", id="d64-1k-keys"),
@@ -533,16 +532,19 @@ def test_gluon_tma_route(monkeypatch, change, tile):
 
 def test_gluon_device_tma_route(monkeypatch):
     """A launcher that builds descriptors on the device takes GLUON_DEVICE_TMA_ROUTE's spans where
-    it has them: D = 128 causal from 1k keys runs the per-tile grid from torch and the persistent
-    one from JAX; from 512 to 1k keys both run the persistent trimmed tile, and below 512 the tl
+    it has them (an entry replaces GLUON_TMA_ROUTE's whole route for its (head dim, causal); here
+    one for D = 128 causal that differs from 1k keys, since flashx's own table is empty now):
+    from 512 to 1k keys both launchers run the persistent trimmed tile, and below 512 the tl
     forward; non-causal calls take the same tile."""
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
+    override = ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-c240-ovl-ts"))  # the whole (D, causal) route
+    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_TMA_ROUTE", {(128, True): override})
     for nkv in (1024, 1500, 16384):
         q, kv = spec((1, 1500, 4, 128)), spec((1, nkv, 2, 128))
         plan = core.plan_attention(q, kv, kv, causal=True)
-        assert plan.gluon_forward_tile(descriptors="host") == "pp-tma-c240-ovl-ts"
-        assert plan.gluon_forward_tile(descriptors="device") == "pp-tma-persist-ovl-ts"
+        assert plan.gluon_forward_tile(descriptors="host") == "pp-tma-persist-ovl-ts"
+        assert plan.gluon_forward_tile(descriptors="device") == "pp-tma-c240-ovl-ts"
     short = spec((1, 1000, 2, 128))
     plan = core.plan_attention(spec((1, 1500, 4, 128)), short, short, causal=True)
     assert plan.gluon_forward_tile(descriptors="host") == "pp-tma-persist-trim-ts"

@@ -194,7 +194,11 @@ GLUON_TMA_ROUTE = {
     # 356, the trimmed tile 344, the three-consumer tile 358).
     (64, True): ((1024, "d64-tma-persist-trim-ts"), (2048, None), (16384, "d64-c3-turns-tma-persist-ts")),
     (128, False): ((256, "pp-tma-persist-ovl-ts"),),
-    (128, True): ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-c240-ovl-ts")),
+    # D = 128 causal from 1k keys: the persistent tile since its causal tiles come in heavy/light
+    # pairs of one head (gluon_forward._causal_pair). 2026-12-01 15:2x UTC, torch, one run, settled:
+    # pp-tma-persist-ovl-ts 380 / 552 / 603 vs pp-tma-c240-ovl-ts (routed until then) 347 / 511 /
+    # 605 at 1k / 4k / 16k keys (logs/2026-12-01-s25-call6-route128.log).
+    (128, True): ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-persist-ovl-ts")),
     (256, False): ((1024, "d256-tma-persist-ovl-ts"),),
     (256, True): ((1024, "d256-tma-trim-ts"), (4096, "d256-tma-persist-ovl")),
 }
@@ -207,16 +211,13 @@ GLUON_TMA_Q_ROWS = 64
 # the H200 2026-11-30 (NOTES v0.16): 24 of 24 checks against float64 from JAX.
 GLUON_DEVICE_DESCRIPTORS = True
 GLUON_DESCRIPTOR_BYTES = 6 * 128  # CUtensorMaps a program: Q, K, V and up to three consumers' O
-# Where such launchers take another span of GLUON_TMA_ROUTE: a grid of a program per tile builds
-# its descriptors once a tile (with TMA_STORE, O's too), which short causal tiles feel; a
-# persistent grid builds them once a program. 2026-12-01 02:27 UTC, JAX (device descriptors),
-# D = 128 causal, TFLOP/s, medians of three: pp-tma-persist-ovl-ts 340 / 488 / 566 at 1k / 4k /
-# 16k keys, pp-tma-c240-ovl-ts 276 / 470 / 572, JAX's tl forward 301 at 1k. From 512 keys the
-# trimmed persistent tile, as torch takes it (JAX's tl forward 242 at B = 64, N = 512 causal
-# against torch's 289 on that tile, 2026-12-01 06:03; not yet measured from JAX).
-GLUON_DEVICE_TMA_ROUTE = {
-    (128, True): ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-persist-ovl-ts")),
-}
+# Where such launchers would take another span of GLUON_TMA_ROUTE (none now): a grid of a
+# program per tile builds its descriptors once a tile (with TMA_STORE, O's too), which short
+# causal tiles feel; a persistent grid builds them once a program. Until 2026-12-01 15:30 UTC
+# JAX took pp-tma-persist-ovl-ts at D = 128 causal from 1k keys here while torch took the
+# per-tile pp-tma-c240-ovl-ts (JAX, 02:27: 340 / 488 / 566 at 1k / 4k / 16k keys against 276 /
+# 470 / 572 on the per-tile grid); GLUON_TMA_ROUTE now gives both the persistent tile.
+GLUON_DEVICE_TMA_ROUTE: dict = {}
 
 
 # The Gluon backward kernels (core/gluon_backward.py, dK/dV and dQ): their tiles, and which calls
