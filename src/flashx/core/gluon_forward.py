@@ -188,7 +188,8 @@ def _causal_pair(t, num_tiles, num_blocks):
     share in L2. (Before: every head's last block, then every head's next, ... in rounds that
     alternated direction: balanced, but 132 programs on 132 heads read K and V apart; at B = 64,
     N = 512, D = 128 grouping heads read 11% faster where it kept the balance, 2026-12-01.) In the
-    last rounds (fewer than two a program), programs with two tiles take a pair, the others one."""
+    last rounds (fewer than two a program), programs with two tiles take a pair, the others one.
+    benchmarks/walk_balance.py models this walk and the one before (balance, every tile once)."""
     programs = gl.num_programs(0)
     paired = num_tiles // (2 * programs) * (2 * programs)  # tiles in whole pairs of rounds
     if t < paired:
