@@ -201,20 +201,29 @@ def descriptor(x, rows, columns=None):
     return plan.gluon_tma_descriptor(x, x.shape, x.stride(), rows, str(x.dtype).removeprefix("torch."), columns)
 
 
-def launch_torch(q, k, v, name, causal=False, bottom_right=True):
-    """q (B, Nq, Hq, D), k / v (B, Nkv, Hkv, D): (out, lse [B, Hq, Nq])."""
+def launch_torch(q, k, v, name, causal=False, bottom_right=True, device_descriptors=False):
+    """q (B, Nq, Hq, D), k / v (B, Nkv, Hkv, D): (out, lse [B, Hq, Nq]). device_descriptors: a
+    TMA variant builds its descriptors in the kernel, as JAX's launches do (host descriptors
+    otherwise), so that the two can be timed side by side from one launcher."""
     variant = VARIANTS[name]
     b, nq, hq, d = q.shape
+    grid = _grid(variant, b, nq, hq)
     out = torch.empty_like(q)
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
-    inputs = (q, k, v)
-    if variant.tma:
+    inputs, stored = (q, k, v), out
+    if variant.tma and device_descriptors:
+        # Triton's launcher gives the kernel its global scratch from the allocator (JAX's
+        # launches point it at DESCRIPTOR_SCRATCH instead: flashx.jax.gluon).
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    elif variant.tma:
         inputs = (descriptor(q, 64), descriptor(k, variant.block_n), descriptor(v, variant.block_n))
-    gluon_forward.gluon_attention_forward_kernel[_grid(variant, b, nq, hq)](
+        if variant.tma_store:
+            stored = descriptor(out, 64, gluon_forward.output_columns(d))
+    gluon_forward.gluon_attention_forward_kernel[grid](
         *inputs, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2], hq, b,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *lse.stride(),
-        descriptor(out, 64, gluon_forward.output_columns(d)) if variant.tma_store else out, lse, lse,  # DESCRIPTOR_SCRATCH: unused
-        num_warps=4, **_constexprs(variant, causal),
+        stored, lse, lse,  # DESCRIPTOR_SCRATCH: unused from torch
+        num_warps=4, **_constexprs(variant, causal, device_descriptors=variant.tma and device_descriptors),
     )
     return out, lse
 
@@ -333,11 +342,13 @@ def without_gluon(fn):
     return run
 
 
-def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = None, cudagraph: bool = False) -> None:
+def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = None, cudagraph: bool = False,
+          device_descriptors: bool = False) -> None:
     """Time each variant beside flashx, its tl forward, FA2 and cuDNN. do_bench counts a call's
     host time where it outlasts the GPU's queue (short shapes: each variant's launch here builds
     its descriptors and goes through Triton's dispatch, flashx's through its runner); cudagraph:
-    replays captured calls instead (do_bench_cudagraph, median), the kernels' own time."""
+    replays captured calls instead (do_bench_cudagraph, median), the kernels' own time.
+    device_descriptors: each TMA variant a second time ("... dev"), its descriptors built in the kernel."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     import common  # benchmarks/, this script's folder
@@ -359,8 +370,18 @@ def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = N
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
         for causal in (False, True):
             flops = 4 * b * h * n * n * d / (2 if causal else 1)
-            systems = {f"gluon {name}": (lambda name=name: launch_torch(q, k, v, name, causal))
-                       for name, variant in VARIANTS.items() if variant.head_dim == d and name in names}
+            systems = {}
+            for name, variant in VARIANTS.items():
+                if variant.head_dim == d and name in names:
+                    systems[f"gluon {name}"] = lambda name=name: launch_torch(q, k, v, name, causal)
+                    if device_descriptors and variant.tma:  # the same tile as JAX launches it
+                        systems[f"gluon {name} dev"] = lambda name=name: launch_torch(q, k, v, name, causal,
+                                                                                       device_descriptors=True)
+                        # The same kernel on the same inputs: the two builds must agree bit for bit.
+                        (o_host, l_host), (o_dev, l_dev) = (systems[f"gluon {name}{s}"]() for s in ("", " dev"))
+                        same = torch.equal(o_host, o_dev) and torch.equal(l_host, l_dev)
+                        print(f"{name} host / device descriptors, B={b} N={n} causal={causal}: "
+                              f"{'identical' if same else 'DIFFER'}", flush=True)
             systems["flashx"] = lambda: ft.attention(q, k, v, causal=causal)
             systems["flashx tl"] = without_gluon(lambda: ft.attention(q, k, v, causal=causal))
 
@@ -399,6 +420,9 @@ def main() -> int:
     parser.add_argument("--n", type=int, nargs="+", help="time only these sequence lengths (default: all)")
     parser.add_argument("--cudagraph", action="store_true",
                         help="time CUDA graph replays (the kernels alone, no host time) instead of do_bench")
+    parser.add_argument("--device-descriptors", action="store_true",
+                        help="also time each TMA variant from torch with its descriptors built on the device "
+                             "(as JAX's launches build them): the descriptors' cost, without JAX")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS),
                         help="only these variants, also checked from JAX (TMA ones with descriptors built "
                              "on the device); default: all, and one a head dim from JAX (JAX_VARIANTS). "
@@ -413,7 +437,8 @@ def main() -> int:
         failures = check(args.quick, args.only != "jax", args.only != "torch", head_dims, names, jax_names)
         print(f"correctness failures: {failures}", flush=True)
     if args.only is None:
-        bench(args.quick, head_dims, names, tuple(args.n) if args.n else None, args.cudagraph)
+        bench(args.quick, head_dims, names, tuple(args.n) if args.n else None, args.cudagraph,
+              args.device_descriptors)
     return 1 if failures else 0
 
 

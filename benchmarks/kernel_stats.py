@@ -207,6 +207,9 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             tma_tile = plan.gluon_forward_tile(descriptors="host")
             if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.plan.GLUON_TMA_ROUTE)
                 calls.append(("Gluon TMA fwd", *tma_call(plan, shape)))
+            if jax_like and plan.gluon_forward_tile(descriptors="device") != plan.gluon_tile:
+                # JAX's TMA tile: its descriptors built by each program (DEVICE_DESCRIPTORS)
+                calls.append(("Gluon TMA fwd", plan.forward_call({}, None, descriptors="device")))
             kind = plan._gluon_backward_kind()
             if kind is not None:  # the Gluon backward kernels, routed here at every head dim for these lines
                 names = ("GLUON_DKDV_ROUTE", "GLUON_DKDV_TMA_ROUTE", "GLUON_DQ_ROUTE")
