@@ -41,6 +41,7 @@ def _wrap(original):
         ptx = compiled.asm["ptx"]
         if md.global_scratch_size:
             ptx = _scratch_in_argument(ptx, md.name, fn.arg_names, dict(signature), md.global_scratch_size)
+            ptx = _template_bits(ptx, _TEMPLATE_BITS)
         return gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, ptx, "", cc)
 
     _builds.append(compile_gluon)
@@ -157,6 +158,35 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
     body = rewritten[entry.end():]
     if loads == 0 or f"{kernel_name}_param_{hidden}]" in body:
         raise ValueError(f"{kernel_name}'s PTX reads its global scratch other than by ld.param")
+    return rewritten
+
+
+# Bits OR-ed into each device-built tensor map before its fields are set, as (32-bit word,
+# mask) pairs: the fields PTX's tensormap.replace cannot set (L2 promotion), which a host encode
+# (cuTensorMapEncodeTiled, Triton's launcher: L2_128B) sets and a zeroed template leaves at 0.
+# FLASHX_TMA_TEMPLATE_BITS="word:mask,..." overrides (an experiment's knob).
+_TEMPLATE_BITS = tuple(tuple(int(x, 0) for x in pair.split(":"))
+                       for pair in os.environ.get("FLASHX_TMA_TEMPLATE_BITS", "").split(",") if pair)
+
+
+def _template_bits(ptx: str, bits) -> str:
+    """ptx with `bits` ((word, mask) pairs) stored into each tensor map template that Triton's
+    device-side make_tensor_descriptor zeroes in shared memory, by the thread that then sets its
+    fields (tensormap.replace), just before it sets the first (the global address)."""
+    if not bits:
+        return ptx
+    first_field = re.compile(r"^(\s*)@(%p\d+) tensormap\.replace\.tile\.global_address\.shared::cta\.b1024\.b64 "
+                             r"\[ (%rd\d+) \+ 0 \]", re.M)
+
+    def with_bits(match) -> str:
+        indent, predicate, template = match.groups()
+        stores = "".join(f"{indent}@{predicate} st.shared.b32 [ {template} + {4 * word} ], {mask:#x};\n"
+                         for word, mask in bits)
+        return stores.lstrip("\n") + match.group(0)
+
+    rewritten, count = first_field.subn(with_bits, ptx)
+    if count == 0:
+        raise ValueError("no device-built tensor map found in the PTX to set template bits in")
     return rewritten
 
 
