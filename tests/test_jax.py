@@ -335,38 +335,6 @@ def test_scratch_taken_from_the_argument():
         _scratch_in_argument(ptx.replace(",\n\t.param .u64 k_param_5", ""), "k", names, signature, 384)
 
 
-def test_template_bits_stored_before_the_first_field(monkeypatch):
-    """flashx/jax/gluon.py's _template_bits: each device-built tensor map gets the given words OR-ed
-    in (here as stores into the zeroed template) by the thread that sets its fields, under its
-    predicate, before the first field; PTX without a device-built map is refused. bits_added
-    reads the bits off two encodes, and refuses a field that clears bits."""
-    from flashx.jax.gluon import _template_bits, _template_bits_setting, bits_added
-
-    build = ("\t@%p161 st.shared.b32 [ %r1387 + 0 ], %r2640;\n\tbar.warp.sync \t-1;\n"
-             "\tcvt.u64.u32 \t%rd{t}, %r1381;\n"
-             "\t@%p{p} tensormap.replace.tile.global_address.shared::cta.b1024.b64 [ %rd{t} + 0 ], %rd13;\n"
-             "\t@%p{p} tensormap.replace.tile.rank.shared::cta.b1024.b32 [ %rd{t} + 0 ], 0x3;\n")
-    ptx = build.format(t=101, p=160) + "\tmov.u32 %r1, %r2;\n" + build.format(t=16, p=70)
-    rewritten = _template_bits(ptx, ((5, 0x1000000), (9, 0x4)))
-    for t, p in ((101, 160), (16, 70)):
-        stores = (f"\t@%p{p} st.shared.b32 [ %rd{t} + 20 ], 0x1000000;\n\t@%p{p} st.shared.b32 [ %rd{t} + 36 ], 0x4;\n"
-                  f"\t@%p{p} tensormap.replace.tile.global_address")
-        assert stores in rewritten
-    assert rewritten.count("st.shared.b32 [ %rd") == 4
-    assert _template_bits(ptx, ()) == ptx
-    with pytest.raises(ValueError, match="no device-built tensor map"):
-        _template_bits("\tmov.u32 %r1, %r2;\n", ((5, 1),))
-
-    before = (0x10, 0, 0x3, 0)
-    assert bits_added(before, (0x10, 0, 0x7, 0x100)) == ((2, 0x4), (3, 0x100))
-    with pytest.raises(RuntimeError, match="not a set of bits"):
-        bits_added(before, (0x00, 0, 0x7, 0))
-    monkeypatch.setenv("FLASHX_TMA_TEMPLATE_BITS", "5:0x1000000,9:4")
-    assert _template_bits_setting() == ((5, 0x1000000), (9, 4))
-    monkeypatch.setenv("FLASHX_TMA_TEMPLATE_BITS", "")
-    assert _template_bits_setting() == ()
-
-
 _COMPILE_TO_PTX_CHECK = """
 from flashx.jax.gluon import compile_to_ptx  # flashx first: without a GPU it sets up the interpreter
 

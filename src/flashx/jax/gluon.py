@@ -41,7 +41,6 @@ def _wrap(original):
         ptx = compiled.asm["ptx"]
         if md.global_scratch_size:
             ptx = _scratch_in_argument(ptx, md.name, fn.arg_names, dict(signature), md.global_scratch_size)
-            ptx = _template_bits(ptx, _template_bits_setting())
         return gpu_triton.TritonKernel(md.name, md.num_warps, num_ctas, md.shared, ptx, "", cc)
 
     _builds.append(compile_gluon)
@@ -158,77 +157,6 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
     body = rewritten[entry.end():]
     if loads == 0 or f"{kernel_name}_param_{hidden}]" in body:
         raise ValueError(f"{kernel_name}'s PTX reads its global scratch other than by ld.param")
-    return rewritten
-
-
-# CUtensorMap's encodings (cuda.h): the driver lays its fields out in an undocumented format,
-# so the bits a field takes are read off two host encodes that differ in it alone.
-_BFLOAT16, _SWIZZLE_128B, _L2_PROMOTION_NONE, _L2_PROMOTION_128B = 9, 3, 0, 2
-
-
-def host_tensor_map(promotion: int, address: int = 1 << 20) -> tuple:
-    """The 32 words of a tensor map that the driver's cuTensorMapEncodeTiled builds for a
-    (1024, 128) bfloat16 matrix in 64 x 64 boxes, 128-byte swizzle, with the given L2 promotion
-    (0 none, 2 128 bytes: what Triton's launcher passes). Only encodes: nothing is launched."""
-    import ctypes
-
-    cuda = ctypes.CDLL("libcuda.so.1")
-    if cuda.cuInit(0) != 0:
-        raise RuntimeError("cuInit failed")
-    words = (ctypes.c_uint32 * 32)()
-    status = cuda.cuTensorMapEncodeTiled(
-        ctypes.byref(words), ctypes.c_int(_BFLOAT16), ctypes.c_uint32(2), ctypes.c_void_p(address),
-        (ctypes.c_uint64 * 2)(128, 1024), (ctypes.c_uint64 * 1)(256), (ctypes.c_uint32 * 2)(64, 64),
-        (ctypes.c_uint32 * 2)(1, 1), ctypes.c_int(0), ctypes.c_int(_SWIZZLE_128B), ctypes.c_int(promotion),
-        ctypes.c_int(0))
-    if status != 0:
-        raise RuntimeError(f"cuTensorMapEncodeTiled failed ({status})")
-    return tuple(words)
-
-
-@functools.lru_cache(maxsize=None)
-def l2_promotion_bits() -> tuple:
-    """((word, mask), ...): the bits a host encode sets for 128-byte L2 promotion, which PTX's
-    tensormap.replace cannot set, so a device-built map (a zeroed template, fields replaced)
-    lacks them. Read off two encodes that differ in the promotion alone."""
-    return bits_added(host_tensor_map(_L2_PROMOTION_NONE), host_tensor_map(_L2_PROMOTION_128B))
-
-
-def bits_added(before, after) -> tuple:
-    """((word, mask), ...): the bits set in the words `after` that are clear in `before`; an
-    error where `after` also clears some (then OR-ing the masks into a zeroed map is no encode)."""
-    if any(a & ~b for a, b in zip(before, after)):
-        raise RuntimeError("the field is not a set of bits added to its zero value")
-    return tuple((word, b & ~a) for word, (a, b) in enumerate(zip(before, after)) if b & ~a)
-
-
-def _template_bits_setting() -> tuple:
-    """The bits _template_bits stores into JAX's device-built tensor maps. FLASHX_TMA_TEMPLATE_BITS
-    (an A/B knob): "" or unset: none; "l2": l2_promotion_bits(); "word:mask,...": those."""
-    setting = os.environ.get("FLASHX_TMA_TEMPLATE_BITS", "")
-    if setting == "l2":
-        return l2_promotion_bits()
-    return tuple(tuple(int(x, 0) for x in pair.split(":")) for pair in setting.split(",") if pair)
-
-
-def _template_bits(ptx: str, bits) -> str:
-    """ptx with `bits` ((word, mask) pairs) stored into each tensor map template that Triton's
-    device-side make_tensor_descriptor zeroes in shared memory, by the thread that then sets its
-    fields (tensormap.replace), just before it sets the first (the global address)."""
-    if not bits:
-        return ptx
-    first_field = re.compile(r"^(\s*)@(%p\d+) tensormap\.replace\.tile\.global_address\.shared::cta\.b1024\.b64 "
-                             r"\[ (%rd\d+) \+ 0 \]", re.M)
-
-    def with_bits(match) -> str:
-        indent, predicate, template = match.groups()
-        stores = "".join(f"{indent}@{predicate} st.shared.b32 [ {template} + {4 * word} ], {mask:#x};\n"
-                         for word, mask in bits)
-        return stores.lstrip("\n") + match.group(0)
-
-    rewritten, count = first_field.subn(with_bits, ptx)
-    if count == 0:
-        raise ValueError("no device-built tensor map found in the PTX to set template bits in")
     return rewritten
 
 
