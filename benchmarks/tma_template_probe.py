@@ -104,6 +104,9 @@ def compare() -> int:
 
 
 def encodings() -> int:
+    import torch
+
+    torch.zeros(1, device="cuda")  # the driver encodes within a context (else 201, CUDA_ERROR_INVALID_CONTEXT)
     base = dict(shape=(1024, 128), box=(64, 64), dtype=BFLOAT16, swizzle=3, promotion=2)
     changes = {
         "base": {}, "box 128x64": dict(box=(128, 64)), "box 32x64": dict(box=(32, 64)),
@@ -113,7 +116,12 @@ def encodings() -> int:
         "rank 4": dict(shape=(4, 1024, 16, 128), box=(1, 64, 1, 64)),
         "rank 4, box 128": dict(shape=(4, 1024, 16, 128), box=(1, 128, 1, 64)),
     }
-    maps = {name: host_tensor_map(**{**base, **change}) for name, change in changes.items()}
+    maps = {}
+    for name, change in changes.items():
+        try:
+            maps[name] = host_tensor_map(**{**base, **change})
+        except RuntimeError as err:
+            print(f"{name:>16}: {err}")
     for name, words in maps.items():
         moved = {w: words[w] for w in range(32) if words[w] != maps["base"][w]}
         print(f"{name:>16}: " + ", ".join(f"w{w}={v:#x} (base {maps['base'][w]:#x})" for w, v in moved.items()))
