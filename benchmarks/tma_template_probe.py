@@ -17,9 +17,11 @@ torch, with a scratch buffer of ours, so that the map it built can be read back;
 the driver's encodes of the same matrix with L2 promotion none and 128 bytes, where they differ.
 encodings: host encodes that each change one parameter (box, swizzle, L2 promotion, rank, dtype)
 from a base, printing the words that moved, to read the driver's layout of the fields off them.
-descriptors: the routed Gluon forward tiles launched from torch with host descriptors and with
+descriptors: the routed Gluon forward tiles launched from torch with host descriptors, with
 descriptors built in the kernel (as JAX's launches build them, gluon_forward_check.launch_torch),
-timed alternately (host, device, device, host, ...) after common.settle, `rounds` times each.
+and built in the kernel with the fields the driver derives stored in too (with_derived_fields:
+box bytes and swizzle span, then also L2 promotion), timed in turn (the order reversed every
+other round) after common.settle, `rounds` times each; all must give bit-equal outputs.
 """
 from __future__ import annotations
 
@@ -69,6 +71,54 @@ def print_words(columns: dict) -> None:
         values = [columns[name][word] for name in names]
         if len(set(values)) > 1:
             print(f"{word:4d}  " + "  ".join(f"{v:#12x}" for v in values))
+
+
+# Read off the driver's encodes (`encodings`, 2026-12-02): word 2 bits 17-18 the L2 promotion (2 =
+# 128 bytes), word 16 the box's size in bytes, word 18 the swizzle span (16 bytes unswizzled, 512
+# for 64-byte and 1024 for 128-byte swizzle); a device-built map leaves all three at 0.
+PTX_ELEMENT_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 4, 9: 8, 10: 2, 11: 4, 12: 4}
+SWIZZLE_SPAN = {0: 0x10, 2: 0x200, 3: 0x400}
+L2_PROMOTION_128B = (2, 2 << 17)
+
+
+def with_derived_fields(ptx: str, l2: bool) -> str:
+    """ptx with each device-built tensor map given the words the driver's encode derives (box
+    bytes, swizzle span; with l2, 128-byte L2 promotion), stored into its shared-memory template
+    by the thread that set its fields, after the last field and before the copy to global memory."""
+    import re
+
+    replace = re.compile(r"^\s*@(%p\d+) tensormap\.replace\.tile\.(\w+)\.shared::cta\.b1024\.b(?:32|64) "
+                         r"\[ (%rd\d+) \+ 0 \], (.*);$")
+    copy = re.compile(r"^\s*@%p\d+ tensormap\.cp_fenceproxy\.global\.shared::cta\.tensormap::generic\.release\.gpu"
+                      r"\.sync\.aligned \[ %rd\d+ \+ 0 \], \[ (%rd\d+) \+ 0 \], 0x80;$")
+    out, fields, maps = [], {}, 0
+    for line in ptx.split("\n"):
+        found = replace.match(line)
+        if found:
+            predicate, field, template, operands = found.groups()
+            fields.setdefault(template, {"predicate": predicate, "box": []})
+            if field == "box_dim":
+                fields[template]["box"].append(operands.split(", ")[1])
+            elif field in ("elemtype", "swizzle_mode"):
+                fields[template][field] = int(operands, 0)
+        found = copy.match(line)
+        if found and found.group(1) in fields:
+            spec = fields.pop(found.group(1))
+            template, predicate = found.group(1), spec["predicate"]
+            box = " ".join(f"mul.lo.u32 %fx_bytes, %fx_bytes, {extent};" for extent in spec["box"])
+            stores = (f"{{ .reg .b32 %fx_bytes, %fx_word; mov.b32 %fx_bytes, {PTX_ELEMENT_BYTES[spec['elemtype']]}; {box} "
+                      f"@{predicate} st.shared.b32 [ {template} + 64 ], %fx_bytes; "
+                      f"@{predicate} st.shared.b32 [ {template} + 72 ], {SWIZZLE_SPAN[spec['swizzle_mode']]};")
+            if l2:
+                word, bits = L2_PROMOTION_128B
+                stores += (f" @{predicate} ld.shared.b32 %fx_word, [ {template} + {4 * word} ];"
+                           f" or.b32 %fx_word, %fx_word, {bits}; @{predicate} st.shared.b32 [ {template} + {4 * word} ], %fx_word;")
+            out.append("\t" + stores + " }")
+            maps += 1
+        out.append(line)
+    if maps == 0:
+        raise ValueError("no device-built tensor map in this PTX")
+    return "\n".join(out)
 
 
 def compare() -> int:
@@ -131,36 +181,70 @@ def encodings() -> int:
     return 0
 
 
+DESCRIPTOR_VARIANTS = ("host", "device", "device+fields", "device+fields+l2")
+
+
 def descriptors(rounds: int) -> int:
+    """Each variant of DESCRIPTOR_VARIANTS compiled apart (its own in-memory kernel cache, no disk
+    cache), the "+fields" ones through with_derived_fields (a Triton stage hook on the PTX)."""
+    from collections import defaultdict
+
     import torch
     import triton
+    from triton import knobs
 
     sys.path.insert(0, HERE)
     import common
     from gluon_forward_check import launch_torch
 
+    from flashx.core import gluon_forward
+
+    kernel = gluon_forward.gluon_attention_forward_kernel
+    compiling = ["host"]  # the variant whose kernel is being compiled
+
+    def hook(*args):
+        if not args:  # Triton >= 3.7 asks for the hook's part of the cache key
+            return "", ""
+        stages = args[1]
+        make_ptx = stages["ptx"]
+        if "+fields" in compiling[0]:
+            stages["ptx"] = lambda src, md: with_derived_fields(make_ptx(src, md), l2=compiling[0].endswith("+l2"))
+
+    knobs.runtime.add_stages_inspection_hook = hook
+    knobs.compilation.always_compile = True  # the cache key does not know the hook
+    caches = {name: defaultdict(kernel.create_binder) for name in DESCRIPTOR_VARIANTS}
+
+    def launcher(q, k, v, tile, causal, name):
+        def call():
+            kernel.device_caches = caches[name]
+            compiling[0] = name
+            return launch_torch(q, k, v, tile, causal, device_descriptors=name != "host")
+        return call
+
     # (B, N, H, D, tile): the tiles torch's plan routes there, all persistent.
     cases = ((4, 4096, 16, 128, "pp-tma-persist-ovl-ts"), (16, 1024, 16, 128, "pp-tma-persist-ovl-ts"),
              (4, 4096, 32, 64, "d64-c3-turns-tma-persist-ts"))
-    print("| case | host descriptors (each round) | device descriptors | device / host (medians) |")
-    print("|---|---|---|---|")
+    print("| case | " + " | ".join(DESCRIPTOR_VARIANTS) + " | each / host (medians) |")
+    print("|---|" + "---|" * (len(DESCRIPTOR_VARIANTS) + 1))
     for b, n, h, d, tile in cases:
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         for causal in (False, True):
             flops = 4 * b * h * n * n * d / (2 if causal else 1)
-            calls = {dev: (lambda dev=dev: launch_torch(q, k, v, tile, causal, device_descriptors=dev))
-                     for dev in (False, True)}
-            (o_host, l_host), (o_dev, l_dev) = calls[False](), calls[True]()
-            assert torch.equal(o_host, o_dev) and torch.equal(l_host, l_dev), "the two builds differ"
-            seen = {False: [], True: []}
+            calls = {name: launcher(q, k, v, tile, causal, name) for name in DESCRIPTOR_VARIANTS}
+            o_host, l_host = calls["host"]()
+            for name in DESCRIPTOR_VARIANTS[1:]:
+                o, lse = calls[name]()
+                assert torch.equal(o, o_host) and torch.equal(lse, l_host), f"{name} differs from host"
+            seen = {name: [] for name in DESCRIPTOR_VARIANTS}
             for r in range(rounds):
-                for dev in ((False, True) if r % 2 == 0 else (True, False)):
+                for name in DESCRIPTOR_VARIANTS if r % 2 == 0 else reversed(DESCRIPTOR_VARIANTS):
                     common.settle()
-                    seen[dev].append(flops / triton.testing.do_bench(calls[dev], warmup=25, rep=100) * 1e-9)
-            host, dev = (statistics.median(seen[x]) for x in (False, True))
+                    seen[name].append(flops / triton.testing.do_bench(calls[name], warmup=25, rep=100) * 1e-9)
+            medians = {name: statistics.median(x) for name, x in seen.items()}
             print(f"| B={b} N={n} H={h} D={d} {'causal' if causal else 'full'} {tile} | "
-                  + " / ".join(f"{x:.0f}" for x in seen[False]) + " | " + " / ".join(f"{x:.0f}" for x in seen[True])
-                  + f" | {dev / host:.3f} |", flush=True)
+                  + " | ".join(" / ".join(f"{x:.0f}" for x in seen[name]) for name in DESCRIPTOR_VARIANTS) + " | "
+                  + " / ".join(f"{medians[name] / medians['host']:.3f}" for name in DESCRIPTOR_VARIANTS[1:]) + " |",
+                  flush=True)
     return 0
 
 
