@@ -21,7 +21,8 @@ descriptors: the routed Gluon forward tiles launched from torch with host descri
 descriptors built in the kernel (as JAX's launches build them, gluon_forward_check.launch_torch),
 and built in the kernel with the fields the driver derives stored in too (with_derived_fields:
 box bytes and swizzle span, then also L2 promotion), timed in turn (the order reversed every
-other round) after common.settle, `rounds` times each; all must give bit-equal outputs.
+other round) after common.settle, `rounds` times each; and with every program's maps in one
+scratch slot (with_one_scratch_slot); all must give bit-equal outputs.
 """
 from __future__ import annotations
 
@@ -121,6 +122,19 @@ def with_derived_fields(ptx: str, l2: bool) -> str:
     return "\n".join(out)
 
 
+def with_one_scratch_slot(ptx: str, scratch_bytes: int) -> str:
+    """ptx with every program's global scratch at the same address (program id x scratch_bytes
+    made 0): all programs then build identical tensor maps into one slot, so the TMA units see one
+    map per operand, as with host descriptors, instead of one per program (an experiment: the
+    writes race, with identical bytes)."""
+    import re
+
+    rewritten, count = re.subn(rf"mul\.lo\.s32\s+(%r\d+), %r\d+, {scratch_bytes};", r"mov.b32 \1, 0;", ptx)
+    if count == 0:
+        raise ValueError(f"no program offset of {scratch_bytes} scratch bytes in this PTX")
+    return rewritten
+
+
 def compare() -> int:
     import torch
     import triton
@@ -181,12 +195,13 @@ def encodings() -> int:
     return 0
 
 
-DESCRIPTOR_VARIANTS = ("host", "device", "device+fields", "device+fields+l2")
+DESCRIPTOR_VARIANTS = ("host", "device", "device+fields", "device+fields+l2", "device+one-slot")
 
 
-def descriptors(rounds: int) -> int:
+def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
     """Each variant of DESCRIPTOR_VARIANTS compiled apart (its own in-memory kernel cache, no disk
-    cache), the "+fields" ones through with_derived_fields (a Triton stage hook on the PTX)."""
+    cache), the "+fields" ones through with_derived_fields, "+one-slot" through
+    with_one_scratch_slot (a Triton stage hook on the PTX)."""
     from collections import defaultdict
 
     import torch
@@ -209,10 +224,13 @@ def descriptors(rounds: int) -> int:
         make_ptx = stages["ptx"]
         if "+fields" in compiling[0]:
             stages["ptx"] = lambda src, md: with_derived_fields(make_ptx(src, md), l2=compiling[0].endswith("+l2"))
+        elif compiling[0].endswith("+one-slot"):
+            stages["ptx"] = lambda src, md: with_one_scratch_slot(make_ptx(src, md), md["global_scratch_size"])
 
     knobs.runtime.add_stages_inspection_hook = hook
     knobs.compilation.always_compile = True  # the cache key does not know the hook
-    caches = {name: defaultdict(kernel.create_binder) for name in DESCRIPTOR_VARIANTS}
+    variants = ("host",) + tuple(v for v in variants if v != "host")
+    caches = {name: defaultdict(kernel.create_binder) for name in variants}
 
     def launcher(q, k, v, tile, causal, name):
         def call():
@@ -224,26 +242,26 @@ def descriptors(rounds: int) -> int:
     # (B, N, H, D, tile): the tiles torch's plan routes there, all persistent.
     cases = ((4, 4096, 16, 128, "pp-tma-persist-ovl-ts"), (16, 1024, 16, 128, "pp-tma-persist-ovl-ts"),
              (4, 4096, 32, 64, "d64-c3-turns-tma-persist-ts"))
-    print("| case | " + " | ".join(DESCRIPTOR_VARIANTS) + " | each / host (medians) |")
-    print("|---|" + "---|" * (len(DESCRIPTOR_VARIANTS) + 1))
+    print("| case | " + " | ".join(variants) + " | each / host (medians) |")
+    print("|---|" + "---|" * (len(variants) + 1))
     for b, n, h, d, tile in cases:
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         for causal in (False, True):
             flops = 4 * b * h * n * n * d / (2 if causal else 1)
-            calls = {name: launcher(q, k, v, tile, causal, name) for name in DESCRIPTOR_VARIANTS}
+            calls = {name: launcher(q, k, v, tile, causal, name) for name in variants}
             o_host, l_host = calls["host"]()
-            for name in DESCRIPTOR_VARIANTS[1:]:
+            for name in variants[1:]:
                 o, lse = calls[name]()
                 assert torch.equal(o, o_host) and torch.equal(lse, l_host), f"{name} differs from host"
-            seen = {name: [] for name in DESCRIPTOR_VARIANTS}
+            seen = {name: [] for name in variants}
             for r in range(rounds):
-                for name in DESCRIPTOR_VARIANTS if r % 2 == 0 else reversed(DESCRIPTOR_VARIANTS):
+                for name in variants if r % 2 == 0 else reversed(variants):
                     common.settle()
                     seen[name].append(flops / triton.testing.do_bench(calls[name], warmup=25, rep=100) * 1e-9)
             medians = {name: statistics.median(x) for name, x in seen.items()}
             print(f"| B={b} N={n} H={h} D={d} {'causal' if causal else 'full'} {tile} | "
-                  + " | ".join(" / ".join(f"{x:.0f}" for x in seen[name]) for name in DESCRIPTOR_VARIANTS) + " | "
-                  + " / ".join(f"{medians[name] / medians['host']:.3f}" for name in DESCRIPTOR_VARIANTS[1:]) + " |",
+                  + " | ".join(" / ".join(f"{x:.0f}" for x in seen[name]) for name in variants) + " | "
+                  + " / ".join(f"{medians[name] / medians['host']:.3f}" for name in variants[1:]) + " |",
                   flush=True)
     return 0
 
@@ -252,8 +270,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", choices=("compare", "encodings", "descriptors"))
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--variants", nargs="+", choices=DESCRIPTOR_VARIANTS, help="descriptors: only these (host first)")
     args = parser.parse_args()
-    return {"compare": compare, "encodings": encodings}.get(args.what, lambda: descriptors(args.rounds))()
+    return {"compare": compare, "encodings": encodings}.get(
+        args.what, lambda: descriptors(args.rounds, tuple(args.variants or DESCRIPTOR_VARIANTS)))()
 
 
 if __name__ == "__main__":
