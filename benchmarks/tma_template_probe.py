@@ -11,6 +11,7 @@ The JAX Gluon kernels read a few percent slower than torch's on some shapes by t
     python benchmarks/tma_template_probe.py compare       # a device-built map's words vs host encodes
     python benchmarks/tma_template_probe.py encodings     # which words the driver's encodes change, by field
     python benchmarks/tma_template_probe.py descriptors [--rounds 4]   # host vs device descriptors, one launcher
+    python benchmarks/tma_template_probe.py frontends [shared | program]  # JAX beside torch, JAX's maps in one slot or not
 
 compare: a tl kernel builds a descriptor over a (1024, 128) bf16 matrix (64 x 64 boxes) from
 torch, with a scratch buffer of ours, so that the map it built can be read back; printed beside
@@ -266,12 +267,49 @@ def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
     return 0
 
 
+def frontends(slot: str) -> int:
+    """JAX's frontend beside torch's on the descriptors cases, JAX's maps in one shared scratch slot
+    (slot "shared", flashx's default) or in a slot a program ("program"); one line a case."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, HERE)
+    import common
+
+    import flashx.jax as fj
+    import flashx.torch as ft
+    from flashx.jax import gluon
+
+    gluon.SHARED_DESCRIPTOR_SLOT = slot == "shared"
+    for b, n, h, d, causal in ((4, 4096, 16, 128, False), (16, 1024, 16, 128, False), (4, 4096, 32, 64, False),
+                               (4, 4096, 16, 128, True)):
+        arrays = [np.random.default_rng(0).standard_normal((b, h, n, d), dtype=np.float32) for _ in range(3)]
+        jq, jk, jv = (jnp.asarray(a, dtype=jnp.bfloat16) for a in arrays)
+        tq, tk, tv = (torch.tensor(a, device="cuda", dtype=torch.bfloat16) for a in arrays)
+        flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
+        jitted = jax.jit(lambda q, k, v: fj.attention(q, k, v, causal=causal, layout="bhnd"))
+        err = common.rel_err(common.torch_from_jax(torch, jitted(jq, jk, jv), "cuda").float(),
+                             ft.attention(tq, tk, tv, causal=causal, layout="bhnd").float())
+        jax_ms = common.time_jax(jitted, (jq, jk, jv), 100, 500, feed=0)
+        torch_ms = common.time_torch(lambda: ft.attention(tq, tk, tv, causal=causal, layout="bhnd"), 25, 200)
+        print(f"slot {slot} B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}: jax {flops / jax_ms * 1e-9:.0f} "
+              f"torch {flops / torch_ms * 1e-9:.0f} jax/torch {torch_ms / jax_ms:.3f} err vs torch {err:.1e}", flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=("compare", "encodings", "descriptors"))
+    parser.add_argument("what", choices=("compare", "encodings", "descriptors", "frontends"))
+    parser.add_argument("slot", nargs="?", choices=("shared", "program"), default="shared",
+                        help="frontends: JAX's maps in one slot (flashx's default) or one a program")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--variants", nargs="+", choices=DESCRIPTOR_VARIANTS, help="descriptors: only these (host first)")
     args = parser.parse_args()
+    if args.what == "frontends":
+        return frontends(args.slot)
     return {"compare": compare, "encodings": encodings}.get(
         args.what, lambda: descriptors(args.rounds, tuple(args.variants or DESCRIPTOR_VARIANTS)))()
 

@@ -310,11 +310,12 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
     assert any(on_device) is (dkdv_tile != "dkdv")
 
 
-def test_scratch_taken_from_the_argument():
+def test_scratch_taken_from_the_argument(monkeypatch):
     """flashx/jax/gluon.py points a kernel's global scratch (Triton's hidden parameter after its
     own, which jaxlib does not fill) at its DESCRIPTOR_SCRATCH argument, rounded up to 128 bytes;
     a kernel without that argument, or needing more scratch than it is sized for, is refused."""
     from flashx import core
+    from flashx.jax import gluon
     from flashx.jax.gluon import _scratch_in_argument
 
     names = ("Q", "n", "BLOCK", "O", "DESCRIPTOR_SCRATCH")
@@ -326,6 +327,11 @@ def test_scratch_taken_from_the_argument():
     assert "[k_param_4]" not in rewritten.split(")", 1)[1]
     assert "ld.param.b64 %rd7, [k_param_3];\n\tadd.s64 %rd7, %rd7, 127;\n\tand.b64 %rd7, %rd7, -128;" in rewritten
     assert "[k_param_0]" in rewritten and "add.s64 %rd8, %rd7, %rd2;" in rewritten
+    # every program's slot at the base: Triton's (linear program id) x 384 taken off first
+    assert "mul.wide.s32 %fxs_offset, %fxs5, 384; sub.s64 %rd7, %rd7, %fxs_offset; }" in rewritten
+    assert "mad.lo.s32 %fxs5, %fxs2, %fxs4, %fxs1; mad.lo.s32 %fxs5, %fxs5, %fxs3, %fxs0;" in rewritten
+    monkeypatch.setattr(gluon, "SHARED_DESCRIPTOR_SLOT", False)
+    assert "%fxs" not in _scratch_in_argument(ptx, "k", names, signature, 384)
     with pytest.raises(ValueError, match="DESCRIPTOR_SCRATCH"):
         _scratch_in_argument(ptx, "k", names[:-1], signature, 384)
     bound = core.plan.GLUON_DESCRIPTOR_BYTES

@@ -127,13 +127,23 @@ def compile_to_ptx(source, cc: int, num_warps: int):
                 _hook_before = None
 
 
+# Every program of a launch builds the same tensor maps (each over a whole array, whatever the
+# program's tiles), so all may build them into one slot of scratch instead of one slot each: the
+# same kernels from torch read 0.95-0.97x with a slot a program against host descriptors, and
+# level with one slot (H200, 2026-12-02, NOTES v0.26). Programs rewriting a slot that others read
+# write the bytes already there.
+SHARED_DESCRIPTOR_SLOT = True
+
+
 def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict, scratch_bytes: int) -> str:
     """A kernel's PTX with its global scratch taken from its SCRATCH_ARGUMENT output instead.
 
     Triton gives a kernel that needs global scratch (TMA descriptors built on the device) a hidden
     pointer parameter after its own, which Triton's launcher fills and jaxlib's does not. Here the
     kernel reads its scratch base from SCRATCH_ARGUMENT (an output the caller sized with
-    plan.descriptor_scratch_bytes), rounded up to 128 bytes, a tensor map's alignment.
+    plan.descriptor_scratch_bytes), rounded up to 128 bytes, a tensor map's alignment. Triton
+    offsets each program's scratch by its linear program id x scratch_bytes; with
+    SHARED_DESCRIPTOR_SLOT that offset is taken off the base first, so all programs share one slot.
     signature: name -> Triton type or "constexpr"; only non-constexpr arguments are PTX parameters."""
     runtime_names = [name for name in arg_names if signature[name] != "constexpr"]
     if SCRATCH_ARGUMENT not in runtime_names:
@@ -150,8 +160,18 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
 
     def from_argument(match) -> str:
         register = match.group(1)
-        return (f"ld.param.b64 {register}, [{kernel_name}_param_{argument}];\n\t"
-                f"add.s64 {register}, {register}, 127;\n\tand.b64 {register}, {register}, -128;")
+        loaded = (f"ld.param.b64 {register}, [{kernel_name}_param_{argument}];\n\t"
+                  f"add.s64 {register}, {register}, 127;\n\tand.b64 {register}, {register}, -128;")
+        if not SHARED_DESCRIPTOR_SLOT:
+            return loaded
+        # Triton's code adds (linear program id) x scratch_bytes to this base; taking that off
+        # here first puts every program's maps in one slot at the base.
+        return loaded + (
+            "\n\t{ .reg .b32 %fxs<6>; .reg .b64 %fxs_offset;\n\t"
+            "mov.u32 %fxs0, %ctaid.x; mov.u32 %fxs1, %ctaid.y; mov.u32 %fxs2, %ctaid.z;\n\t"
+            "mov.u32 %fxs3, %nctaid.x; mov.u32 %fxs4, %nctaid.y;\n\t"
+            "mad.lo.s32 %fxs5, %fxs2, %fxs4, %fxs1; mad.lo.s32 %fxs5, %fxs5, %fxs3, %fxs0;\n\t"
+            f"mul.wide.s32 %fxs_offset, %fxs5, {scratch_bytes}; sub.s64 {register}, {register}, %fxs_offset; }}")
 
     rewritten, loads = load.subn(from_argument, ptx)
     body = rewritten[entry.end():]
