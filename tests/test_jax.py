@@ -323,6 +323,7 @@ def test_scratch_taken_from_the_argument(monkeypatch):
     params = ",\n".join(f"\t.param .u64 k_param_{i}" for i in range(6))
     ptx = (f".visible .entry k(\n{params}\n)\n{{\n\tld.param.b64 \t%rd3, [k_param_0];\n"
            "\tld.param.b64 \t%rd7, [k_param_4];\n\tadd.s64 %rd8, %rd7, %rd2;\n}\n")
+    monkeypatch.setattr(gluon, "SHARED_SLOT_KERNELS", frozenset({"k"}))
     rewritten = _scratch_in_argument(ptx, "k", names, signature, 384)
     assert "[k_param_4]" not in rewritten.split(")", 1)[1]
     assert "ld.param.b64 %rd7, [k_param_3];\n\tadd.s64 %rd7, %rd7, 127;\n\tand.b64 %rd7, %rd7, -128;" in rewritten
@@ -330,6 +331,9 @@ def test_scratch_taken_from_the_argument(monkeypatch):
     # every program's slot at the base: Triton's (linear program id) x 384 taken off first
     assert "mul.wide.s32 %fxs_offset, %fxs5, 384; sub.s64 %rd7, %rd7, %fxs_offset; }" in rewritten
     assert "mad.lo.s32 %fxs5, %fxs2, %fxs4, %fxs1; mad.lo.s32 %fxs5, %fxs5, %fxs3, %fxs0;" in rewritten
+    monkeypatch.setattr(gluon, "SHARED_SLOT_KERNELS", frozenset())
+    assert "%fxs" not in _scratch_in_argument(ptx, "k", names, signature, 384)
+    monkeypatch.setattr(gluon, "SHARED_SLOT_KERNELS", frozenset({"k"}))
     monkeypatch.setattr(gluon, "SHARED_DESCRIPTOR_SLOT", False)
     assert "%fxs" not in _scratch_in_argument(ptx, "k", names, signature, 384)
     with pytest.raises(ValueError, match="DESCRIPTOR_SCRATCH"):
