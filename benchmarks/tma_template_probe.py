@@ -283,7 +283,8 @@ def frontends(slot: str) -> int:
     import flashx.torch as ft
     from flashx.jax import gluon
 
-    gluon.SHARED_DESCRIPTOR_SLOT = slot == "shared"
+    if slot == "program":
+        gluon.SHARED_SLOT_KERNELS = frozenset()
     for b, n, h, d, causal in ((4, 4096, 16, 128, False), (16, 1024, 16, 128, False), (4, 4096, 32, 64, False),
                                (4, 4096, 16, 128, True)):
         arrays = [np.random.default_rng(0).standard_normal((b, h, n, d), dtype=np.float32) for _ in range(3)]

@@ -131,9 +131,9 @@ def compile_to_ptx(source, cc: int, num_warps: int):
 # program's tiles), so all may build them into one slot of scratch instead of one slot each: the
 # same kernels from torch read 0.95-0.97x with a slot a program against host descriptors, and
 # level with one slot (H200, 2026-12-02, NOTES v0.26). Programs rewriting a slot that others read
-# write the bytes already there. Only the kernels named here share a slot: the forward's ran so on
-# the H200 (JAX's Gluon forward tests, outputs bit-equal to torch's); the dK/dV kernel's has not yet.
-SHARED_DESCRIPTOR_SLOT = True
+# write the bytes already there. Only the kernels named here share a slot (empty: none): the
+# forward ran so on the H200 (JAX's Gluon forward tests, outputs bit-equal to torch's); the dK/dV
+# kernel has not yet.
 SHARED_SLOT_KERNELS = frozenset({"gluon_attention_forward_kernel"})
 
 
@@ -144,9 +144,8 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
     pointer parameter after its own, which Triton's launcher fills and jaxlib's does not. Here the
     kernel reads its scratch base from SCRATCH_ARGUMENT (an output the caller sized with
     plan.descriptor_scratch_bytes), rounded up to 128 bytes, a tensor map's alignment. Triton
-    offsets each program's scratch by its linear program id x scratch_bytes; with
-    SHARED_DESCRIPTOR_SLOT (for SHARED_SLOT_KERNELS) that offset is taken off the base first, so
-    all programs share one slot.
+    offsets each program's scratch by its linear program id x scratch_bytes; in SHARED_SLOT_KERNELS
+    that offset is taken off the base first, so all programs share one slot.
     signature: name -> Triton type or "constexpr"; only non-constexpr arguments are PTX parameters."""
     runtime_names = [name for name in arg_names if signature[name] != "constexpr"]
     if SCRATCH_ARGUMENT not in runtime_names:
@@ -165,7 +164,7 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
         register = match.group(1)
         loaded = (f"ld.param.b64 {register}, [{kernel_name}_param_{argument}];\n\t"
                   f"add.s64 {register}, {register}, 127;\n\tand.b64 {register}, {register}, -128;")
-        if not (SHARED_DESCRIPTOR_SLOT and kernel_name in SHARED_SLOT_KERNELS):
+        if kernel_name not in SHARED_SLOT_KERNELS:
             return loaded
         # Triton's code adds (linear program id) x scratch_bytes to this base; taking that off
         # here first puts every program's maps in one slot at the base.
