@@ -309,10 +309,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--variants", nargs="+", choices=DESCRIPTOR_VARIANTS, help="descriptors: only these (host first)")
     args = parser.parse_args()
+    if args.what == "compare":
+        return compare()
+    if args.what == "encodings":
+        return encodings()
     if args.what == "frontends":
         return frontends(args.slot)
-    return {"compare": compare, "encodings": encodings}.get(
-        args.what, lambda: descriptors(args.rounds, tuple(args.variants or DESCRIPTOR_VARIANTS)))()
+    return descriptors(args.rounds, tuple(args.variants or DESCRIPTOR_VARIANTS))
 
 
 if __name__ == "__main__":
