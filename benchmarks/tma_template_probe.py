@@ -268,8 +268,9 @@ def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
 
 
 def frontends(slot: str) -> int:
-    """JAX's frontend beside torch's on the descriptors cases, JAX's maps in one shared scratch slot
-    (slot "shared", flashx's default) or in a slot a program ("program"); one line a case."""
+    """JAX's frontend beside torch's on the descriptors cases and the D = 128 backward, JAX's maps
+    in one shared scratch slot (slot "shared", flashx's default) or in a slot a program
+    ("program"); one line a case."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
     import jax.numpy as jnp
@@ -298,6 +299,25 @@ def frontends(slot: str) -> int:
         torch_ms = common.time_torch(lambda: ft.attention(tq, tk, tv, causal=causal, layout="bhnd"), 25, 200)
         print(f"slot {slot} B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}: jax {flops / jax_ms * 1e-9:.0f} "
               f"torch {flops / torch_ms * 1e-9:.0f} jax/torch {torch_ms / jax_ms:.3f} err vs torch {err:.1e}", flush=True)
+    # The D = 128 backward (JAX's dK/dV kernel builds its maps on the device too): JAX's jitted
+    # vjp function applied to dO against torch's autograd.grad of one saved forward.
+    for causal in (False, True):
+        b, n, h, d = 4, 4096, 16, 128
+        arrays = [np.random.default_rng(1).standard_normal((b, h, n, d), dtype=np.float32) for _ in range(4)]
+        jq, jk, jv, jdo = (jnp.asarray(a, dtype=jnp.bfloat16) for a in arrays)
+        tq, tk, tv, tdo = (torch.tensor(a, device="cuda", dtype=torch.bfloat16).requires_grad_() for a in arrays)
+        flops = 2.5 * 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
+        _, vjp_fn = jax.jit(lambda q, k, v: jax.vjp(lambda *a: fj.attention(*a, causal=causal, layout="bhnd"), q, k, v))(jq, jk, jv)
+        apply = jax.jit(lambda fn, ct: fn(ct))
+        out = ft.attention(tq, tk, tv, causal=causal, layout="bhnd")
+        torch_grads = torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True)
+        err = max(common.rel_err(common.torch_from_jax(torch, g, "cuda").float(), t.float())
+                  for g, t in zip(apply(vjp_fn, jdo), torch_grads))
+        jax_ms = common.time_jax(apply, (vjp_fn, jdo), 100, 500, feed=1)
+        torch_ms = common.time_torch(lambda: torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True), 25, 200)
+        print(f"slot {slot} backward B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}: jax {flops / jax_ms * 1e-9:.0f} "
+              f"torch {flops / torch_ms * 1e-9:.0f} jax/torch {torch_ms / jax_ms:.3f} max grad err vs torch {err:.1e}",
+              flush=True)
     return 0
 
 

@@ -310,6 +310,24 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
     assert any(on_device) is (dkdv_tile != "dkdv")
 
 
+def test_descriptor_scratch_sized_by_slot_sharing(monkeypatch):
+    """DESCRIPTOR_SCRATCH holds one slot of descriptors (and 127 bytes to align its start) for a
+    kernel whose programs share it, as both JAX TMA kernels do, else a slot for every program."""
+    import types
+
+    from flashx import core
+    from flashx.core import gluon_backward, gluon_forward
+    from flashx.jax import gluon
+
+    slot = core.plan.GLUON_DESCRIPTOR_BYTES
+    for kernel in (gluon_forward.gluon_attention_forward_kernel, gluon_backward.gluon_attention_dkdv_kernel):
+        call = types.SimpleNamespace(kernel=kernel, grid=(17, 4, 2))
+        assert gluon.descriptor_scratch_bytes(call) == slot + 127
+        monkeypatch.setattr(gluon, "SHARED_SLOT_KERNELS", frozenset())
+        assert gluon.descriptor_scratch_bytes(call) == 17 * 4 * 2 * slot + 127
+        monkeypatch.undo()
+
+
 def test_scratch_taken_from_the_argument(monkeypatch):
     """flashx/jax/gluon.py points a kernel's global scratch (Triton's hidden parameter after its
     own, which jaxlib does not fill) at its DESCRIPTOR_SCRATCH argument, rounded up to 128 bytes,
@@ -520,9 +538,9 @@ def traced_as_hopper(request, monkeypatch):
 
 def test_forward_asks_for_descriptor_scratch(traced_as_hopper):
     """The JAX forward's Gluon launch asks for O, LSE and DESCRIPTOR_SCRATCH:
-    descriptor_scratch_bytes(grid) bytes where its TMA tile builds descriptors on the device
-    (plan.GLUON_DEVICE_DESCRIPTORS), else one byte for the cp.async tile; the caller gets O and
-    LSE only."""
+    one program's slot of descriptors (its programs share one: gluon.SHARED_SLOT_KERNELS) where its
+    TMA tile builds descriptors on the device (plan.GLUON_DEVICE_DESCRIPTORS), else one byte for
+    the cp.async tile; the caller gets O and LSE only."""
     from flashx.core import plan as plan_mod
 
     device_descriptors, asked = traced_as_hopper
@@ -532,16 +550,16 @@ def test_forward_asks_for_descriptor_scratch(traced_as_hopper):
     (call, out_types), = asked
     assert call.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH")
     assert call.constexprs["TMA"] == call.constexprs["DEVICE_DESCRIPTORS"] == device_descriptors
-    scratch = plan_mod.descriptor_scratch_bytes(call.grid) if device_descriptors else 1
+    scratch = plan_mod.GLUON_DESCRIPTOR_BYTES + 127 if device_descriptors else 1
     assert [t.shape for t in out_types] == [(2, 2100, 4, 128), (2, 4, 2100), (scratch,)]
     assert out_types[2].dtype == jnp.uint8
 
 
 def test_backward_asks_for_descriptor_scratch(traced_as_hopper):
     """jax.grad's backward launches the routed Gluon dK/dV kernel with DK, DV and
-    DESCRIPTOR_SCRATCH: descriptor_scratch_bytes(grid) bytes where its TMA tile builds Q's and
-    dO's descriptors on the device (plan.GLUON_DEVICE_DESCRIPTORS), else the cp.async tile and
-    one byte; the gradients keep their shapes."""
+    DESCRIPTOR_SCRATCH: one program's slot (shared by all) where its TMA tile builds Q's and dO's
+    descriptors on the device (plan.GLUON_DEVICE_DESCRIPTORS), else the cp.async tile and one
+    byte; the gradients keep their shapes."""
     from flashx.core import gluon_backward, plan as plan_mod
 
     device_descriptors, asked = traced_as_hopper
@@ -552,7 +570,7 @@ def test_backward_asks_for_descriptor_scratch(traced_as_hopper):
     (call, out_types), = [(c, t) for c, t in asked if c.kernel is gluon_backward.gluon_attention_dkdv_kernel]
     assert call.outputs == ("DK", "DV", "DESCRIPTOR_SCRATCH") and call.grid == (9, 2, 2)
     assert call.constexprs["TMA"] == call.constexprs["DEVICE_DESCRIPTORS"] == device_descriptors
-    scratch = plan_mod.descriptor_scratch_bytes(call.grid) if device_descriptors else 1
+    scratch = plan_mod.GLUON_DESCRIPTOR_BYTES + 127 if device_descriptors else 1
     assert [t.shape for t in out_types] == [(2, 1100, 2, 128), (2, 1100, 2, 128), (scratch,)]
     assert out_types[2].dtype == jnp.uint8
 

@@ -109,9 +109,9 @@ def _plan(options: core.CallOptions, q, k, v, bias, aux: Mapping[str, Any]) -> c
 def _output_types(call: core.KernelCall, types: Mapping[str, Any]) -> tuple:
     """The result types of a launch's outputs: types[name] for those it writes, a one-element
     stand-in for those it takes but leaves alone; a Gluon launch's DESCRIPTOR_SCRATCH, where it
-    builds TMA descriptors on the device, sized for its grid (plan.descriptor_scratch_bytes)."""
-    types = dict(types, DESCRIPTOR_SCRATCH=jax.ShapeDtypeStruct(
-        (core.plan.descriptor_scratch_bytes(call.grid),), jnp.uint8))
+    builds TMA descriptors on the device, sized by gluon.descriptor_scratch_bytes."""
+    scratch = _gluon.descriptor_scratch_bytes(call) if "DESCRIPTOR_SCRATCH" in call.writes else 1
+    types = dict(types, DESCRIPTOR_SCRATCH=jax.ShapeDtypeStruct((scratch,), jnp.uint8))
     return tuple(types[n] if n in call.writes else jax.ShapeDtypeStruct((1,), types[n].dtype) for n in call.outputs)
 
 

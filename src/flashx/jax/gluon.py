@@ -131,10 +131,16 @@ def compile_to_ptx(source, cc: int, num_warps: int):
 # program's tiles), so all may build them into one slot of scratch instead of one slot each: the
 # same kernels from torch read 0.95-0.97x with a slot a program against host descriptors, and
 # level with one slot (H200, 2026-12-02, NOTES v0.26). Programs rewriting a slot that others read
-# write the bytes already there. Only the kernels named here share a slot (empty: none): the
-# forward ran so on the H200 (JAX's Gluon forward tests, outputs bit-equal to torch's); the dK/dV
-# kernel has not yet.
-SHARED_SLOT_KERNELS = frozenset({"gluon_attention_forward_kernel"})
+# write the bytes already there. The kernels named here share a slot (empty: none, each program
+# its own); both ran so on the H200 (JAX's Gluon forward and dK/dV tests, NOTES v0.27).
+SHARED_SLOT_KERNELS = frozenset({"gluon_attention_forward_kernel", "gluon_attention_dkdv_kernel"})
+
+
+def descriptor_scratch_bytes(call: core.KernelCall) -> int:
+    """The size of a DEVICE_DESCRIPTORS launch's DESCRIPTOR_SCRATCH output: one program's slot where
+    the kernel shares it (SHARED_SLOT_KERNELS), else a slot for every program of call.grid."""
+    shared = call.kernel.__name__ in SHARED_SLOT_KERNELS
+    return core.plan.descriptor_scratch_bytes((1,) if shared else call.grid)
 
 
 def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict, scratch_bytes: int) -> str:
