@@ -23,7 +23,8 @@ descriptors built in the kernel (as JAX's launches build them, gluon_forward_che
 and built in the kernel with the fields the driver derives stored in too (with_derived_fields:
 box bytes and swizzle span, then also L2 promotion), timed in turn (the order reversed every
 other round) after common.settle, `rounds` times each; and with every program's maps in one
-scratch slot (with_one_scratch_slot); all must give bit-equal outputs.
+scratch slot (flashx.jax.gluon.with_one_scratch_slot, the form JAX's launches take); all must
+give bit-equal outputs.
 """
 from __future__ import annotations
 
@@ -123,19 +124,6 @@ def with_derived_fields(ptx: str, l2: bool) -> str:
     return "\n".join(out)
 
 
-def with_one_scratch_slot(ptx: str, scratch_bytes: int) -> str:
-    """ptx with every program's global scratch at the same address (program id x scratch_bytes
-    made 0): all programs then build identical tensor maps into one slot, so the TMA units see one
-    map per operand, as with host descriptors, instead of one per program (an experiment: the
-    writes race, with identical bytes)."""
-    import re
-
-    rewritten, count = re.subn(rf"mul\.lo\.s32\s+(%r\d+), %r\d+, {scratch_bytes};", r"mov.b32 \1, 0;", ptx)
-    if count == 0:
-        raise ValueError(f"no program offset of {scratch_bytes} scratch bytes in this PTX")
-    return rewritten
-
-
 def compare() -> int:
     import torch
     import triton
@@ -202,7 +190,7 @@ DESCRIPTOR_VARIANTS = ("host", "device", "device+fields", "device+fields+l2", "d
 def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
     """Each variant of DESCRIPTOR_VARIANTS compiled apart (its own in-memory kernel cache, no disk
     cache), the "+fields" ones through with_derived_fields, "+one-slot" through
-    with_one_scratch_slot (a Triton stage hook on the PTX)."""
+    flashx.jax.gluon.with_one_scratch_slot (a Triton stage hook on the PTX)."""
     from collections import defaultdict
 
     import torch
@@ -214,6 +202,7 @@ def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
     from gluon_forward_check import launch_torch
 
     from flashx.core import gluon_forward
+    from flashx.jax import gluon
 
     kernel = gluon_forward.gluon_attention_forward_kernel
     compiling = ["host"]  # the variant whose kernel is being compiled
@@ -226,7 +215,8 @@ def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
         if "+fields" in compiling[0]:
             stages["ptx"] = lambda src, md: with_derived_fields(make_ptx(src, md), l2=compiling[0].endswith("+l2"))
         elif compiling[0].endswith("+one-slot"):
-            stages["ptx"] = lambda src, md: with_one_scratch_slot(make_ptx(src, md), md["global_scratch_size"])
+            stages["ptx"] = lambda src, md: gluon.with_one_scratch_slot(make_ptx(src, md), md["name"],
+                                                                        md["global_scratch_size"])
 
     knobs.runtime.add_stages_inspection_hook = hook
     knobs.compilation.always_compile = True  # the cache key does not know the hook

@@ -332,7 +332,8 @@ def test_scratch_taken_from_the_argument(monkeypatch):
     """flashx/jax/gluon.py points a kernel's global scratch (Triton's hidden parameter after its
     own, which jaxlib does not fill) at its DESCRIPTOR_SCRATCH argument, rounded up to 128 bytes,
     less Triton's per-program offset for kernels that share one slot (SHARED_SLOT_KERNELS); a
-    kernel without that argument, or needing more scratch than it is sized for, is refused."""
+    kernel without that argument, or needing more scratch than it is sized for, is refused.
+    with_one_scratch_slot takes the same offset off Triton's own scratch parameter."""
     from flashx import core
     from flashx.jax import gluon
     from flashx.jax.gluon import _scratch_in_argument
@@ -352,6 +353,13 @@ def test_scratch_taken_from_the_argument(monkeypatch):
     assert "mad.lo.s32 %fxs5, %fxs2, %fxs4, %fxs1; mad.lo.s32 %fxs5, %fxs5, %fxs3, %fxs0;" in rewritten
     monkeypatch.setattr(gluon, "SHARED_SLOT_KERNELS", frozenset())
     assert "%fxs" not in _scratch_in_argument(ptx, "k", names, signature, 384)
+    # For Triton's own launcher (the probe's timing from torch): its hidden parameter kept, the
+    # same offset taken off after it.
+    one_slot = gluon.with_one_scratch_slot(ptx, "k", 384)
+    assert ("ld.param.b64 \t%rd7, [k_param_4];\n\t{ .reg .b32 %fxs<6>;" in one_slot
+            and "mul.wide.s32 %fxs_offset, %fxs5, 384; sub.s64 %rd7, %rd7, %fxs_offset; }" in one_slot)
+    with pytest.raises(ValueError, match="ld.param"):
+        gluon.with_one_scratch_slot(ptx.replace("[k_param_4]", "[k_param_3]"), "k", 384)
     with pytest.raises(ValueError, match="DESCRIPTOR_SCRATCH"):
         _scratch_in_argument(ptx, "k", names[:-1], signature, 384)
     bound = core.plan.GLUON_DESCRIPTOR_BYTES

@@ -143,6 +143,37 @@ def descriptor_scratch_bytes(call: core.KernelCall) -> int:
     return core.plan.descriptor_scratch_bytes((1,) if shared else call.grid)
 
 
+def _pointer_load(kernel_name: str, index: int) -> "re.Pattern":
+    """The PTX load of a kernel's 64-bit parameter `index` into a register (group 1)."""
+    return re.compile(rf"ld\.param\.[bu]64\s+(%rd\d+),\s*\[{kernel_name}_param_{index}\];")
+
+
+def _program_offset_taken_off(register: str, scratch_bytes: int) -> str:
+    """PTX taking (linear program id) x scratch_bytes off the scratch base in `register`: Triton's
+    code adds that offset to the base, so with it taken off first every program's maps land in
+    one slot at the base."""
+    return ("\n\t{ .reg .b32 %fxs<6>; .reg .b64 %fxs_offset;\n\t"
+            "mov.u32 %fxs0, %ctaid.x; mov.u32 %fxs1, %ctaid.y; mov.u32 %fxs2, %ctaid.z;\n\t"
+            "mov.u32 %fxs3, %nctaid.x; mov.u32 %fxs4, %nctaid.y;\n\t"
+            "mad.lo.s32 %fxs5, %fxs2, %fxs4, %fxs1; mad.lo.s32 %fxs5, %fxs5, %fxs3, %fxs0;\n\t"
+            f"mul.wide.s32 %fxs_offset, %fxs5, {scratch_bytes}; sub.s64 {register}, {register}, %fxs_offset; }}")
+
+
+def with_one_scratch_slot(ptx: str, kernel_name: str, scratch_bytes: int) -> str:
+    """A kernel's PTX for Triton's own launcher (which fills the hidden global-scratch parameter)
+    with every program's scratch in one slot, as SHARED_SLOT_KERNELS have it through jax-triton:
+    the same maps built on the device, timed from torch (benchmarks/tma_template_probe.py)."""
+    entry = re.search(rf"\.entry\s+{kernel_name}\s*\(([^)]*)\)", ptx)
+    if entry is None:
+        raise ValueError(f"no entry {kernel_name} in this PTX")
+    hidden = entry.group(1).count(".param") - 2  # Triton's global scratch, then profile scratch
+    load = _pointer_load(kernel_name, hidden)
+    rewritten, loads = load.subn(lambda m: m.group(0) + _program_offset_taken_off(m.group(1), scratch_bytes), ptx)
+    if loads == 0:
+        raise ValueError(f"{kernel_name}'s PTX does not load its global scratch by ld.param")
+    return rewritten
+
+
 def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict, scratch_bytes: int) -> str:
     """A kernel's PTX with its global scratch taken from its SCRATCH_ARGUMENT output instead.
 
@@ -164,7 +195,7 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
     entry = re.search(rf"\.entry\s+{kernel_name}\s*\(([^)]*)\)", ptx)
     if entry is None or entry.group(1).count(".param") != hidden + 2:
         raise ValueError(f"{kernel_name}'s PTX does not have {hidden} parameters and Triton's two hidden ones")
-    load = re.compile(rf"ld\.param\.[bu]64\s+(%rd\d+),\s*\[{kernel_name}_param_{hidden}\];")
+    load = _pointer_load(kernel_name, hidden)
 
     def from_argument(match) -> str:
         register = match.group(1)
@@ -172,14 +203,7 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
                   f"add.s64 {register}, {register}, 127;\n\tand.b64 {register}, {register}, -128;")
         if kernel_name not in SHARED_SLOT_KERNELS:
             return loaded
-        # Triton's code adds (linear program id) x scratch_bytes to this base; taking that off
-        # here first puts every program's maps in one slot at the base.
-        return loaded + (
-            "\n\t{ .reg .b32 %fxs<6>; .reg .b64 %fxs_offset;\n\t"
-            "mov.u32 %fxs0, %ctaid.x; mov.u32 %fxs1, %ctaid.y; mov.u32 %fxs2, %ctaid.z;\n\t"
-            "mov.u32 %fxs3, %nctaid.x; mov.u32 %fxs4, %nctaid.y;\n\t"
-            "mad.lo.s32 %fxs5, %fxs2, %fxs4, %fxs1; mad.lo.s32 %fxs5, %fxs5, %fxs3, %fxs0;\n\t"
-            f"mul.wide.s32 %fxs_offset, %fxs5, {scratch_bytes}; sub.s64 {register}, {register}, %fxs_offset; }}")
+        return loaded + _program_offset_taken_off(register, scratch_bytes)
 
     rewritten, loads = load.subn(from_argument, ptx)
     body = rewritten[entry.end():]
