@@ -269,8 +269,9 @@ def _takes_tma(descriptors: Optional[str]) -> bool:
 
 
 def descriptor_scratch_bytes(grid: Sequence[int]) -> int:
-    """The DESCRIPTOR_SCRATCH a DEVICE_DESCRIPTORS launch needs: every program's descriptors, and
-    room to round the buffer's start up to 128 bytes (a tensor map's alignment)."""
+    """The DESCRIPTOR_SCRATCH a DEVICE_DESCRIPTORS launch on `grid` needs with a slot of
+    descriptors a program, and room to round the buffer's start up to 128 bytes (a tensor map's
+    alignment). A launcher whose programs all build their maps into one slot asks it of (1,)."""
     return math.prod(grid) * GLUON_DESCRIPTOR_BYTES + 127
 
 
@@ -913,7 +914,7 @@ class AttentionPlan:
     ) -> "KernelCall":
         """The forward launch. arrays: Q, K, V and the optional inputs by kernel name. Its outputs
         (KernelCall.outputs): O and LSE, and for the Gluon kernel DESCRIPTOR_SCRATCH, which only a
-        DEVICE_DESCRIPTORS launch uses (descriptor_scratch_bytes(grid); KernelCall.writes names it).
+        DEVICE_DESCRIPTORS launch uses (at most descriptor_scratch_bytes(grid); KernelCall.writes names it).
 
         gluon: whether this launch may take the Gluon forward where gluon_forward_tile gives one:
         the caller's Q, K and V start at 16-byte boundaries (its copies move 16 bytes; a torch
@@ -1010,7 +1011,7 @@ class AttentionPlan:
         dO start at 16-byte boundaries); then dK/dV and dQ launch apart. descriptors: as
         gluon_backward_tiles'; where dK/dV takes a TMA tile, its launch binds host descriptors of
         Q and dO in their places ("host"), or builds them on the device and writes its
-        DESCRIPTOR_SCRATCH output (descriptor_scratch_bytes(grid); "device").
+        DESCRIPTOR_SCRATCH output (at most descriptor_scratch_bytes(grid); "device").
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
         gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
