@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import threading
+from typing import Optional
 
 from .. import core
 
@@ -143,6 +144,11 @@ def descriptor_scratch_bytes(call: core.KernelCall) -> int:
     return core.plan.descriptor_scratch_bytes((1,) if shared else call.grid)
 
 
+def _entry(ptx: str, kernel_name: str) -> "Optional[re.Match]":
+    """The kernel's .entry line in ptx (group 1: its parameter list), or None."""
+    return re.search(rf"\.entry\s+{kernel_name}\s*\(([^)]*)\)", ptx)
+
+
 def _pointer_load(kernel_name: str, index: int) -> "re.Pattern":
     """The PTX load of a kernel's 64-bit parameter `index` into a register (group 1)."""
     return re.compile(rf"ld\.param\.[bu]64\s+(%rd\d+),\s*\[{kernel_name}_param_{index}\];")
@@ -163,7 +169,7 @@ def with_one_scratch_slot(ptx: str, kernel_name: str, scratch_bytes: int) -> str
     """A kernel's PTX for Triton's own launcher (which fills the hidden global-scratch parameter)
     with every program's scratch in one slot, as SHARED_SLOT_KERNELS have it through jax-triton:
     the same maps built on the device, timed from torch (benchmarks/tma_template_probe.py)."""
-    entry = re.search(rf"\.entry\s+{kernel_name}\s*\(([^)]*)\)", ptx)
+    entry = _entry(ptx, kernel_name)
     if entry is None:
         raise ValueError(f"no entry {kernel_name} in this PTX")
     hidden = entry.group(1).count(".param") - 2  # Triton's global scratch, then profile scratch
@@ -192,7 +198,7 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
         raise ValueError(f"{kernel_name} needs {scratch_bytes} bytes of global scratch a program; "
                          f"{SCRATCH_ARGUMENT} is sized for {core.plan.GLUON_DESCRIPTOR_BYTES}")
     argument, hidden = runtime_names.index(SCRATCH_ARGUMENT), len(runtime_names)
-    entry = re.search(rf"\.entry\s+{kernel_name}\s*\(([^)]*)\)", ptx)
+    entry = _entry(ptx, kernel_name)
     if entry is None or entry.group(1).count(".param") != hidden + 2:
         raise ValueError(f"{kernel_name}'s PTX does not have {hidden} parameters and Triton's two hidden ones")
     load = _pointer_load(kernel_name, hidden)
