@@ -4,7 +4,7 @@
 One process, the same random bf16 inputs (B = 16k / N, N = 4k unless --n, H * D = 2048, layout "bhnd") in both
 frameworks: forward at D = 64 and D = 128 (causal and not), and the D = 128 causal
 backward (JAX: the jitted vjp function applied to dO; torch: autograd.grad of one saved
-forward). Four timings per case:
+forward); --cases picks among these and the D = 128 non-causal backward. Four timings per case:
 - "single", as in the other scripts: triton.testing.do_bench medians for torch (CUDA events
   around each call, L2 flushed before it), one jitted call after another, timed by the wall
   clock around block_until_ready, for JAX: each JAX call pays its dispatch;
@@ -17,7 +17,7 @@ forward). Four timings per case:
 - "device": the GPU time of the kernels one call launches, read from CUPTI through
   torch.profiler (which records every kernel of the process, JAX's launches included): no host
   time, no gaps between kernels, so what is left of the ratio is the kernels themselves.
-Prints TFLOP/s and jax/torch per case and timing.
+Prints TFLOP/s and jax/torch per case and timing, and each kernel's median device time.
 
     python benchmarks/jax_vs_torch.py [--n 1024]   # on the GPU, with jax-triton installed (B = 16384 // N)
 """
@@ -28,7 +28,9 @@ import sys
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch shares the GPU
 
-CASES = ((64, True, "fwd"), (64, False, "fwd"), (128, True, "fwd"), (128, False, "fwd"), (128, True, "bwd"))
+CASES = {"fwd64c": (64, True, "fwd"), "fwd64": (64, False, "fwd"), "fwd128c": (128, True, "fwd"),
+         "fwd128": (128, False, "fwd"), "bwd128c": (128, True, "bwd"), "bwd128": (128, False, "bwd")}
+DEFAULT_CASES = ("fwd64c", "fwd64", "fwd128c", "fwd128", "bwd128c")
 N, HIDDEN = 4096, 2048  # B = 16384 // N
 GROUP = 8
 
@@ -46,15 +48,18 @@ def device_ms(call, wait, label: str, calls: int = 30) -> float:
 
     wait(call())  # compiled and warm
     common.settle()
-    per_call = []
+    per_call, per_kernel = [], {}
     for _ in range(calls):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             wait(call())
         kernels = [(e.name, e.device_time) for e in prof.events() if e.device_type == DeviceType.CUDA]
         if kernels:
             per_call.append(sum(t for _, t in kernels) * 1e-3)
+        for name, t in kernels:
+            per_kernel.setdefault(name, []).append(t)
     torch.cuda.synchronize()
-    print(f"  {label} kernels: " + ", ".join(f"{name[:48]}: {t:.0f}" for name, t in kernels), flush=True)
+    print(f"  {label} kernels (median us): " + ", ".join(f"{name[:48]}: {np.median(t):.0f}" for name, t in per_kernel.items()),
+          flush=True)
     return float(np.median(per_call)) if per_call else float("nan")
 
 
@@ -63,7 +68,9 @@ def main() -> int:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=N, help="sequence length; B = 16384 // N")
-    n = parser.parse_args().n
+    parser.add_argument("--cases", nargs="+", choices=tuple(CASES), default=DEFAULT_CASES)
+    args = parser.parse_args()
+    n = args.n
     b = max(16384 // n, 1)
     import jax
     import jax.numpy as jnp
@@ -77,7 +84,7 @@ def main() -> int:
     import flashx.jax as fj
     import flashx.torch as ft
 
-    for d, causal, kind in CASES:
+    for d, causal, kind in (CASES[case] for case in args.cases):
         h = HIDDEN // d
         rng = np.random.default_rng(0)
         arrays = [rng.standard_normal((b, h, n, d), dtype=np.float32) for _ in range(3 + GROUP)]

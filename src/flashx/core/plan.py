@@ -237,7 +237,12 @@ GLUON_DKDV_TILES = {
     # 520 / 460 at 1k dense (B = 16), 419 / 353 1k causal, 610 / 595 4k dense, 561 / 518 4k causal,
     # 636 / 610 16k causal, 497 / 495 GQA 32/8 4k causal, 475 / 441 16k window 1024, 396 / 373 D = 64
     # 4k causal (10 of 10 kernel checks against float64 from torch, 04:00 UTC).
-    "dkdv-tma-ts": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240,
+    # Its producer at 32 registers, not 24: the producer that builds its own descriptors (JAX's
+    # launcher) lost 12% at 4k dense under CUDA 13.0's ptxas, which jaxlib assembles with, and
+    # nothing under Triton's 12.8. dK/dV kernel alone, us, 24 -> 32 (2026-12-02 13:59 and 14:05
+    # UTC, B = 4, N = 4k, H = 16, device time; NOTES v0.28): JAX 1892 -> 1674 / 1695 dense,
+    # 992 -> 1012 / 1043 causal (a loss there); torch 1706 -> 1698 / 1718, 938 -> 931 / 923.
+    "dkdv-tma-ts": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32, CONSUMER_REGS=240,
                         PERSISTENT=False, TMA_STORE=True),
     # Prepared, not routed (NOTES v0.17): one program a multiprocessor walking key blocks (the first
     # first under causal masks), so that a block's K/V staging and dK/dV stores overlap the
