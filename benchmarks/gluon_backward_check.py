@@ -252,8 +252,8 @@ def compared(label: str, run, refs: tuple) -> int:
 
 
 # Tiles to time side by side (--variants): copies, stages, consumer / producer registers, a
-# persistent grid. "cp-s2", "tma-s3" and "tma-s3-persist" are the plan's (GLUON_DKDV_TILES "dkdv",
-# "dkdv-tma", "dkdv-tma-persist"); each compiles offline without a spill in its loops.
+# persistent grid. "cp-s2", "tma-s3", "tma-s3-persist" and "tma-s3-ts-p32" are the plan's
+# (GLUON_DKDV_TILES "dkdv", "dkdv-tma", "dkdv-tma-persist", "dkdv-tma-ts"); each compiles offline without a spill in its loops.
 VARIANTS = {
     "cp-s2": dict(tma=False, stages=2, cregs=232, pregs=48),
     "cp-s3": dict(tma=False, stages=3, cregs=232, pregs=48),
@@ -263,6 +263,9 @@ VARIANTS = {
     # dK and dV stored by TMA from the consumers' K and V buffers (session 20, prepared; torch's
     # host descriptors only): the forward's TMA_STORE bought 11-13% at 1k.
     "tma-s3-ts": dict(tma=True, stages=3, cregs=240, pregs=24, tma_store=True),
+    # The plan's "dkdv-tma-ts" (NOTES v0.28): its producer at 32 registers, which the producer that
+    # builds its own descriptors (JAX's launcher) needs under CUDA 13.0's ptxas.
+    "tma-s3-ts-p32": dict(tma=True, stages=3, cregs=240, pregs=32, tma_store=True),
 }
 
 

@@ -52,16 +52,18 @@ def test_normalized_ptx_keeps_only_what_a_kernel_does():
 def test_gluon_backward_tiles_are_checked_variants():
     """The plan's Gluon dK/dV and dQ tiles are the variants benchmarks/gluon_backward_check.py
     times ("cp-s2", which its dQ timings also take; "tma-s3" for "dkdv-tma", "tma-s3-persist" for
-    "dkdv-tma-persist"), with the blocks its launchers pass."""
+    "dkdv-tma-persist", "tma-s3-ts-p32" for "dkdv-tma-ts"), with the blocks its launchers pass."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import gluon_backward_check as check
     finally:
         sys.path.pop(0)
-    for name, variant_name in (("dkdv", "cp-s2"), ("dkdv-tma", "tma-s3"), ("dkdv-tma-persist", "tma-s3-persist")):
+    for name, variant_name in (("dkdv", "cp-s2"), ("dkdv-tma", "tma-s3"), ("dkdv-tma-persist", "tma-s3-persist"),
+                               ("dkdv-tma-ts", "tma-s3-ts-p32")):
         tile, variant = plan_mod.GLUON_DKDV_TILES[name], check.VARIANTS[variant_name]
-        assert (tile["TMA"], tile["STAGES"], tile["CONSUMER_REGS"], tile["PRODUCER_REGS"], tile["PERSISTENT"]) == (
-            variant["tma"], variant["stages"], variant["cregs"], variant["pregs"], variant.get("persistent", False))
+        assert (tile["TMA"], tile["STAGES"], tile["CONSUMER_REGS"], tile["PRODUCER_REGS"], tile["PERSISTENT"],
+                tile["TMA_STORE"]) == (variant["tma"], variant["stages"], variant["cregs"], variant["pregs"],
+                                       variant.get("persistent", False), variant.get("tma_store", False))
         assert tile["BLOCK_N"] == 128 and tile["PRODUCER_WARPS"] == 4  # what launch() passes
     variant = check.VARIANTS["cp-s2"]
     dq = plan_mod.GLUON_DQ_TILES["dq"]
