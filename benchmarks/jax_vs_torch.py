@@ -4,7 +4,8 @@
 One process, the same random bf16 inputs (B = 16k / N, N = 4k unless --n, H * D = 2048, layout "bhnd") in both
 frameworks: forward at D = 64 and D = 128 (causal and not), and the D = 128 causal
 backward (JAX: the jitted vjp function applied to dO; torch: autograd.grad of one saved
-forward); --cases picks among these and the D = 128 non-causal backward. Four timings per case:
+forward); --cases picks among these and the D = 128 non-causal backward, --dkdv-tile forces the
+backward's dK/dV tile (or a variant of it, --dkdv-set) in both frontends. Four timings per case:
 - "single", as in the other scripts: triton.testing.do_bench medians for torch (CUDA events
   around each call, L2 flushed before it), one jitted call after another, timed by the wall
   clock around block_until_ready, for JAX: each JAX call pays its dispatch;
@@ -20,6 +21,7 @@ forward); --cases picks among these and the D = 128 non-causal backward. Four ti
 Prints TFLOP/s and jax/torch per case and timing, and each kernel's median device time.
 
     python benchmarks/jax_vs_torch.py [--n 1024]   # on the GPU, with jax-triton installed (B = 16384 // N)
+    python benchmarks/jax_vs_torch.py --cases bwd128 bwd128c --dkdv-tile dkdv-tma-ts --dkdv-set PRODUCER_REGS=24
 """
 from __future__ import annotations
 
@@ -63,12 +65,33 @@ def device_ms(call, wait, label: str, calls: int = 30) -> float:
     return float(np.median(per_call)) if per_call else float("nan")
 
 
+def force_dkdv_tile(name: str, overrides) -> None:
+    """Route every kind's D = 128 dK/dV through one tile, in this process only: `name` from
+    GLUON_DKDV_TILES, with `overrides` ("KEY=VALUE", integers) changed in a copy of it; "cpasync"
+    empties GLUON_DKDV_TMA_ROUTE, so that GLUON_DKDV_ROUTE's cp.async tile runs."""
+    from flashx.core import plan
+
+    if name == "cpasync":
+        plan.GLUON_DKDV_TMA_ROUTE.clear()
+    else:
+        fields = {key: int(value) for key, value in (o.split("=") for o in overrides)}
+        tile = f"{name}+{','.join(overrides)}" if fields else name
+        plan.GLUON_DKDV_TILES[tile] = {**plan.GLUON_DKDV_TILES[name], **fields}
+        for key in plan.GLUON_DKDV_TMA_ROUTE:
+            plan.GLUON_DKDV_TMA_ROUTE[key] = tile
+    print("dK/dV TMA route at D = 128:", plan.GLUON_DKDV_TMA_ROUTE.get((128, "dense")), flush=True)
+
+
 def main() -> int:
     import argparse
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=N, help="sequence length; B = 16384 // N")
     parser.add_argument("--cases", nargs="+", choices=tuple(CASES), default=DEFAULT_CASES)
+    parser.add_argument("--dkdv-tile", help='the D = 128 dK/dV tile for every kind: a name of GLUON_DKDV_TILES, '
+                        'or "cpasync" (GLUON_DKDV_ROUTE\'s tile); default: flashx\'s routes')
+    parser.add_argument("--dkdv-set", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="with --dkdv-tile NAME: that tile with these integer fields changed (PRODUCER_REGS=32)")
     args = parser.parse_args()
     n = args.n
     b = max(16384 // n, 1)
@@ -83,6 +106,9 @@ def main() -> int:
 
     import flashx.jax as fj
     import flashx.torch as ft
+
+    if args.dkdv_tile:
+        force_dkdv_tile(args.dkdv_tile, args.dkdv_set)
 
     for d, causal, kind in (CASES[case] for case in args.cases):
         h = HIDDEN // d
