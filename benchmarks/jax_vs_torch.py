@@ -4,8 +4,11 @@
 One process, the same random bf16 inputs (B = 16k / N, N = 4k unless --n, H * D = 2048, layout "bhnd") in both
 frameworks: forward at D = 64 and D = 128 (causal and not), and the D = 128 causal
 backward (JAX: the jitted vjp function applied to dO; torch: autograd.grad of one saved
-forward); --cases picks among these and the D = 128 non-causal backward, --dkdv-tile forces the
-backward's dK/dV tile (or a variant of it, --dkdv-set) in both frontends. Four timings per case:
+forward); --cases picks among these, the D = 128 non-causal backward and the D = 256 forward;
+--dkdv-tile forces the backward's dK/dV tile (or a variant of it, --dkdv-set) in both frontends,
+--tile-set changes a field of any Gluon tile in place (both frontends), --route sets both
+frontends' TMA forward route for a head dim and --device-route the JAX frontend's own
+(GLUON_DEVICE_TMA_ROUTE). Four timings per case:
 - "single", as in the other scripts: triton.testing.do_bench medians for torch (CUDA events
   around each call, L2 flushed before it), one jitted call after another, timed by the wall
   clock around block_until_ready, for JAX: each JAX call pays its dispatch;
@@ -22,6 +25,8 @@ Prints TFLOP/s and jax/torch per case and timing, and each kernel's median devic
 
     python benchmarks/jax_vs_torch.py [--n 1024]   # on the GPU, with jax-triton installed (B = 16384 // N)
     python benchmarks/jax_vs_torch.py --cases bwd128 bwd128c --dkdv-tile dkdv-tma-ts --dkdv-set PRODUCER_REGS=24
+    python benchmarks/jax_vs_torch.py --n 1024 --cases fwd256 fwd256c --tile-set d256-tma-trim-ts:PRODUCER_REGS=32
+    python benchmarks/jax_vs_torch.py --n 1024 --cases fwd256c --device-route 256c:1024=d256-tma-persist-ovl-ts
 """
 from __future__ import annotations
 
@@ -31,7 +36,8 @@ import sys
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch shares the GPU
 
 CASES = {"fwd64c": (64, True, "fwd"), "fwd64": (64, False, "fwd"), "fwd128c": (128, True, "fwd"),
-         "fwd128": (128, False, "fwd"), "bwd128c": (128, True, "bwd"), "bwd128": (128, False, "bwd")}
+         "fwd128": (128, False, "fwd"), "bwd128c": (128, True, "bwd"), "bwd128": (128, False, "bwd"),
+         "fwd256c": (256, True, "fwd"), "fwd256": (256, False, "fwd")}
 DEFAULT_CASES = ("fwd64c", "fwd64", "fwd128c", "fwd128", "bwd128c")
 N, HIDDEN = 4096, 2048  # B = 16384 // N
 GROUP = 8
@@ -82,6 +88,41 @@ def force_dkdv_tile(name: str, overrides) -> None:
     print("dK/dV TMA route at D = 128:", plan.GLUON_DKDV_TMA_ROUTE.get((128, "dense")), flush=True)
 
 
+def set_tile_fields(specs) -> None:
+    """Each "TILE:KEY=VALUE" changes an integer field of a Gluon forward or dK/dV tile in place, in
+    this process only (before anything compiles, so both frontends build the changed tile)."""
+    from flashx.core import plan
+
+    for spec in specs:
+        name, _, assignment = spec.partition(":")
+        key, _, value = assignment.partition("=")
+        table = next((t for t in (plan.GLUON_FORWARD_TILES, plan.GLUON_DKDV_TILES) if name in t), {})
+        if key not in table.get(name, {}):
+            raise SystemExit(f"--tile-set: {spec!r} names no field of a Gluon tile")
+        table[name][key] = int(value)
+        print(f"tile {name}: {key}={table[name][key]}", flush=True)
+
+
+def set_routes(table_name: str, specs) -> None:
+    """Each "DIM[c]:KEYS=TILE[,KEYS=TILE...]" (c: causal) sets plan.`table_name`'s entry for that
+    head dim, in this process only ("None" as TILE: no TMA tile from that length on).
+    GLUON_TMA_ROUTE is both frontends' forward route, GLUON_DEVICE_TMA_ROUTE the JAX frontend's
+    own spans over it."""
+    from flashx.core import plan
+
+    table = getattr(plan, table_name)
+    for spec in specs:
+        key, _, spans = spec.partition(":")
+        route = tuple((int(n), None if tile == "None" else tile)
+                      for n, tile in (span.split("=") for span in spans.split(",")))
+        unknown = [tile for _, tile in route if tile is not None and tile not in plan.GLUON_FORWARD_TILES]
+        if unknown:
+            raise SystemExit(f"{table_name}: no Gluon forward tile {unknown}")
+        table[(int(key.rstrip("c")), key.endswith("c"))] = route
+    if specs:
+        print(f"{table_name}:", table, flush=True)
+
+
 def main() -> int:
     import argparse
 
@@ -92,6 +133,14 @@ def main() -> int:
                         'or "cpasync" (GLUON_DKDV_ROUTE\'s tile); default: flashx\'s routes')
     parser.add_argument("--dkdv-set", nargs="+", default=[], metavar="KEY=VALUE",
                         help="with --dkdv-tile NAME: that tile with these integer fields changed (PRODUCER_REGS=32)")
+    parser.add_argument("--tile-set", nargs="+", default=[], metavar="TILE:KEY=VALUE",
+                        help="change an integer field of a Gluon forward or dK/dV tile in place (both frontends)")
+    parser.add_argument("--route", nargs="+", default=[], metavar="DIM[c]:KEYS=TILE,...",
+                        help="both frontends' TMA forward route for a head dim (c: causal), "
+                             "e.g. 256c:1024=d256-tma-persist-ovl-ts,4096=d256-tma-persist-ovl")
+    parser.add_argument("--device-route", nargs="+", default=[], metavar="DIM[c]:KEYS=TILE,...",
+                        help="the JAX frontend's own forward route for a head dim (c: causal), "
+                             "e.g. 256c:1024=d256-tma-persist-ovl-ts")
     args = parser.parse_args()
     n = args.n
     b = max(16384 // n, 1)
@@ -107,6 +156,9 @@ def main() -> int:
     import flashx.jax as fj
     import flashx.torch as ft
 
+    set_tile_fields(args.tile_set)
+    set_routes("GLUON_TMA_ROUTE", args.route)
+    set_routes("GLUON_DEVICE_TMA_ROUTE", args.device_route)
     if args.dkdv_tile:
         force_dkdv_tile(args.dkdv_tile, args.dkdv_set)
 
