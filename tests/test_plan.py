@@ -488,7 +488,7 @@ def test_gluon_forward_route_table():
         pytest.param(dict(d=64, causal=True, nkv=1024), "d64-tma-persist-trim-ts", id="d64-causal-1k"),
         pytest.param(dict(d=64, causal=True, nkv=1023), None, id="d64-causal-short-kv"),
         pytest.param(dict(d=256), "d256-tma-persist-ovl-ts", id="d256"),
-        pytest.param(dict(d=256, causal=True), "d256-tma-trim-ts", id="d256-causal"),
+        pytest.param(dict(d=256, causal=True), "d256-tma-persist-ovl-ts", id="d256-causal"),
         pytest.param(dict(d=256, causal=True, nkv=1023), None, id="d256-causal-short-kv"),
         pytest.param(dict(d=256, causal=True, nkv=4096), "d256-tma-persist-ovl", id="d256-causal-4k"),
         # No TMA tile: the cp.async route's tile.
