@@ -490,7 +490,7 @@ def test_gluon_forward_route_table():
         pytest.param(dict(d=256), "d256-tma-persist-ovl-ts", id="d256"),
         pytest.param(dict(d=256, causal=True), "d256-tma-persist-ovl-ts", id="d256-causal"),
         pytest.param(dict(d=256, causal=True, nkv=1023), None, id="d256-causal-short-kv"),
-        pytest.param(dict(d=256, causal=True, nkv=4096), "d256-tma-persist-ovl", id="d256-causal-4k"),
+        pytest.param(dict(d=256, causal=True, nkv=4096), "d256-tma-persist-ovl-ts", id="d256-causal-4k"),
         # No TMA tile: the cp.async route's tile.
         pytest.param(dict(d=256, broadcast_k=True), "d256-pp", id="d256-broadcast-k"),
         pytest.param(dict(broadcast_k=True), "pp", id="broadcast-k"),

@@ -200,12 +200,13 @@ GLUON_TMA_ROUTE = {
     # 605 at 1k / 4k / 16k keys (logs/2026-12-01-s25-call6-route128.log).
     (128, True): ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-persist-ovl-ts")),
     (256, False): ((1024, "d256-tma-persist-ovl-ts"),),
-    # D = 256 causal from 1k keys: the persistent tile since the pairs walk (until 12-02 the
-    # per-tile d256-tma-trim-ts to 4k keys). 2026-12-02 16:2x UTC, device time (us), both frontends,
-    # B*N = 16k, H = 8 (NOTES v0.29): d256-tma-persist-ovl-ts 147-149 vs trim-ts 168 (torch) / 186
-    # (JAX) at 1k, 237-241 vs 293-300 at 2k. From 4k d256-tma-persist-ovl stays (ovl-ts there: JAX
-    # 413 vs 440, torch 494 vs 456, one reading each).
-    (256, True): ((1024, "d256-tma-persist-ovl-ts"), (4096, "d256-tma-persist-ovl")),
+    # D = 256 causal from 1k keys: the persistent tile with O stored by TMA, as non-causal, since
+    # the pairs walk (until 12-02 the per-tile d256-tma-trim-ts to 4k keys, then
+    # d256-tma-persist-ovl). 2026-12-02 16:2x-16:36 UTC, device time (us), B*N = 16k, H = 8, both
+    # frontends (NOTES v0.29): at 1k 147-149 vs trim-ts 168 (torch) / 186 (JAX); 2k 237-241 vs
+    # 293-300; 4k JAX 413-414 vs persist-ovl 439-440, torch 418-428 vs 457-475 (one reading 494 vs
+    # 456); 16k 1489-1492 vs 1523-1525.
+    (256, True): ((1024, "d256-tma-persist-ovl-ts"),),
 }
 # Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
 GLUON_TMA_Q_ROWS = 64
