@@ -26,7 +26,7 @@ Prints TFLOP/s and jax/torch per case and timing, and each kernel's median devic
     python benchmarks/jax_vs_torch.py [--n 1024]   # on the GPU, with jax-triton installed (B = 16384 // N)
     python benchmarks/jax_vs_torch.py --cases bwd128 bwd128c --dkdv-tile dkdv-tma-ts --dkdv-set PRODUCER_REGS=24
     python benchmarks/jax_vs_torch.py --n 1024 --cases fwd256 fwd256c --tile-set d256-tma-trim-ts:PRODUCER_REGS=32
-    python benchmarks/jax_vs_torch.py --n 1024 --cases fwd256c --device-route 256c:1024=d256-tma-persist-ovl-ts
+    python benchmarks/jax_vs_torch.py --n 1024 --cases fwd256c --device-route 256c:1024=d256-tma-trim-ts,4096=d256-tma-persist-ovl
 """
 from __future__ import annotations
 
@@ -71,6 +71,17 @@ def device_ms(call, wait, label: str, calls: int = 30) -> float:
     return float(np.median(per_call)) if per_call else float("nan")
 
 
+def int_fields(tile: dict, assignments, flag: str) -> dict:
+    """{KEY: int(VALUE)} for each "KEY=VALUE" of `assignments`; every KEY must be a field of `tile`."""
+    fields = {}
+    for assignment in assignments:
+        key, _, value = assignment.partition("=")
+        if key not in tile:
+            raise SystemExit(f"{flag}: {assignment!r} names no field of the tile")
+        fields[key] = int(value)
+    return fields
+
+
 def force_dkdv_tile(name: str, overrides) -> None:
     """Route every kind's D = 128 dK/dV through one tile, in this process only: `name` from
     GLUON_DKDV_TILES, with `overrides` ("KEY=VALUE", integers) changed in a copy of it; "cpasync"
@@ -80,7 +91,7 @@ def force_dkdv_tile(name: str, overrides) -> None:
     if name == "cpasync":
         plan.GLUON_DKDV_TMA_ROUTE.clear()
     else:
-        fields = {key: int(value) for key, value in (o.split("=") for o in overrides)}
+        fields = int_fields(plan.GLUON_DKDV_TILES[name], overrides, "--dkdv-set")
         tile = f"{name}+{','.join(overrides)}" if fields else name
         plan.GLUON_DKDV_TILES[tile] = {**plan.GLUON_DKDV_TILES[name], **fields}
         for key in plan.GLUON_DKDV_TMA_ROUTE:
@@ -95,12 +106,11 @@ def set_tile_fields(specs) -> None:
 
     for spec in specs:
         name, _, assignment = spec.partition(":")
-        key, _, value = assignment.partition("=")
-        table = next((t for t in (plan.GLUON_FORWARD_TILES, plan.GLUON_DKDV_TILES) if name in t), {})
-        if key not in table.get(name, {}):
-            raise SystemExit(f"--tile-set: {spec!r} names no field of a Gluon tile")
-        table[name][key] = int(value)
-        print(f"tile {name}: {key}={table[name][key]}", flush=True)
+        tile = next((t[name] for t in (plan.GLUON_FORWARD_TILES, plan.GLUON_DKDV_TILES) if name in t), None)
+        if tile is None:
+            raise SystemExit(f"--tile-set: no Gluon forward or dK/dV tile {name!r}")
+        tile.update(int_fields(tile, [assignment], f"--tile-set {name}"))
+        print(f"tile {name}: {assignment}", flush=True)
 
 
 def set_routes(table_name: str, specs) -> None:
@@ -140,7 +150,7 @@ def main() -> int:
                              "e.g. 256c:1024=d256-tma-persist-ovl-ts,4096=d256-tma-persist-ovl")
     parser.add_argument("--device-route", nargs="+", default=[], metavar="DIM[c]:KEYS=TILE,...",
                         help="the JAX frontend's own forward route for a head dim (c: causal), "
-                             "e.g. 256c:1024=d256-tma-persist-ovl-ts")
+                             "e.g. 256c:1024=d256-tma-trim-ts")
     args = parser.parse_args()
     n = args.n
     b = max(16384 // n, 1)

@@ -132,7 +132,8 @@ GLUON_FORWARD_TILES = {
     #   (B = 64) 285 vs tl 257, at 1k 369 vs pp-tma-c240-ovl-ts 321 (flashx's own call of that
     #   tile: 371), at 4k 502 vs 533. At D = 64 the trimmed tiles gained only at 1k causal (304
     #   vs tl 285): not routed.
-    # - "d256-tma-trim-ts", D = 256 causal from 1k to 4k keys: each consumer computes only the key
+    # - "d256-tma-trim-ts", D = 256 causal from 1k to 4k keys until 2026-12-02 16:3x UTC (then the
+    #   persistent tile took them, NOTES v0.29): each consumer computes only the key
     #   blocks its own 64 rows see (TRIM_DIAGONAL), so a causal tile's first consumer skips its last
     #   64-key block. Without TMA_STORE ("d256-tma-trim", routed until 12-01) 374 vs d256-tma 359 at
     #   1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
