@@ -188,7 +188,8 @@ def _constexprs(variant: Variant, causal: bool, device_descriptors: bool = False
                 Q_BY_PRODUCER=variant.q_by_producer, TMA=variant.tma,
                 PRODUCER_WARPS=variant.producer_warps, PRODUCER_REGS=variant.producer_regs, CONSUMER_REGS=variant.consumer_regs,
                 DEVICE_DESCRIPTORS=device_descriptors, TRIM_DIAGONAL=variant.trim, OVERLAP=variant.overlap,
-                TMA_STORE=variant.tma_store, ACROSS_TILES=variant.across)
+                TMA_STORE=variant.tma_store, ACROSS_TILES=variant.across,
+                LIMIT_LEFT=False, BLOCK_MAP=False, MAP_STEPS=1, HAS_MASK_MOD=False, MASK_MOD=None)
 
 
 def _grid(variant: Variant, b: int, nq: int, hq: int) -> tuple:
@@ -220,8 +221,9 @@ def launch_torch(q, k, v, name, causal=False, bottom_right=True, device_descript
         if variant.tma_store:
             stored = descriptor(out, 64, gluon_forward.output_columns(d))
     gluon_forward.gluon_attention_forward_kernel[grid](
-        *inputs, d ** -0.5, int(bottom_right), nq, k.shape[1], hq // k.shape[2], hq, b,
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *lse.stride(),
+        *inputs, lse, lse,  # MAP_COUNTS, MAP_INDICES: no block map
+        d ** -0.5, int(bottom_right), 0, nq, k.shape[1], hq // k.shape[2], hq, b,
+        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *lse.stride(), *(0,) * 7,
         stored, lse, lse,  # DESCRIPTOR_SCRATCH: unused from torch
         num_warps=4, **_constexprs(variant, causal, device_descriptors=variant.tma and device_descriptors),
     )
@@ -245,8 +247,10 @@ def launch_jax(q, k, v, name, causal=False):
     # A TMA variant builds its descriptors on the device, in DESCRIPTOR_SCRATCH (jax-triton cannot
     # pass host descriptors); the others leave that output alone.
     scratch = plan.descriptor_scratch_bytes(grid) if variant.tma else 1
+    no_map = jnp.zeros((1,), jnp.int32)
     out, lse, _ = jt.triton_call(
-        q, k, v, d ** -0.5, 1, nq, nkv, hq // hkv, hq, b, *qs, *ks, *ks, *qs, hq * nq, nq, 1,
+        q, k, v, no_map, no_map, d ** -0.5, 1, 0, nq, nkv, hq // hkv, hq, b, *qs, *ks, *ks, *qs, hq * nq, nq, 1,
+        *(0,) * 7,
         kernel=gluon_forward.gluon_attention_forward_kernel,
         out_shape=(jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((b, hq, nq), jnp.float32),
                    jax.ShapeDtypeStruct((scratch,), jnp.uint8)),

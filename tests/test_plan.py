@@ -494,7 +494,12 @@ def test_gluon_forward_route_table():
         # No TMA tile: the cp.async route's tile.
         pytest.param(dict(d=256, broadcast_k=True), "d256-pp", id="d256-broadcast-k"),
         pytest.param(dict(broadcast_k=True), "pp", id="broadcast-k"),
-        pytest.param(dict(window=(256, 0)), None, id="window"),
+        # A left window: GLUON_MASKED_TMA_ROUTE's tile, with descriptors only.
+        pytest.param(dict(window=(256, 0)), "pp-tma-persist-ovl-ts", id="window"),
+        pytest.param(dict(window=(300, -1), nq=1000), "pp-tma-persist-ovl-ts", id="window-left-only"),
+        pytest.param(dict(window=(256, 0), broadcast_k=True), None, id="window-broadcast-k"),
+        pytest.param(dict(window=(256, 0), d=64), None, id="d64-window"),
+        pytest.param(dict(window=(256, 3)), None, id="window-right"),
     ],
 )
 def test_gluon_tma_route(monkeypatch, change, tile):
@@ -942,3 +947,47 @@ def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):
     other = plan_mod.plan_block_mask(documents, None, 4, 900, 900, causal=True, blocks=(64, 128))
     assert core.plan_attention(q, q, q, causal=True, mask_mod=documents, block_mask=other).gluon_backward_tiles() == (None, None)
     assert core.plan_attention(q, q, q, causal=True, mask_mod=documents).gluon_backward_tiles() == (None, None)
+
+
+@pytest.mark.parametrize("window", [None, (200, 0)])
+def test_gluon_forward_walks_block_maps_and_windows(gpu_plans, window):
+    """A call with a 128 x 128 block map (mask_mod, causal or a window folded in) or a left window
+    takes GLUON_MASKED_TMA_ROUTE's tile from launchers with descriptors (none from those without:
+    the cp.async tiles walk no map); the launch binds the map's rows and strides and window_left,
+    and its constexprs say how to walk and mask them. A map of other blocks keeps the tl forward."""
+    import triton
+
+    from flashx.core.gluon_forward import gluon_attention_forward_kernel
+
+    @triton.jit
+    def documents(b, h, q_idx, kv_idx):
+        return (q_idx // 300) == (kv_idx // 300)
+
+    q = gpu_spec((2, 900, 4, 128))
+    mask = dict(causal=True) if window is None else dict(window=window)
+    bm = plan_mod.plan_block_mask(documents, None, 4, 900, 900, **mask)
+    arrays = {name: object() for name in ("Q", "K", "V", "MAP_COUNTS", "MAP_INDICES")}
+    tile = plan_mod.GLUON_MASKED_TMA_ROUTE[(128, "map")]
+    for options in (dict(mask_mod=documents, block_mask=bm), dict(window=window) if window else None):
+        if options is None:
+            continue
+        plan = core.plan_attention(q, q, q, **(mask if "block_mask" in options else {}), **options)
+        assert plan.gluon_forward_tile(descriptors="host") == tile
+        assert plan.gluon_forward_tile(descriptors="device") == tile
+        assert plan.gluon_forward_tile() is None
+        call = plan.forward_call(arrays, None, descriptors="device")
+        assert call.kernel is gluon_attention_forward_kernel
+        args = dict(zip(kernel_params(call.kernel)[0], call.args))
+        mapped = "block_mask" in options
+        assert call.constexprs["BLOCK_MAP"] is mapped and call.constexprs["HAS_MASK_MOD"] is mapped
+        assert call.constexprs["LIMIT_LEFT"] is (window is not None)
+        assert call.constexprs["MAP_STEPS"] == 1 and args["window_left"] == (window or (0,))[0]
+        if mapped:
+            assert call.constexprs["MASK_MOD"] is plan.flags["MASK_MOD"]
+            assert args["MAP_COUNTS"] is arrays["MAP_COUNTS"] and args["MAP_INDICES"] is arrays["MAP_INDICES"]
+            # The map broadcasts over the batch (B=None): its batch strides are 0.
+            assert args["stride_cb"] == 0 and args["stride_ch"] == 8 * 2 and args["stride_ik"] == 8
+    plan_mod.clear_plan_cache()
+    other = plan_mod.plan_block_mask(documents, None, 4, 900, 900, **mask, blocks=(64, 128))
+    plan = core.plan_attention(q, q, q, **mask, mask_mod=documents, block_mask=other)
+    assert plan.gluon_forward_tile(descriptors="host") is None

@@ -15,6 +15,7 @@ factor of torch's own error in bf16.
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Optional
 
@@ -28,6 +29,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402, F401  (Triton's interpreter wants it visible to @triton.jit functions)
 from conftest import INTERPRETED, TOLERANCES, Shape, Tolerance, rel_error  # noqa: E402
 from variants_common import (  # noqa: E402
+    GLUON_MASKED_CASES,
     GRAD_TOL,
     MASK_MODS,
     OUT_TOL,
@@ -903,6 +905,20 @@ def test_gpu_varlen():
         bound = TOLERANCES["bfloat16"].bound(rel_error(np64(native), np64(ref)))
         err = rel_error(np64(out[None, sq:eq]), np64(ref))
         assert err <= bound, f"sequence {b}: {err:.3e} > {bound:.3e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, fields, dtype", [pytest.param(Shape(*s), v, d, id=i) for i, s, v, d in GLUON_MASKED_CASES])
+def test_gpu_gluon_forward_windows_and_maps(forward_kernels, shape, fields, dtype):
+    """On Hopper, D = 128 calls with a sliding window or a block map (mask_mod) take the Gluon
+    forward (plan.GLUON_MASKED_TMA_ROUTE): out, lse and the gradients (whose backward reads that
+    lse) against float64, rows without keys exactly 0."""
+    from flashx.core import gluon_forward
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    run_and_compare(np.random.default_rng(zlib.crc32(repr((shape, fields)).encode())), shape, Variant(**fields), dtype)
+    assert forward_kernels == [gluon_forward.gluon_attention_forward_kernel]
 
 
 def test_block_mask_under_torch_compile():

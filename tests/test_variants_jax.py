@@ -8,6 +8,7 @@ computation) on the upcast rounded inputs. Bounds: OUT_TOL / GRAD_TOL / LSE_TOL 
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Optional
 
@@ -20,6 +21,7 @@ import jax.numpy as jnp  # noqa: E402
 import flashx.jax  # noqa: E402  (flashx before triton: variants_common defines @triton.jit functions)
 from conftest import INTERPRETED, TOLERANCES, Shape, Tolerance, rel_error  # noqa: E402
 from variants_common import (  # noqa: E402
+    GLUON_MASKED_CASES,
     GRAD_TOL,
     MASK_MODS,
     OUT_TOL,
@@ -477,6 +479,20 @@ BAD = [
 def test_bad_input_raises(make_qkv_, make_kwargs, error, match):
     with pytest.raises(error, match=match):
         flashx.jax.attention(*make_qkv_(), **make_kwargs())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, fields, dtype", [pytest.param(Shape(*s), v, d, id=i) for i, s, v, d in GLUON_MASKED_CASES])
+def test_gpu_gluon_forward_windows_and_maps(forward_kernels, shape, fields, dtype):
+    """On Hopper, inside jax.jit: D = 128 calls with a sliding window or a block map (mask_mod)
+    take the Gluon forward (plan.GLUON_MASKED_TMA_ROUTE, descriptors built on the device): out,
+    lse and the gradients against float64, rows without keys exactly 0."""
+    from flashx.core import gluon_forward
+
+    if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
+        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    run_and_compare(np.random.default_rng(zlib.crc32(repr((shape, fields)).encode())), shape, Variant(**fields), dtype)
+    assert forward_kernels and all(kernel is gluon_forward.gluon_attention_forward_kernel for kernel in forward_kernels)
 
 
 # ----------------------------------------------------------------------------------------------

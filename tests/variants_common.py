@@ -238,3 +238,24 @@ def clamped_bounds(cu_seqlens, total: int) -> list:
         end = min(max(cu[b + 1], start), total)
         bounds.append((start, end))
     return bounds
+
+
+# ----------------------------------------------------------------------------------------------
+# GPU: windows and block maps through the Gluon forward (both frontends' tests)
+# ----------------------------------------------------------------------------------------------
+
+# (id, (B, Nq, Nkv, Hq, Hkv, D, Dv), Variant's fields, dtype): D = 128, where
+# plan.GLUON_MASKED_TMA_ROUTE gives sliding windows and block maps the Gluon forward on Hopper.
+# Ragged lengths, GQA/MQA, rows without keys (bottom-right causal with Nq > Nkv, "holes"), a
+# window without a right side, a map with the window folded in and one that depends on batch and head.
+GLUON_MASKED_CASES = (
+    ("gqa-window-200", (2, 1000, 1000, 8, 2, 128, 128), dict(window=(200, 0)), "bfloat16"),
+    ("mqa-q700-kv1300-window-333", (1, 700, 1300, 4, 1, 128, 128), dict(window=(333, 0)), "bfloat16"),
+    ("q1000-kv600-window-100-rows-without-keys-bhnd", (1, 1000, 600, 4, 2, 128, 128),
+     dict(window=(100, 0), layout="bhnd"), "float16"),
+    ("q900-kv1100-window-150-left-only", (1, 900, 1100, 4, 2, 128, 128), dict(window=(150, -1)), "bfloat16"),
+    ("gqa-q777-kv1200-documents-causal", (2, 777, 1200, 4, 2, 128, 128), dict(mask="document", causal=True),
+     "bfloat16"),
+    ("documents-window-400", (1, 1000, 1000, 4, 4, 128, 128), dict(mask="document", window=(400, 0)), "bfloat16"),
+    ("holes-rows-without-keys", (2, 900, 900, 4, 4, 128, 128), dict(mask="holes"), "bfloat16"),
+)

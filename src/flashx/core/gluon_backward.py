@@ -49,9 +49,14 @@ from .gluon_forward import (
     _copy_block,
     _copy_layout,
     _element_type,
+    _key_blocks_seen,
+    _map_row,
+    _map_walk,
     _ring_slot,
     _tile,
     _tile_walk,
+    _unmasked_key_blocks,
+    _walk_block,
     _wgmma_layout,
     descriptor_layout,
     rows_descriptor,
@@ -108,22 +113,6 @@ def _ring(STAGES: gl.constexpr, COPY_ARRIVALS: gl.constexpr, READERS: gl.constex
         mbarrier.init(a_empty.index(stage), count=READERS)
         mbarrier.init(b_empty.index(stage), count=READERS)
     return a_ready, b_ready, a_empty, b_empty
-
-
-@gluon.jit
-def _walk_block(i, p_list, MAP_STEPS: gl.constexpr, BLOCK_MAP: gl.constexpr):
-    """The 64-row (64-key) block of walk step i: i itself, or with a block map the i-th step of a
-    list of map blocks (each walked in MAP_STEPS steps)."""
-    block = i
-    if BLOCK_MAP:
-        block = gl.load(p_list + i // MAP_STEPS) * MAP_STEPS + i % MAP_STEPS
-    return block
-
-
-@gluon.jit
-def _map_walk(p_counts, MAP_STEPS: gl.constexpr):
-    """(partial steps, full steps) of a block map's row: its two list lengths in walk steps."""
-    return gl.load(p_counts) * MAP_STEPS, gl.load(p_counts + 1) * MAP_STEPS
 
 
 @gluon.jit
@@ -233,19 +222,6 @@ def _dkdv_producer_tile(Q, DO, strides, sizes, offsets, rings, map_t, tile, s, B
         else:
             s = _copy_rows(copies, rings, s, first, end, Q, STAGES, TMA, BLOCK_MAP, MAP_STEPS)
     return s
-
-
-@gluon.jit
-def _map_row(map_arrays, batch, head, block):
-    """(counts, list, the stride from the partial list to the full one) of one row of a block map
-    (map_arrays: counts, indices and their (batch, head, row, kind) strides; 0 where it
-    broadcasts)."""
-    counts, indices, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, stride_ik = map_arrays
-    b64 = batch.to(gl.int64)
-    h64 = head.to(gl.int64)
-    p_counts = counts + b64 * stride_cb + h64 * stride_ch + block.to(gl.int64) * stride_cq
-    p_list = indices + b64 * stride_ib + h64 * stride_ih + block.to(gl.int64) * stride_iq
-    return p_counts, p_list, stride_ik
 
 
 @gluon.jit
@@ -564,39 +540,6 @@ def gluon_attention_dkdv_kernel(
 # dQ: a program owns 64 * NUM_CONSUMERS query rows of one (batch, q head); the producer streams
 # the K and V blocks they see, each consumer holds its 64 rows' Q, dO, lse_log2 and delta and
 # accumulates dQ = scale * sum_j dS_j K_j.
-
-
-@gluon.jit
-def _key_blocks_seen(q0, rows, seqlen_kv, diag_offset, window_left, BLOCK_N: gl.constexpr,
-                     LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr):
-    """[first, end) of the key blocks that queries q0 .. q0 + rows see: up to the last row's
-    diagonal (causal), from the first row's window start (left window). May be empty."""
-    k_lo = 0
-    k_hi = seqlen_kv  # exclusive
-    if LIMIT_RIGHT:
-        k_hi = gl.minimum(gl.maximum(q0 + rows + diag_offset, 0), seqlen_kv)
-    if LIMIT_LEFT:
-        k_lo = gl.maximum(q0 + diag_offset - window_left, 0)
-    first = k_lo // BLOCK_N
-    end = gl.maximum((k_hi + BLOCK_N - 1) // BLOCK_N, first)
-    return first, end
-
-
-@gluon.jit
-def _unmasked_key_blocks(qc0, first, end, diag_offset, window_left, BLOCK_N: gl.constexpr,
-                         LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr):
-    """[lo, hi) within [first, end): the key blocks that all of queries qc0 .. qc0 + 64 see whole
-    (those before lo cross the last row's window start, those from hi the first row's diagonal).
-    Signed division truncates, so the negative cases are settled first."""
-    lo = first
-    hi = end
-    if LIMIT_LEFT:  # block j is masked while j * BLOCK_N < qc0 + 63 + diag_offset - window_left
-        x = qc0 + QUERY_BLOCK - 1 + diag_offset - window_left
-        lo = gl.minimum(gl.maximum(gl.where(x <= 0, 0, (x + BLOCK_N - 1) // BLOCK_N), first), end)
-    if LIMIT_RIGHT:  # block j is masked once j * BLOCK_N + BLOCK_N - 1 > qc0 + diag_offset
-        y = qc0 + diag_offset - (BLOCK_N - 1)
-        hi = gl.minimum(gl.maximum(gl.where(y < 0, 0, y // BLOCK_N + 1), lo), end)
-    return lo, hi
 
 
 @gluon.jit

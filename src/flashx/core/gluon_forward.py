@@ -280,6 +280,139 @@ def _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N: gl.cons
     return n_visible - half, half, n_unmasked
 
 
+# Windows and block maps (the forward's LIMIT_LEFT and BLOCK_MAP tiles, the backward's kernels):
+# which key blocks a query block sees, and a block map's lists.
+
+
+@gluon.jit
+def _walk_block(i, p_list, MAP_STEPS: gl.constexpr, BLOCK_MAP: gl.constexpr):
+    """The block (of the kernel's rows or keys) of walk step i: i itself, or with a block map the
+    i-th step of a list of map blocks (each walked in MAP_STEPS steps)."""
+    block = i
+    if BLOCK_MAP:
+        block = gl.load(p_list + i // MAP_STEPS) * MAP_STEPS + i % MAP_STEPS
+    return block
+
+
+@gluon.jit
+def _map_walk(p_counts, MAP_STEPS: gl.constexpr):
+    """(partial steps, full steps) of a block map's row: its two list lengths in walk steps."""
+    return gl.load(p_counts) * MAP_STEPS, gl.load(p_counts + 1) * MAP_STEPS
+
+
+@gluon.jit
+def _map_row(map_arrays, batch, head, block):
+    """(counts, list, the stride from the partial list to the full one) of one row of a block map
+    (map_arrays: counts, indices and their (batch, head, row, kind) strides; 0 where it
+    broadcasts)."""
+    counts, indices, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, stride_ik = map_arrays
+    b64 = batch.to(gl.int64)
+    h64 = head.to(gl.int64)
+    p_counts = counts + b64 * stride_cb + h64 * stride_ch + block.to(gl.int64) * stride_cq
+    p_list = indices + b64 * stride_ib + h64 * stride_ih + block.to(gl.int64) * stride_iq
+    return p_counts, p_list, stride_ik
+
+
+@gluon.jit
+def _key_blocks_seen(q0, rows, seqlen_kv, diag_offset, window_left, BLOCK_N: gl.constexpr,
+                     LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr):
+    """[first, end) of the key blocks that queries q0 .. q0 + rows see: up to the last row's
+    diagonal (causal), from the first row's window start (left window). May be empty."""
+    k_lo = 0
+    k_hi = seqlen_kv  # exclusive
+    if LIMIT_RIGHT:
+        k_hi = gl.minimum(gl.maximum(q0 + rows + diag_offset, 0), seqlen_kv)
+    if LIMIT_LEFT:
+        k_lo = gl.maximum(q0 + diag_offset - window_left, 0)
+    first = k_lo // BLOCK_N
+    end = gl.maximum((k_hi + BLOCK_N - 1) // BLOCK_N, first)
+    return first, end
+
+
+@gluon.jit
+def _unmasked_key_blocks(qc0, first, end, diag_offset, window_left, BLOCK_N: gl.constexpr,
+                         LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr):
+    """[lo, hi) within [first, end): the key blocks that all of queries qc0 .. qc0 + 64 see whole
+    (those before lo cross the last row's window start, those from hi the first row's diagonal).
+    Signed division truncates, so the negative cases are settled first."""
+    lo = first
+    hi = end
+    if LIMIT_LEFT:  # block j is masked while j * BLOCK_N < qc0 + 63 + diag_offset - window_left
+        x = qc0 + CONSUMER_ROWS - 1 + diag_offset - window_left
+        lo = gl.minimum(gl.maximum(gl.where(x <= 0, 0, (x + BLOCK_N - 1) // BLOCK_N), first), end)
+    if LIMIT_RIGHT:  # block j is masked once j * BLOCK_N + BLOCK_N - 1 > qc0 + diag_offset
+        y = qc0 + diag_offset - (BLOCK_N - 1)
+        hi = gl.minimum(gl.maximum(gl.where(y < 0, 0, y // BLOCK_N + 1), lo), end)
+    return lo, hi
+
+
+@gluon.jit
+def _tile_keys(tile_row0, row0, block, head, batch, sizes, masks, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+               LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, BLOCK_MAP: gl.constexpr,
+               MAP_STEPS: gl.constexpr):
+    """(steps, walk) of the key blocks that tile `block` (rows tile_row0 .. + BLOCK_M) walks, for
+    the consumer whose 64 rows start at row0 (the producer, which reads only the steps' blocks,
+    passes tile_row0). masks: (window_left, the block map's arrays as _map_row takes them).
+    walk: (first, lo, hi, map list, partial steps, stride to the full list), for _walk_key0 and
+    _walk_masked:
+    - dense or causal: blocks 0 .. steps, masked from hi on (the tile's first diagonal, a ragged
+      last block: _key_blocks);
+    - LIMIT_LEFT: blocks first .. first + steps, masked before lo (the consumer's last row's window
+      start) and from hi on (its first row's diagonal, a ragged last block);
+    - BLOCK_MAP (map blocks BLOCK_M rows high, MAP_STEPS * BLOCK_N keys wide): the map row's
+      partial blocks, masked, then its full ones.
+    At least one step, so that every barrier protocol runs: a tile that sees no key walks one
+    block, all of it masked."""
+    num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
+    window_left, map_q = masks
+    if BLOCK_MAP:
+        p_counts, p_list, stride_kind = _map_row(map_q, batch, head, block)
+        n_partial, n_full = _map_walk(p_counts, MAP_STEPS)
+        seen = n_partial + n_full
+        # hi: the steps the map gives (0: an empty row, whose one step _walk_key0 puts on block 0).
+        walk = (0, 0, seen, p_list, gl.where(seen == 0, 1, n_partial), stride_kind)
+        steps = gl.maximum(seen, 1)
+    elif LIMIT_LEFT:
+        first, end = _key_blocks_seen(tile_row0, BLOCK_M, seqlen_kv, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT,
+                                      LIMIT_LEFT)
+        lo, hi = _unmasked_key_blocks(row0, first, end, diag_offset, window_left, BLOCK_N, LIMIT_RIGHT, LIMIT_LEFT)
+        walk = (first, lo, gl.minimum(hi, seqlen_kv // BLOCK_N), 0, 0, 0)
+        steps = gl.maximum(end - first, 1)
+    else:
+        steps, n_unmasked = _key_blocks(tile_row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, LIMIT_RIGHT)
+        walk = (0, 0, n_unmasked, 0, 0, 0)
+    return steps, walk
+
+
+@gluon.jit
+def _walk_key0(j, walk, BLOCK_N: gl.constexpr, LIMIT_LEFT: gl.constexpr, BLOCK_MAP: gl.constexpr,
+               MAP_STEPS: gl.constexpr):
+    """The first key of step j of a tile's walk (_tile_keys)."""
+    first, lo, hi, p_list, n_partial, stride_kind = walk
+    block = j
+    if BLOCK_MAP:
+        entry = j // MAP_STEPS
+        partial_entries = n_partial // MAP_STEPS
+        listed = gl.load(p_list + gl.where(entry < partial_entries, entry, stride_kind + entry - partial_entries))
+        block = gl.where(hi > 0, listed, 0) * MAP_STEPS + j % MAP_STEPS
+    elif LIMIT_LEFT:
+        block = first + j
+    return block * BLOCK_N
+
+
+@gluon.jit
+def _walk_masked(j, walk, LIMIT_LEFT: gl.constexpr, BLOCK_MAP: gl.constexpr):
+    """Whether step j of a tile's walk (_tile_keys) needs its scores masked."""
+    first, lo, hi, p_list, n_partial, stride_kind = walk
+    if BLOCK_MAP:
+        masked = j < n_partial
+    elif LIMIT_LEFT:
+        masked = (first + j < lo) | (first + j >= hi)
+    else:
+        masked = j >= hi
+    return masked
+
+
 @gluon.jit
 def _copy_q(Q, stride_qb, stride_qn, stride_qh, row0, head, batch, seqlen_q, tile, q_buffers, q_ready, q_empty,
             layout: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_D: gl.constexpr, TMA: gl.constexpr):
@@ -333,15 +466,17 @@ def _copy_block(X, base, start, stride_n, offs, in_bounds, coord, buffers, ready
 
 
 @gluon.jit
-def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
+def _producer(Q, K, V, strides, sizes, masks, gqa_group, q_ring, rings,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
               PRODUCER_WARPS: gl.constexpr, LIMIT_RIGHT: gl.constexpr, PERSISTENT: gl.constexpr,
-              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr):
+              Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr,
+              LIMIT_LEFT: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr):
     """Copy K_j then V_j into ring step i's stage (i % STAGES) once the consumers have handed it back;
     with Q_BY_PRODUCER, first each tile's Q into one of its Q buffer sets (_q_sets). TMA: Q, K and V are tensor
     descriptors, each copy one message that completes on its barrier by byte count.
 
-    strides: Q's, K's and V's (batch, row, head) strides; sizes, q_ring and rings as _consumer's."""
+    strides: Q's, K's and V's (batch, row, head) strides; sizes, masks, q_ring and rings as
+    _consumer's. The key blocks a tile walks: _tile_keys."""
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, _turns = rings  # the consumers' alone
@@ -366,16 +501,18 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
         kv_head = kv_head32.to(gl.int64)
         k_base = batch.to(gl.int64) * stride_kb + kv_head * stride_kh
         v_base = batch.to(gl.int64) * stride_vb + kv_head * stride_vh
-        n_blocks, _ = _key_blocks(block * BLOCK_M, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, LIMIT_RIGHT)
+        n_blocks, walk = _tile_keys(block * BLOCK_M, block * BLOCK_M, block, head, batch, sizes, masks, BLOCK_M,
+                                    BLOCK_N, LIMIT_RIGHT, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS)
         for j in range(n_blocks):
             stage, phase = _ring_slot(i, STAGES)
             # A fresh barrier counts the phase before 0 as complete: the first round does not wait.
             phase = phase ^ 1
-            start = (j * BLOCK_N).to(gl.int64)
+            key0 = _walk_key0(j, walk, BLOCK_N, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS)
+            start = key0.to(gl.int64)
             # Keys past the sequence are zero-filled (TMA: by the copy engine): a stale V row would
             # turn 0 * garbage into NaN.
-            in_bounds = (j * BLOCK_N + offs_n)[:, None] < seqlen_kv
-            coord = (batch, j * BLOCK_N, kv_head32, 0)  # TMA's, in the descriptor's [B, N, H, D]
+            in_bounds = (key0 + offs_n)[:, None] < seqlen_kv
+            coord = (batch, key0, kv_head32, 0)  # TMA's, in the descriptor's [B, N, H, D]
             _copy_block(K, k_base, start, stride_kn, k_offs, in_bounds, coord, k_smem, k_ready, k_empty, stage, phase,
                         TMA)
             _copy_block(V, v_base, start, stride_vn, v_offs, in_bounds, coord, v_smem, v_ready, v_empty, stage, phase,
@@ -387,11 +524,27 @@ def _producer(Q, K, V, strides, sizes, gqa_group, q_ring, rings,
 def _mask_scores(s, col0, row0, diag_offset, seqlen_kv, s_layout: gl.constexpr,
                  KEYS: gl.constexpr, CAUSAL: gl.constexpr):
     """-inf where key col0 + c (of KEYS) is past the sequence or (CAUSAL) right of row r's diagonal."""
+    return _mask_scores_with(s, col0, row0, diag_offset, seqlen_kv, (0, 0, 0), s_layout, KEYS, CAUSAL, False, False,
+                             None)
+
+
+@gluon.jit
+def _mask_scores_with(s, col0, row0, diag_offset, seqlen_kv, masking, s_layout: gl.constexpr, KEYS: gl.constexpr,
+                      CAUSAL: gl.constexpr, LIMIT_LEFT: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
+                      MASK_MOD: gl.constexpr):
+    """-inf where key col0 + c (of KEYS) is past the sequence, (CAUSAL) right of row r's diagonal,
+    (LIMIT_LEFT) more than window_left left of it, or (HAS_MASK_MOD) where MASK_MOD(batch, head,
+    q_idx, kv_idx) is False; masking: (window_left, batch, head)."""
+    window_left, batch, head = masking
     rows = row0 + gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, s_layout))
     cols = col0 + gl.arange(0, KEYS, layout=gl.SliceLayout(0, s_layout))
     visible = cols[None, :] < seqlen_kv
     if CAUSAL:
         visible = visible & (cols[None, :] <= rows[:, None] + diag_offset)
+    if LIMIT_LEFT:
+        visible = visible & (cols[None, :] >= rows[:, None] + (diag_offset - window_left))
+    if HAS_MASK_MOD:
+        visible = visible & MASK_MOD(batch, head, rows[:, None], cols[None, :])
     return gl.where(visible, s, float("-inf"))
 
 
@@ -458,13 +611,15 @@ def _hand_back(k_ready, v_ready, k_empty, v_empty, i, first, end, STAGES: gl.con
 
 
 @gluon.jit
-def _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks, n_unmasked, m_i, l_i,
-                      acc, row0, diag_offset, seqlen_kv, qk_scale_log2, s_first, s_layout: gl.constexpr,
+def _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks, walk, masking, m_i,
+                      l_i, acc, row0, diag_offset, seqlen_kv, qk_scale_log2, s_first, s_layout: gl.constexpr,
                       o_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr, STAGES: gl.constexpr,
-                      TMA: gl.constexpr, CAUSAL: gl.constexpr, CHAINED: gl.constexpr):
-    """OVERLAP: one consumer's steps over n_blocks key blocks from ring step i, each block's
-    softmax under the previous block's O += P V. acc [64, D] enters as zeros; (m_i, l_i, acc, P of
-    the last block) out.
+                      TMA: gl.constexpr, CAUSAL: gl.constexpr, CHAINED: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+                      BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
+                      MASK_MOD: gl.constexpr):
+    """OVERLAP: one consumer's steps over n_blocks key blocks from ring step i (walk: _tile_keys'),
+    each block's softmax under the previous block's O += P V; masking: as _mask_scores_with's.
+    acc [64, D] enters as zeros; (m_i, l_i, acc, P of the last block) out.
 
     Block j: S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued together (asynchronous wgmma);
     once S_j has retired its softmax runs while P_{j-1} V_{j-1} is still in flight; then O, which
@@ -483,8 +638,9 @@ def _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty
         s = warpgroup_mma(q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA).permute((1, 0)), s_zero,
                           use_acc=False)
     mbarrier.arrive(k_empty.index(stage))
-    if n_unmasked <= 0:
-        s = _mask_scores(s, 0, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+    if _walk_masked(0, walk, LIMIT_LEFT, BLOCK_MAP):
+        s = _mask_scores_with(s, _walk_key0(0, walk, BLOCK_N, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS), row0, diag_offset,
+                              seqlen_kv, masking, s_layout, BLOCK_N, CAUSAL, LIMIT_LEFT, HAS_MASK_MOD, MASK_MOD)
     p, m_i, l_i, _ = _softmax_step(s, m_i, l_i, qk_scale_log2)  # O is 0: nothing to rescale
     p16 = gl.convert_layout(p.to(dtype), p_layout)
     for j in range(1, n_blocks):
@@ -497,8 +653,10 @@ def _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty
         acc_next = warpgroup_mma(p16, _as_tile(v_smem.index(prev), BLOCK_N, BLOCK_D, TMA), acc, is_async=True)
         s = warpgroup_mma_wait(num_outstanding=1, deps=(s_next,))  # S_j retired; P_{j-1} V_{j-1} may run on
         mbarrier.arrive(k_empty.index(stage))
-        if j >= n_unmasked:
-            s = _mask_scores(s, j * BLOCK_N, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+        if _walk_masked(j, walk, LIMIT_LEFT, BLOCK_MAP):
+            s = _mask_scores_with(s, _walk_key0(j, walk, BLOCK_N, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS), row0,
+                                  diag_offset, seqlen_kv, masking, s_layout, BLOCK_N, CAUSAL, LIMIT_LEFT, HAS_MASK_MOD,
+                                  MASK_MOD)
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
         acc, p16 = warpgroup_mma_wait(num_outstanding=0, deps=(acc_next, p16))  # P_{j-1} stays live until here
         mbarrier.arrive(v_empty.index(prev))
@@ -609,8 +767,10 @@ def _chained_tile(q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER: 
     l_i = gl.zeros([CONSUMER_ROWS], gl.float32, layout=gl.SliceLayout(1, s_layout))
     acc = gl.zeros([CONSUMER_ROWS, BLOCK_D], gl.float32, layout=o_layout)
     m_i, l_i, pending, p16 = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks,
-                                               n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv, qk_scale_log2,
-                                               s_first, s_layout, o_layout, BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL, True)
+                                               (0, 0, n_unmasked, 0, 0, 0), (0, batch, head), m_i, l_i, acc, row0,
+                                               diag_offset, seqlen_kv, qk_scale_log2, s_first, s_layout, o_layout,
+                                               BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL, True, False, False, 1, False,
+                                               None)
     return m_i, l_i, pending, p16, n_blocks, row0, head, batch
 
 
@@ -674,15 +834,18 @@ def _pass_turn(turns, CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
 
 
 @gluon.jit
-def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
+def _consumer(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rings, o_smem,
               CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
               Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr, TRIM_DIAGONAL: gl.constexpr, OVERLAP: gl.constexpr,
-              TMA_STORE: gl.constexpr, ACROSS_TILES: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr):
+              TMA_STORE: gl.constexpr, ACROSS_TILES: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr,
+              LIMIT_LEFT: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr,
+              HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr):
     """One warpgroup: rows CONSUMER * 64 .. + 64 of each of this program's tiles.
 
     strides: Q's, O's and LSE's (batch, row, head) strides; sizes: (num_heads, num_batches,
-    num_tiles, seqlen_q, seqlen_kv, diag_offset); q_ring: (Q buffers, a consumer's 64 rows each,
+    num_tiles, seqlen_q, seqlen_kv, diag_offset); masks: (window_left, the block map's arrays as
+    _map_row takes them), read with LIMIT_LEFT and BLOCK_MAP; q_ring: (Q buffers, a consumer's 64 rows each,
     and with Q_BY_PRODUCER _q_sets sets of them; q_ready, q_empty: a barrier a set); rings:
     (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns); o_smem (TMA_STORE): a [1, 64, 1,
     output_columns(D)] output buffer a consumer (else unused). With TMA_STORE and DEVICE_DESCRIPTORS each consumer
@@ -693,18 +856,21 @@ def _consumer(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
         _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem, CONSUMER, NUM_CONSUMERS,
                           BLOCK_N, BLOCK_D, STAGES, CAUSAL, TMA, TMA_STORE)
     else:
-        _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem, CONSUMER, NUM_CONSUMERS,
-                        BLOCK_N, BLOCK_D, STAGES, CAUSAL, TURNS, PERSISTENT, Q_BY_PRODUCER, TMA, TRIM_DIAGONAL,
-                        OVERLAP, TMA_STORE)
+        _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rings, o_smem, CONSUMER,
+                        NUM_CONSUMERS, BLOCK_N, BLOCK_D, STAGES, CAUSAL, TURNS, PERSISTENT, Q_BY_PRODUCER, TMA,
+                        TRIM_DIAGONAL, OVERLAP, TMA_STORE, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
 
 
 @gluon.jit
-def _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
+def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rings, o_smem,
                     CONSUMER: gl.constexpr, NUM_CONSUMERS: gl.constexpr, BLOCK_N: gl.constexpr,
                     BLOCK_D: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, TURNS: gl.constexpr,
                     PERSISTENT: gl.constexpr, Q_BY_PRODUCER: gl.constexpr, TMA: gl.constexpr,
-                    TRIM_DIAGONAL: gl.constexpr, OVERLAP: gl.constexpr, TMA_STORE: gl.constexpr):
-    """_consumer's tiles one after another (each tile's steps, then its rows stored)."""
+                    TRIM_DIAGONAL: gl.constexpr, OVERLAP: gl.constexpr, TMA_STORE: gl.constexpr,
+                    LIMIT_LEFT: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr,
+                    HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr):
+    """_consumer's tiles one after another (each tile's steps, then its rows stored). Windows and
+    block maps (LIMIT_LEFT, BLOCK_MAP) with OVERLAP alone, walked as _tile_keys says."""
     stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln = strides
     num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset = sizes
     k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns = rings
@@ -733,8 +899,10 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_s
     for t in range(first, end, step):
         block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, PERSISTENT)
         tile_row0 = block * BLOCK_M
-        n_blocks, n_unmasked = _key_blocks(tile_row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, CAUSAL)
         row0 = tile_row0 + CONSUMER * CONSUMER_ROWS
+        n_blocks, walk = _tile_keys(tile_row0, row0, block, head, batch, sizes, masks, BLOCK_M, BLOCK_N, CAUSAL,
+                                    LIMIT_LEFT, BLOCK_MAP, MAP_STEPS)
+        n_unmasked = walk[2]  # dense and causal tiles: blocks from n_unmasked on are masked
         b64 = batch.to(gl.int64)
         h64 = head.to(gl.int64)
         r64 = row0.to(gl.int64)
@@ -799,10 +967,12 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_s
                 whole = (n_full == 0).to(gl.int32)
                 n_overlapped = n_full + whole
                 half = half - whole
+                walk = (0, 0, n_unmasked, 0, 0, 0)
             m_i, l_i, acc, _ = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i,
-                                                 n_overlapped, n_unmasked, m_i, l_i, acc, row0, diag_offset, seqlen_kv,
-                                                 qk_scale_log2, s_zero, s_layout, o_layout, BLOCK_N, BLOCK_D, STAGES,
-                                                 TMA, CAUSAL, False)
+                                                 n_overlapped, walk, (masks[0], batch, head), m_i, l_i, acc, row0,
+                                                 diag_offset, seqlen_kv, qk_scale_log2, s_zero, s_layout, o_layout,
+                                                 BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL, False, LIMIT_LEFT, BLOCK_MAP,
+                                                 MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
             if TRIM_DIAGONAL:
                 if half > 0:
                     stage, phase = _ring_slot(i + n_overlapped, STAGES)
@@ -856,16 +1026,19 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_s
 
 @gluon.jit
 def gluon_attention_forward_kernel(
-    Q, K, V,
-    sm_scale, bottom_right, seqlen_q, seqlen_kv, gqa_group, num_heads, num_batches,
+    Q, K, V, MAP_COUNTS, MAP_INDICES,
+    sm_scale, bottom_right, window_left, seqlen_q, seqlen_kv, gqa_group, num_heads, num_batches,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln,
+    stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, stride_ik,
     O, LSE, DESCRIPTOR_SCRATCH,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
     STRIDE_ALIGN: gl.constexpr, STAGES: gl.constexpr, TURNS: gl.constexpr, PERSISTENT: gl.constexpr,
     Q_BY_PRODUCER: gl.constexpr, PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
     CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr, DEVICE_DESCRIPTORS: gl.constexpr, TRIM_DIAGONAL: gl.constexpr,
     OVERLAP: gl.constexpr, TMA_STORE: gl.constexpr, ACROSS_TILES: gl.constexpr,
+    LIMIT_LEFT: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
+    MASK_MOD: gl.constexpr,
 ):
     """Grid (cdiv(Nq, BLOCK_M), Hq, B), or PERSISTENT (at most the SM count, 1, 1); launch with
     num_warps=4 (the first consumer's warpgroup: Triton adds the other partitions' warps).
@@ -876,7 +1049,16 @@ def gluon_attention_forward_kernel(
     O descriptors). DESCRIPTOR_SCRATCH:
     never touched by the kernel; for launchers that pass no global scratch (jax-triton's), at least
     programs * plan.GLUON_DESCRIPTOR_BYTES + 127 bytes that flashx/jax/gluon.py points the compiled
-    kernel's scratch at."""
+    kernel's scratch at.
+
+    LIMIT_LEFT: a query i sees keys from i + diag - window_left on (a sliding window; diag =
+    Nkv - Nq when bottom_right is 1, else 0), causal at most on the right. BLOCK_MAP: each tile
+    walks its row of a block map (MAP_COUNTS [B, H, nQ, 2], MAP_INDICES [B, H, nQ, 2, nK] through
+    the stride_c* / stride_i* strides, 0 where they broadcast; map blocks BLOCK_M queries high and
+    MAP_STEPS * BLOCK_N keys wide, causal and window folded in), its partial blocks masked (by
+    MASK_MOD(batch, head, q_idx, kv_idx) with HAS_MASK_MOD, and the causal and window bounds),
+    its full blocks not. Both with OVERLAP tiles only (not TURNS, TRIM_DIAGONAL or ACROSS_TILES);
+    otherwise those arguments are unused."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_M // CONSUMER_ROWS
     Q_SETS: gl.constexpr = _q_sets(HEAD_DIM)
     gl.static_assert(NUM_CONSUMERS * CONSUMER_ROWS == BLOCK_M)
@@ -886,6 +1068,7 @@ def gluon_attention_forward_kernel(
     gl.static_assert(not (ACROSS_TILES and TRIM_DIAGONAL))
     gl.static_assert(not TMA_STORE or TMA)
     gl.static_assert(not ACROSS_TILES or (OVERLAP and PERSISTENT and Q_BY_PRODUCER))
+    gl.static_assert(not (LIMIT_LEFT or BLOCK_MAP) or (OVERLAP and not (TRIM_DIAGONAL or ACROSS_TILES)))
     dtype: gl.constexpr = _element_type(O, TMA_STORE and not DEVICE_DESCRIPTORS)
     # jax-triton passes no divisibility hints, and cp.async needs 16-byte rows.
     A: gl.constexpr = STRIDE_ALIGN
@@ -943,6 +1126,8 @@ def gluon_attention_forward_kernel(
     qk_scale_log2 = sm_scale.to(gl.float32) * LOG2_E  # jax-triton passes Python floats as fp64
     strides = (stride_qb, stride_qn, stride_qh, stride_ob, stride_on, stride_oh, stride_lb, stride_lh, stride_ln)
     sizes = (num_heads, num_batches, num_tiles, seqlen_q, seqlen_kv, diag_offset)
+    masks = (window_left, (MAP_COUNTS, MAP_INDICES, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq,
+                           stride_ik))
     rings = (k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, turns)
     copy_strides = (stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh)
     q_ring = (q_smem, q_ready, q_empty)
@@ -950,37 +1135,37 @@ def gluon_attention_forward_kernel(
     # them built once would not stay constexpr).
     if NUM_CONSUMERS == 2:
         gl.warp_specialize(
-            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
+            [(_consumer, (Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rings, o_smem,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
                           Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
-                          DEVICE_DESCRIPTORS)),
-             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
+                          DEVICE_DESCRIPTORS, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)),
+             (_consumer, (Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rings, o_smem,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
                           Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
-                          DEVICE_DESCRIPTORS)),
-             (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
-                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
-                          DEVICE_DESCRIPTORS))],
+                          DEVICE_DESCRIPTORS, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)),
+             (_producer, (Q, K, V, copy_strides, sizes, masks, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N,
+                          HEAD_DIM, STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
+                          DEVICE_DESCRIPTORS, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS))],
             [CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, PRODUCER_REGS],
         )
     else:
         gl.warp_specialize(
-            [(_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
+            [(_consumer, (Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rings, o_smem,
                           0, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
                           Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
-                          DEVICE_DESCRIPTORS)),
-             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
+                          DEVICE_DESCRIPTORS, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)),
+             (_consumer, (Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rings, o_smem,
                           1, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
                           Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
-                          DEVICE_DESCRIPTORS)),
-             (_consumer, (Q, O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_smem,
+                          DEVICE_DESCRIPTORS, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)),
+             (_consumer, (Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rings, o_smem,
                           2, NUM_CONSUMERS, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, TURNS, PERSISTENT,
                           Q_BY_PRODUCER, TMA, TRIM_DIAGONAL, OVERLAP, TMA_STORE, ACROSS_TILES,
-                          DEVICE_DESCRIPTORS)),
-             (_producer, (Q, K, V, copy_strides, sizes, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N, HEAD_DIM,
-                          STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
-                          DEVICE_DESCRIPTORS))],
+                          DEVICE_DESCRIPTORS, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)),
+             (_producer, (Q, K, V, copy_strides, sizes, masks, gqa_group, q_ring, rings, BLOCK_M, BLOCK_N,
+                          HEAD_DIM, STAGES, PRODUCER_WARPS, LIMIT_RIGHT, PERSISTENT, Q_BY_PRODUCER, TMA,
+                          DEVICE_DESCRIPTORS, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS))],
             [CONSUMER_WARPS, CONSUMER_WARPS, PRODUCER_WARPS],
             [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS],
         )

@@ -209,6 +209,14 @@ GLUON_TMA_ROUTE = {
     # 456); 16k 1489-1492 vs 1523-1525.
     (256, True): ((1024, "d256-tma-persist-ovl-ts"),),
 }
+# Sliding windows and block maps in the Gluon forward (LIMIT_LEFT, BLOCK_MAP; OVERLAP tiles
+# without TRIM_DIAGONAL or ACROSS_TILES, whose BLOCK_M is the map's block height and whose BLOCK_N
+# divides its width), by (head dim, "window" | "map"), for launchers with descriptors; the rest
+# keep the tl forward.
+GLUON_MASKED_TMA_ROUTE = {
+    (128, "window"): "pp-tma-persist-ovl-ts",
+    (128, "map"): "pp-tma-persist-ovl-ts",
+}
 # Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
 GLUON_TMA_Q_ROWS = 64
 # Launchers without host descriptors (jax-triton's) may take GLUON_TMA_ROUTE's tiles with
@@ -851,7 +859,8 @@ class AttentionPlan:
         (jax-triton's, through flashx/jax/gluon.py; taken while GLUON_DEVICE_DESCRIPTORS), else
         None. With descriptors, GLUON_TMA_ROUTE comes first (with "device", GLUON_DEVICE_TMA_ROUTE's
         spans replace its own), for inputs with no broadcast axis (a descriptor's strides must be
-        positive multiples of 16 bytes)."""
+        positive multiples of 16 bytes); calls with a left window or a block map take
+        GLUON_MASKED_TMA_ROUTE's tile there, and no cp.async tile."""
         tma = _takes_tma(descriptors)
         if not runtime.hopper_gluon():
             return None
@@ -866,8 +875,21 @@ class AttentionPlan:
 
     def _gluon_tma_tile(self, descriptors: str) -> Optional[str]:
         positive = all(self.scalars[f"stride_{x}{a}"] > 0 for x in "qkv" for a in "bnh")
+        if self.flags["LIMIT_LEFT"] or self.flags["BLOCK_MAP"]:
+            return self._gluon_masked_tile() if positive else None
         route = {**GLUON_TMA_ROUTE, **GLUON_DEVICE_TMA_ROUTE} if descriptors == "device" else GLUON_TMA_ROUTE
         return self._gluon_route(route) if positive else None
+
+    def _gluon_masked_tile(self) -> Optional[str]:
+        """The TMA tile (GLUON_MASKED_TMA_ROUTE) of a call with a left window or a block map, or None."""
+        if not self._gluon_plain(window=True, block_map=True):
+            return None
+        tile = GLUON_MASKED_TMA_ROUTE.get((self.head_dim, "map" if self.flags["BLOCK_MAP"] else "window"))
+        spec = self.block_mask
+        if tile is None or (spec is not None and (spec.block_m != GLUON_FORWARD_TILES[tile]["BLOCK_M"]
+                                                  or spec.block_n % GLUON_FORWARD_TILES[tile]["BLOCK_N"])):
+            return None
+        return tile
 
     def _gluon_route(self, route: Mapping) -> Optional[str]:
         if not self._gluon_plain(window=False, block_map=False):
@@ -1006,7 +1028,8 @@ class AttentionPlan:
 
         tile = GLUON_FORWARD_TILES[tile_name]
         grid = gluon_forward_grid(tile, self.batch, self.max_seqlen_q, self.heads_q)
-        constexprs = self._constexprs(kernel, dict(tile, DEVICE_DESCRIPTORS=device_descriptors))
+        map_steps = self.block_mask.block_n // tile["BLOCK_N"] if self.block_mask else 1
+        constexprs = self._constexprs(kernel, dict(tile, DEVICE_DESCRIPTORS=device_descriptors, MAP_STEPS=map_steps))
         outputs = ("O", "LSE", "DESCRIPTOR_SCRATCH")
         # num_warps: the first consumer warpgroup's; Triton adds the other partitions' warps.
         return self._forward_static(kernel, grid, constexprs, dict(num_warps=4, num_stages=1), outputs,
