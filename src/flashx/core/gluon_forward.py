@@ -899,10 +899,10 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
     for t in range(first, end, step):
         block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, PERSISTENT)
         tile_row0 = block * BLOCK_M
-        row0 = tile_row0 + CONSUMER * CONSUMER_ROWS
-        n_blocks, walk = _tile_keys(tile_row0, row0, block, head, batch, sizes, masks, BLOCK_M, BLOCK_N, CAUSAL,
-                                    LIMIT_LEFT, BLOCK_MAP, MAP_STEPS)
+        n_blocks, walk = _tile_keys(tile_row0, tile_row0 + CONSUMER * CONSUMER_ROWS, block, head, batch, sizes, masks,
+                                    BLOCK_M, BLOCK_N, CAUSAL, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS)
         n_unmasked = walk[2]  # dense and causal tiles: blocks from n_unmasked on are masked
+        row0 = tile_row0 + CONSUMER * CONSUMER_ROWS
         b64 = batch.to(gl.int64)
         h64 = head.to(gl.int64)
         r64 = row0.to(gl.int64)
