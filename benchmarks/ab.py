@@ -15,6 +15,7 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
   D = 128, forward and backward; FLOPs counted on visible entries as in bench_variants.py;
   and a causal block mask whose mask_mod keeps every pair (a block map's long programs, to
   set beside dense causal).
+- variants-d: the window and documents forward at D = 64 (H = 32) and D = 256 (H = 8).
 - gqa: 32 q heads sharing 8 kv heads, B = 4, N = 4k, D = 128, causal, forward and backward.
 - short: B = 64, N = 256 and 512, H * D = 2048, D = 128 and 64, causal forward.
 - d256: D = 256 (H = 8, B*N = 16k), forward at N = 1k, 4k, 16k and backward at 4k, causal and not.
@@ -40,7 +41,7 @@ import subprocess
 import sys
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "gqa", "short", "n1k", "d256", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d256", "host")
 
 
 def _dense_cases(groups):
@@ -60,6 +61,10 @@ def _dense_cases(groups):
                 cases.append(dict(kind=kind, b=1, n=16384, h=16, d=128, causal=True, mask=mask))
         for kind in ("fwd", "bwd"):
             cases.append(dict(kind=kind, b=1, n=16384, h=16, d=128, causal=True, mask="causal-map"))
+    if "variants-d" in groups:
+        for d in (64, 256):
+            for mask in ("window", "documents"):
+                cases.append(dict(kind="fwd", b=1, n=16384, h=2048 // d, d=d, causal=True, mask=mask))
     if "gqa" in groups:
         for kind in ("fwd", "bwd"):
             cases.append(dict(kind=kind, b=4, n=4096, h=32, hkv=8, d=128, causal=True))

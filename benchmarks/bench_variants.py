@@ -144,7 +144,7 @@ class Row:
 def cases_for(args) -> list:
     cpu = args.device == "cpu"
     n = args.n or (64 if cpu else 16384)
-    heads, d = (2, 16) if cpu else (16, 128)
+    heads, d = (2, 16) if cpu else (2048 // (args.d or 128), args.d or 128)
     window = args.window or (16 if cpu else 1024)
     docs = args.docs
     if n % docs:
@@ -175,6 +175,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--n", type=int, default=None, help="N of the window, documents and causal cases (default 16384)")
     p.add_argument("--gqa-n", type=int, default=None, help="N of the GQA case (default 4096)")
     p.add_argument("--window", type=int, default=None, help="keys in the sliding window (default 1024)")
+    p.add_argument("--d", type=int, default=None,
+                   help="head dim of the window, documents and causal cases, with H = 2048 // D (default 128)")
     p.add_argument("--docs", type=int, default=8, help="documents in the document mask (default: %(default)s)")
     args = p.parse_args(argv)
     if args.systems is None:

@@ -212,10 +212,17 @@ GLUON_TMA_ROUTE = {
 # Sliding windows and block maps in the Gluon forward (LIMIT_LEFT, BLOCK_MAP; OVERLAP tiles
 # without TRIM_DIAGONAL or ACROSS_TILES, whose BLOCK_M is the map's block height and whose BLOCK_N
 # divides its width), by (head dim, "window" | "map"), for launchers with descriptors; the rest
-# keep the tl forward.
+# keep the tl forward. H200, 2026-12-02 17:19-17:26 UTC, torch, causal, N = 16k, H * D = 2048,
+# TFLOP/s on visible entries, benchmarks/ab.py (2 rounds, A B B A), tl -> Gluon: D = 128 window
+# 1024 318.8 -> 422.3, 8 documents 325.6 -> 449.0, a causal map 438.7 -> 576.1; D = 256 window
+# 318.3 -> 480.6, documents 308.7 -> 505.6; D = 64 documents 219.8 -> 340.2, but the window
+# 286.3 -> 284.4 (level: not routed). Logs: results/h200/logs/2026-12-02-s36-*.
 GLUON_MASKED_TMA_ROUTE = {
+    (64, "map"): "pp-tma-persist-ovl-ts",
     (128, "window"): "pp-tma-persist-ovl-ts",
     (128, "map"): "pp-tma-persist-ovl-ts",
+    (256, "window"): "d256-tma-persist-ovl-ts",
+    (256, "map"): "d256-tma-persist-ovl-ts",
 }
 # Q's block in a TMA descriptor: one consumer's rows (the K and V blocks are the tile's BLOCK_N).
 GLUON_TMA_Q_ROWS = 64
