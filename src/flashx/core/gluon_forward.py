@@ -1,4 +1,5 @@
-"""A warp-specialized attention forward in Gluon for Hopper (sm_90): the fast path of dense calls.
+"""A warp-specialized attention forward in Gluon for Hopper (sm_90): the fast path of dense and
+causal calls, sliding windows and block maps.
 
 One tile is BLOCK_M = 64 * NUM_CONSUMERS query rows of one (batch, q head); a program runs
 NUM_CONSUMERS + 1 partitions on it:
@@ -32,6 +33,10 @@ TMA_STORE (with TMA): O is a descriptor too (with DEVICE_DESCRIPTORS each consum
 own); each consumer writes its 64 output rows into a shared buffer of its own and one TMA store
 takes them to memory, so the consumer moves on to its next tile while the store drains
 (FlashAttention-3's epilogue); at D = 256 in two 128-column halves (output_columns).
+
+LIMIT_LEFT / BLOCK_MAP (OVERLAP tiles): a tile walks only the key blocks its rows see, from the
+window's left edge, or its row of a block map (the partial blocks, then the full ones; mask_mod
+on the partial ones); the producer and the consumers read the same walk (_tile_keys).
 
 TMA: Q, K and V come as tensor descriptors, each over the array's [B, N, H, D] shape and
 strides with a [1, rows, 1, D] block: the copy engine fills rows past N with zeros, and one
