@@ -8,7 +8,10 @@ forward); --cases picks among these, the D = 128 non-causal backward and the D =
 --dkdv-tile forces the backward's dK/dV tile (or a variant of it, --dkdv-set) in both frontends,
 --tile-set changes a field of any Gluon tile in place (both frontends), --route sets both
 frontends' TMA forward route for a head dim and --device-route the JAX frontend's own
-(GLUON_DEVICE_TMA_ROUTE). Four timings per case:
+(GLUON_DEVICE_TMA_ROUTE); --window W (a causal sliding window of W keys) or --docs K (K equal
+causal documents: mask_mod with a block mask built once in each frontend) masks every causal
+forward case, FLOPs counted on the visible entries as bench_variants.py counts them. Four
+timings per case:
 - "single", as in the other scripts: triton.testing.do_bench medians for torch (CUDA events
   around each call, L2 flushed before it), one jitted call after another, timed by the wall
   clock around block_until_ready, for JAX: each JAX call pays its dispatch;
@@ -27,6 +30,7 @@ Prints TFLOP/s and jax/torch per case and timing, and each kernel's median devic
     python benchmarks/jax_vs_torch.py --cases bwd128 bwd128c --dkdv-tile dkdv-tma-ts --dkdv-set PRODUCER_REGS=24
     python benchmarks/jax_vs_torch.py --n 1024 --cases fwd256 fwd256c --tile-set d256-tma-trim-ts:PRODUCER_REGS=32
     python benchmarks/jax_vs_torch.py --n 1024 --cases fwd256c --device-route 256c:1024=d256-tma-trim-ts,4096=d256-tma-persist-ovl
+    python benchmarks/jax_vs_torch.py --n 16384 --cases fwd128c fwd256c --docs 8
 """
 from __future__ import annotations
 
@@ -151,8 +155,13 @@ def main() -> int:
     parser.add_argument("--device-route", nargs="+", default=[], metavar="DIM[c]:KEYS=TILE,...",
                         help="the JAX frontend's own forward route for a head dim (c: causal), "
                              "e.g. 256c:1024=d256-tma-trim-ts")
+    masks = parser.add_mutually_exclusive_group()
+    masks.add_argument("--window", type=int, default=None, help="causal cases: a sliding window of this many keys")
+    masks.add_argument("--docs", type=int, default=None, help="causal cases: this many equal documents (mask_mod)")
     args = parser.parse_args()
     n = args.n
+    if args.docs and n % args.docs:
+        parser.error(f"--docs {args.docs} does not divide N = {n}")
     b = max(16384 // n, 1)
     import jax
     import jax.numpy as jnp
@@ -165,6 +174,7 @@ def main() -> int:
 
     import flashx.jax as fj
     import flashx.torch as ft
+    from bench_variants import document_mask_for  # after flashx (it makes a @triton.jit function)
 
     set_tile_fields(args.tile_set)
     set_routes("GLUON_TMA_ROUTE", args.route)
@@ -178,23 +188,34 @@ def main() -> int:
         arrays = [rng.standard_normal((b, h, n, d), dtype=np.float32) for _ in range(3 + GROUP)]
         jq, jk, jv, *jdos = (jnp.asarray(a, dtype=jnp.bfloat16) for a in arrays)
         tq, tk, tv, *tdos = (torch.tensor(a, device="cuda", dtype=torch.bfloat16) for a in arrays)
-        flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0) * (2.5 if kind == "bwd" else 1.0)
+        visible = n * n * (0.5 if causal else 1.0)
+        jax_options, torch_options = {}, {}
+        if causal and kind == "fwd" and args.window:
+            visible = sum(min(i + 1, args.window) for i in range(n))
+            jax_options = torch_options = dict(window=(args.window - 1, 0))
+        elif causal and kind == "fwd" and args.docs:
+            length = n // args.docs
+            visible = args.docs * length * (length + 1) / 2
+            mask_mod = document_mask_for(length)
+            jax_options = dict(block_mask=fj.create_block_mask(mask_mod, None, None, n, n, causal=True))
+            torch_options = dict(block_mask=ft.create_block_mask(mask_mod, None, None, n, n, causal=True))
+        flops = 4.0 * b * h * visible * d * (2.5 if kind == "bwd" else 1.0)
 
         def attend(q, k, v):
-            return fj.attention(q, k, v, causal=causal, layout="bhnd")
+            return fj.attention(q, k, v, causal=causal, layout="bhnd", **jax_options)
 
         if kind == "fwd":
             # The grouped calls take GROUP distinct query arrays (dO's arrays, same shape).
             def torch_call():
-                return ft.attention(tq, tk, tv, causal=causal, layout="bhnd")
+                return ft.attention(tq, tk, tv, causal=causal, layout="bhnd", **torch_options)
 
             jax_ms = common.time_jax(jax.jit(attend), (jq, jk, jv), 200, 1000)
             common.settle()
             torch_ms = do_bench(torch_call, warmup=25, rep=200)
             jax_group = common.time_jax(jax.jit(lambda qs, k, v: [attend(q, k, v) for q in qs]), (tuple(jdos), jk, jv), 200, 1000)
             common.settle()
-            torch_group = do_bench(lambda: [ft.attention(q, tk, tv, causal=causal, layout="bhnd") for q in tdos],
-                                   warmup=25, rep=400)
+            torch_group = do_bench(lambda: [ft.attention(q, tk, tv, causal=causal, layout="bhnd", **torch_options)
+                                            for q in tdos], warmup=25, rep=400)
         else:
             _, vjp_fn = jax.jit(lambda q, k, v: jax.vjp(attend, q, k, v))(jq, jk, jv)
             jax_ms = common.time_jax(jax.jit(lambda fn, ct: fn(ct)), (vjp_fn, jdos[0]), 200, 1000)
@@ -219,7 +240,8 @@ def main() -> int:
             jax_device = device_ms(lambda: jitted(vjp_fn, jdos[0]), jax.block_until_ready, "jax")
         torch_device = device_ms(torch_call, lambda _: torch.cuda.synchronize(), "torch")
         jax_group, torch_group = jax_group / GROUP, torch_group / GROUP
-        name = f"{kind} D{d} {'causal' if causal else 'non-causal'}"
+        mask = f" window {args.window}" if "window" in torch_options else f" {args.docs} docs" if torch_options else ""
+        name = f"{kind} D{d} {'causal' if causal else 'non-causal'}{mask}"
         for timing, jms, tms in (("single", jax_ms, torch_ms), (f"grouped x{GROUP}", jax_group, torch_group),
                                  ("wall", jax_ms, torch_wall), ("device", jax_device, torch_device)):
             print(f"{name} {timing}: jax {flops / jms * 1e-9:.1f}  torch {flops / tms * 1e-9:.1f}  "
