@@ -501,6 +501,8 @@ def test_gluon_forward_route_table():
         pytest.param(dict(window=(256, 0), d=64), None, id="d64-window"),
         pytest.param(dict(window=(256, 0), d=256), "d256-tma-persist-ovl-ts", id="d256-window"),
         pytest.param(dict(window=(256, 3)), None, id="window-right"),
+        pytest.param(dict(window=(256, 0), bottom_right=False, nq=1000), None, id="window-top-left"),
+        pytest.param(dict(window=(256, 0), bottom_right=False), "pp-tma-persist-ovl-ts", id="window-top-left-square"),
     ],
 )
 def test_gluon_tma_route(monkeypatch, change, tile):
@@ -510,7 +512,8 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     latter, or GLUON_DEVICE_TMA_ROUTE's where it has one; off Hopper none takes a Gluon tile."""
     tile, device_tile = tile if isinstance(tile, tuple) else (tile, tile)
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
-    c = dict(dict(nq=2100, nkv=2100, d=128, causal=False, window=None, layout="bnhd", broadcast_k=False), **change)
+    c = dict(dict(nq=2100, nkv=2100, d=128, causal=False, window=None, layout="bnhd", broadcast_k=False,
+                  bottom_right=True), **change)
     if c["nkv"] == 2100 and c["d"] == 64:
         c["nkv"] = 1024
 
@@ -520,7 +523,7 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     q, kv = spec(shape(c["nq"], 4)), spec(shape(c["nkv"], 2))
     k = spec(kv.shape, "bfloat16", (0,) + kv.strides[1:]) if c["broadcast_k"] else kv
     options = dict(causal=c["causal"]) if c["window"] is None else dict(window=c["window"])
-    plan = core.plan_attention(q, k, kv, layout=c["layout"], **options)
+    plan = core.plan_attention(q, k, kv, layout=c["layout"], bottom_right=c["bottom_right"], **options)
     assert plan.gluon_forward_tile(descriptors="host") == tile
     assert plan.gluon_forward_tile() == plan.gluon_tile
     assert plan.gluon_tile is None or not plan_mod.GLUON_FORWARD_TILES[plan.gluon_tile]["TMA"]
