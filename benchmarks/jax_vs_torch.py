@@ -174,7 +174,7 @@ def main() -> int:
 
     import flashx.jax as fj
     import flashx.torch as ft
-    from bench_variants import document_mask_for  # after flashx (it makes a @triton.jit function)
+    from bench_variants import Case as MaskedCase, document_mask_for  # after flashx (it makes a @triton.jit function)
 
     set_tile_fields(args.tile_set)
     set_routes("GLUON_TMA_ROUTE", args.route)
@@ -190,15 +190,16 @@ def main() -> int:
         tq, tk, tv, *tdos = (torch.tensor(a, device="cuda", dtype=torch.bfloat16) for a in arrays)
         visible = n * n * (0.5 if causal else 1.0)
         jax_options, torch_options = {}, {}
-        if causal and kind == "fwd" and args.window:
-            visible = sum(min(i + 1, args.window) for i in range(n))
-            jax_options = torch_options = dict(window=(args.window - 1, 0))
-        elif causal and kind == "fwd" and args.docs:
-            length = n // args.docs
-            visible = args.docs * length * (length + 1) / 2
-            mask_mod = document_mask_for(length)
-            jax_options = dict(block_mask=fj.create_block_mask(mask_mod, None, None, n, n, causal=True))
-            torch_options = dict(block_mask=ft.create_block_mask(mask_mod, None, None, n, n, causal=True))
+        if causal and kind == "fwd" and (args.window or args.docs):
+            masked = MaskedCase("window" if args.window else "documents", b, h, h, n, d, window=args.window or 0,
+                                docs=args.docs or 0)
+            visible = masked.visible  # counted as bench_variants.py counts them
+            if args.window:
+                jax_options = torch_options = dict(window=(args.window - 1, 0))
+            else:
+                mask_mod = document_mask_for(masked.doc_len)
+                jax_options = dict(block_mask=fj.create_block_mask(mask_mod, None, None, n, n, causal=True))
+                torch_options = dict(block_mask=ft.create_block_mask(mask_mod, None, None, n, n, causal=True))
         flops = 4.0 * b * h * visible * d * (2.5 if kind == "bwd" else 1.0)
 
         def attend(q, k, v):

@@ -972,10 +972,9 @@ def test_gluon_forward_walks_block_maps_and_windows(gpu_plans, window):
     bm = plan_mod.plan_block_mask(documents, None, 4, 900, 900, **mask)
     arrays = {name: object() for name in ("Q", "K", "V", "MAP_COUNTS", "MAP_INDICES")}
     tile = plan_mod.GLUON_MASKED_TMA_ROUTE[(128, "map")]
-    for options in (dict(mask_mod=documents, block_mask=bm), dict(window=window) if window else None):
-        if options is None:
-            continue
-        plan = core.plan_attention(q, q, q, **(mask if "block_mask" in options else {}), **options)
+    calls = [dict(mask, mask_mod=documents, block_mask=bm)] + ([dict(window=window)] if window else [])
+    for options in calls:
+        plan = core.plan_attention(q, q, q, **options)
         assert plan.gluon_forward_tile(descriptors="host") == tile
         assert plan.gluon_forward_tile(descriptors="device") == tile
         assert plan.gluon_forward_tile() is None

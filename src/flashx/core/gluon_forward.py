@@ -385,8 +385,14 @@ def _tile_keys(tile_row0, row0, block, head, batch, sizes, masks, BLOCK_M: gl.co
         steps = gl.maximum(end - first, 1)
     else:
         steps, n_unmasked = _key_blocks(tile_row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M, BLOCK_N, LIMIT_RIGHT)
-        walk = (0, 0, n_unmasked, 0, 0, 0)
+        walk = _plain_walk(n_unmasked)
     return steps, walk
+
+
+@gluon.jit
+def _plain_walk(n_unmasked):
+    """The walk (_tile_keys') of a dense or causal tile: blocks 0, 1, ..., masked from n_unmasked on."""
+    return (0, 0, n_unmasked, 0, 0, 0)
 
 
 @gluon.jit
@@ -772,7 +778,7 @@ def _chained_tile(q_tile, s_first, t, i, sizes, qk_scale_log2, rings, CONSUMER: 
     l_i = gl.zeros([CONSUMER_ROWS], gl.float32, layout=gl.SliceLayout(1, s_layout))
     acc = gl.zeros([CONSUMER_ROWS, BLOCK_D], gl.float32, layout=o_layout)
     m_i, l_i, pending, p16 = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i, n_blocks,
-                                               (0, 0, n_unmasked, 0, 0, 0), (0, batch, head), m_i, l_i, acc, row0,
+                                               _plain_walk(n_unmasked), (0, batch, head), m_i, l_i, acc, row0,
                                                diag_offset, seqlen_kv, qk_scale_log2, s_first, s_layout, o_layout,
                                                BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL, True, False, False, 1, False,
                                                None)
@@ -907,6 +913,8 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
         n_blocks, walk = _tile_keys(tile_row0, tile_row0 + CONSUMER * CONSUMER_ROWS, block, head, batch, sizes, masks,
                                     BLOCK_M, BLOCK_N, CAUSAL, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS)
         n_unmasked = walk[2]  # dense and causal tiles: blocks from n_unmasked on are masked
+        # row0 after the walk, as before windows and maps came: computed first, it changed the
+        # dense and causal kernels' PTX (NOTES v0.30 item 2).
         row0 = tile_row0 + CONSUMER * CONSUMER_ROWS
         b64 = batch.to(gl.int64)
         h64 = head.to(gl.int64)
@@ -972,7 +980,7 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
                 whole = (n_full == 0).to(gl.int32)
                 n_overlapped = n_full + whole
                 half = half - whole
-                walk = (0, 0, n_unmasked, 0, 0, 0)
+                walk = _plain_walk(n_unmasked)
             m_i, l_i, acc, _ = _overlapped_steps(q_tile, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, i,
                                                  n_overlapped, walk, (masks[0], batch, head), m_i, l_i, acc, row0,
                                                  diag_offset, seqlen_kv, qk_scale_log2, s_zero, s_layout, o_layout,
