@@ -280,6 +280,30 @@ def test_jax_bias_and_mask_and_lengths(rng):
                 query_seq_lengths=jnp.asarray([29, 17], jnp.int32), key_value_seq_lengths=jnp.asarray([25, 33], jnp.int32))
 
 
+
+@pytest.mark.gpu
+@needs_jax_triton
+@pytest.mark.parametrize(
+    "t, s, n, kh, h, kwargs",
+    [
+        pytest.param(1000, 900, 4, 2, 128, dict(local_window_size=(150, 0)), id="gqa-t1000-s900-window-150"),
+        pytest.param(700, 1300, 4, 1, 128, dict(local_window_size=(333, 0), is_causal=True),
+                     id="mqa-t700-s1300-window-333-causal"),
+        pytest.param(800, 1000, 2, 2, 256, dict(local_window_size=(200, 0)), id="d256-t800-s1000-window-200"),
+    ],
+)
+def test_gpu_jax_top_left_window_runs_gluon_forward(rng, forward_kernels, t, s, n, kh, h, kwargs):
+    """On Hopper, jax.nn's local windows (aligned top-left) with T != S take the Gluon forward,
+    whose walk starts each row's window at key i - left rather than i + S - T - left: bf16 out
+    and grads against jax.nn's XLA path in float64 (every row sees a key, where the two agree)."""
+    from flashx.core import gluon_forward
+
+    if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
+        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    q, k, v = (_a(rng, x, "bfloat16") for x in ((2, t, n, h), (2, s, kh, h), (2, s, kh, h)))
+    compare_jax(rng, q, k, v, "bfloat16", **kwargs)
+    assert forward_kernels and all(kernel is gluon_forward.gluon_attention_forward_kernel for kernel in forward_kernels)
+
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [

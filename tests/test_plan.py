@@ -501,7 +501,7 @@ def test_gluon_forward_route_table():
         pytest.param(dict(window=(256, 0), d=64), None, id="d64-window"),
         pytest.param(dict(window=(256, 0), d=256), "d256-tma-persist-ovl-ts", id="d256-window"),
         pytest.param(dict(window=(256, 3)), None, id="window-right"),
-        pytest.param(dict(window=(256, 0), bottom_right=False, nq=1000), None, id="window-top-left"),
+        pytest.param(dict(window=(256, 0), bottom_right=False, nq=1000), "pp-tma-persist-ovl-ts", id="window-top-left"),
         pytest.param(dict(window=(256, 0), bottom_right=False), "pp-tma-persist-ovl-ts", id="window-top-left-square"),
     ],
 )

@@ -888,11 +888,8 @@ class AttentionPlan:
         return self._gluon_route(route) if positive else None
 
     def _gluon_masked_tile(self) -> Optional[str]:
-        """The TMA tile (GLUON_MASKED_TMA_ROUTE) of a call with a left window or a block map, or None.
-        Windows aligned top-left with Nq != Nkv (the drop-ins') keep the tl forward: the Gluon
-        walk has not been run on them on the GPU."""
-        top_left = not self.scalars["bottom_right"] and self.seqlen_q != self.seqlen_kv
-        if top_left or not self._gluon_plain(window=True, block_map=True):
+        """The TMA tile (GLUON_MASKED_TMA_ROUTE) of a call with a left window or a block map, or None."""
+        if not self._gluon_plain(window=True, block_map=True):
             return None
         tile = GLUON_MASKED_TMA_ROUTE.get((self.head_dim, "map" if self.flags["BLOCK_MAP"] else "window"))
         spec = self.block_mask
