@@ -217,6 +217,8 @@ GLUON_TMA_ROUTE = {
 # 1024 318.8 -> 422.3, 8 documents 325.6 -> 449.0, a causal map 438.7 -> 576.1; D = 256 window
 # 318.3 -> 480.6, documents 308.7 -> 505.6; D = 64 documents 219.8 -> 340.2, but the window
 # 286.3 -> 284.4 (level: not routed). Logs: results/h200/logs/2026-12-02-s36-*.
+# Windows of either alignment: top-left ones with Nq != Nkv (the jax.nn drop-in's) since their GPU
+# test passed (2026-12-02 20:0x UTC, test_dropins.py, NOTES v0.31).
 GLUON_MASKED_TMA_ROUTE = {
     (64, "map"): "pp-tma-persist-ovl-ts",
     (128, "window"): "pp-tma-persist-ovl-ts",
