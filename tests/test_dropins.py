@@ -280,7 +280,6 @@ def test_jax_bias_and_mask_and_lengths(rng):
                 query_seq_lengths=jnp.asarray([29, 17], jnp.int32), key_value_seq_lengths=jnp.asarray([25, 33], jnp.int32))
 
 
-
 @pytest.mark.gpu
 @needs_jax_triton
 @pytest.mark.parametrize(
@@ -303,6 +302,7 @@ def test_gpu_jax_top_left_window_runs_gluon_forward(rng, forward_kernels, t, s, 
     q, k, v = (_a(rng, x, "bfloat16") for x in ((2, t, n, h), (2, s, kh, h), (2, s, kh, h)))
     compare_jax(rng, q, k, v, "bfloat16", **kwargs)
     assert forward_kernels and all(kernel is gluon_forward.gluon_attention_forward_kernel for kernel in forward_kernels)
+
 
 @pytest.mark.parametrize(
     "kwargs, error, match",
