@@ -10,7 +10,7 @@ forward); --cases picks among these, the D = 128 non-causal backward and the D =
 frontends' TMA forward route for a head dim and --device-route the JAX frontend's own
 (GLUON_DEVICE_TMA_ROUTE); --window W (a causal sliding window of W keys) or --docs K (K equal
 causal documents: mask_mod with a block mask built once in each frontend) masks every causal
-forward case, FLOPs counted on the visible entries as bench_variants.py counts them. Four
+forward case, FLOPs counted on the visible entries as bench_variants.py counts them. Six
 timings per case:
 - "single", as in the other scripts: triton.testing.do_bench medians for torch (CUDA events
   around each call, L2 flushed before it), one jitted call after another, timed by the wall
@@ -23,7 +23,11 @@ timings per case:
   calls, torch.cuda.synchronize in place of block_until_ready), against JAX's single figure;
 - "device": the GPU time of the kernels one call launches, read from CUPTI through
   torch.profiler (which records every kernel of the process, JAX's launches included): no host
-  time, no gaps between kernels, so what is left of the ratio is the kernels themselves.
+  time, no gaps between kernels, so what is left of the ratio is the kernels themselves. Each
+  call is profiled in a session of its own, so the GPU idles between calls;
+- "device back to back" and "span back to back": 30 calls issued back to back in one profiler
+  session; their kernels' summed device time, and the first kernel's start to the last one's
+  end, per call: the kernels at the sustained load's clock, and that plus the time between them.
 Prints TFLOP/s and jax/torch per case and timing, and each kernel's median device time.
 
     python benchmarks/jax_vs_torch.py [--n 1024]   # on the GPU, with jax-triton installed (B = 16384 // N)
@@ -73,6 +77,41 @@ def device_ms(call, wait, label: str, calls: int = 30) -> float:
     print(f"  {label} kernels (median us): " + ", ".join(f"{name[:48]}: {np.median(t):.0f}" for name, t in per_kernel.items()),
           flush=True)
     return float(np.median(per_call)) if per_call else float("nan")
+
+
+def back_to_back_ms(call, wait, label: str, calls: int = 30) -> tuple:
+    """(kernel time, span) per call (ms) of `calls` calls issued back to back inside one
+    profiler session, from CUPTI's kernel records: the kernels' summed device time and the
+    time from the first kernel's start to the last one's end, each over `calls`. Against
+    device_ms (one call a session, the GPU idle between them) this tells a kernel slowed by the
+    sustained load's clock (kernel time up) from time between kernels (span above kernel time).
+    Prints each kernel's median device time and the median gap between consecutive kernels."""
+    import numpy as np
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    import common
+
+    wait(call())
+    common.settle()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            out = call()
+        wait(out)
+    kernels = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                     if e.device_type == DeviceType.CUDA)
+    if not kernels:
+        return float("nan"), float("nan")
+    per_kernel = {}
+    for start, end, name in kernels:
+        per_kernel.setdefault(name, []).append(end - start)
+    gaps = [b[0] - a[1] for a, b in zip(kernels, kernels[1:])]
+    busy = sum(end - start for start, end, _ in kernels)
+    span = kernels[-1][1] - kernels[0][0]
+    print(f"  {label} back to back ({len(kernels)} kernels, median gap {np.median(gaps) if gaps else 0:.1f} us): "
+          + ", ".join(f"{name[:48]}: {np.median(t):.0f} x{len(t)}" for name, t in per_kernel.items()), flush=True)
+    return busy * 1e-3 / calls, span * 1e-3 / calls
 
 
 def int_fields(tile: dict, assignments, flag: str) -> dict:
@@ -235,16 +274,21 @@ def main() -> int:
         torch_wall = common.time_wall(torch_call, lambda _: torch.cuda.synchronize(), 200, 1000)
         if kind == "fwd":
             jitted = jax.jit(attend)
-            jax_device = device_ms(lambda: jitted(jq, jk, jv), jax.block_until_ready, "jax")
+            jitted_args = (jq, jk, jv)
+            jax_device = device_ms(lambda: jitted(*jitted_args), jax.block_until_ready, "jax")
         else:
             jitted = jax.jit(lambda fn, ct: fn(ct))
-            jax_device = device_ms(lambda: jitted(vjp_fn, jdos[0]), jax.block_until_ready, "jax")
+            jitted_args = (vjp_fn, jdos[0])
+            jax_device = device_ms(lambda: jitted(*jitted_args), jax.block_until_ready, "jax")
         torch_device = device_ms(torch_call, lambda _: torch.cuda.synchronize(), "torch")
+        jax_b2b, jax_span = back_to_back_ms(lambda: jitted(*jitted_args), jax.block_until_ready, "jax")
+        torch_b2b, torch_span = back_to_back_ms(torch_call, lambda _: torch.cuda.synchronize(), "torch")
         jax_group, torch_group = jax_group / GROUP, torch_group / GROUP
         mask = f" window {args.window}" if "window" in torch_options else f" {args.docs} docs" if torch_options else ""
         name = f"{kind} D{d} {'causal' if causal else 'non-causal'}{mask}"
         for timing, jms, tms in (("single", jax_ms, torch_ms), (f"grouped x{GROUP}", jax_group, torch_group),
-                                 ("wall", jax_ms, torch_wall), ("device", jax_device, torch_device)):
+                                 ("wall", jax_ms, torch_wall), ("device", jax_device, torch_device),
+                                 ("device back to back", jax_b2b, torch_b2b), ("span back to back", jax_span, torch_span)):
             print(f"{name} {timing}: jax {flops / jms * 1e-9:.1f}  torch {flops / tms * 1e-9:.1f}  "
                   f"jax/torch {tms / jms:.3f}", flush=True)
     return 0

@@ -57,6 +57,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def require_sm90(kernels: str = "the Gluon kernels") -> None:
+    """Skip the calling GPU test unless every device the driver shows is sm_90, where `kernels`
+    (flashx's Gluon ones) run. Asked of the driver, not of flashx's route (runtime.hopper_gluon):
+    a test that checks the route ran must not skip when the route is what is wrong."""
+    capabilities = runtime.cuda_capabilities()
+    if not capabilities or any(c != (9, 0) for c in capabilities):
+        pytest.skip(f"{kernels} run on sm_90 devices only")
+
+
 # ----------------------------------------------------------------------------------------------
 # Inputs
 # ----------------------------------------------------------------------------------------------

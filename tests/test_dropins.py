@@ -26,7 +26,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import flashx.jax  # noqa: E402
 import flashx.torch  # noqa: E402
-from conftest import INTERPRETED  # noqa: E402
+from conftest import INTERPRETED, require_sm90  # noqa: E402
 from variants_common import GRAD_TOL, OUT_TOL, assert_close  # noqa: E402
 
 DEVICE = "cpu" if INTERPRETED else "cuda"
@@ -297,8 +297,7 @@ def test_gpu_jax_top_left_window_runs_gluon_forward(rng, forward_kernels, t, s, 
     and grads against jax.nn's XLA path in float64 (every row sees a key, where the two agree)."""
     from flashx.core import gluon_forward
 
-    if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
-        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    require_sm90("the Gluon forward's kernels")
     q, k, v = (_a(rng, x, "bfloat16") for x in ((2, t, n, h), (2, s, kh, h), (2, s, kh, h)))
     compare_jax(rng, q, k, v, "bfloat16", **kwargs)
     assert forward_kernels and all(kernel is gluon_forward.gluon_attention_forward_kernel for kernel in forward_kernels)

@@ -22,6 +22,7 @@ from conftest import (  # noqa: E402
     random_qkv,
     reference_attention,
     rel_error,
+    require_sm90,
     rows_with_keys,
     zero_rows_without_keys,
 )
@@ -228,8 +229,7 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
     from flashx import core
     from flashx.core import gluon_forward
 
-    if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
-        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    require_sm90("the Gluon forward's kernels")
     assert core.runtime.hopper_gluon(), "an sm_90 device, yet the Gluon forward is off"
     q, k, v = make_inputs(rng, case, dtype)
     out, lse = jax.jit(lambda q, k, v: flashx.jax.attention(q, k, v, causal=case.causal, layout=case.layout,
@@ -262,8 +262,7 @@ def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, d
     from flashx import core
     from flashx.core import gluon_forward, plan as plan_mod
 
-    if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
-        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    require_sm90("the Gluon forward's kernels")
     monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
     route = {**plan_mod.GLUON_TMA_ROUTE, **plan_mod.GLUON_DEVICE_TMA_ROUTE}
     tile = plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, route)
@@ -294,8 +293,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
     a wrong barrier protocol hangs rather than fails."""
     from flashx.core import gluon_backward, plan as plan_mod
 
-    if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
-        pytest.skip("the Gluon kernels run on sm_90 devices only")
+    require_sm90()
     kinds = ("dense", "causal")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile != "dkdv"})

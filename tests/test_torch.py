@@ -29,6 +29,7 @@ from conftest import (  # noqa: E402
     random_qkv,
     reference_attention,
     rel_error,
+    require_sm90,
     rows_with_keys,
     shapes,
     zero_rows_without_keys,
@@ -771,8 +772,7 @@ def test_gpu_gluon_backward_kernels(case):
     from pathlib import Path
     from types import SimpleNamespace
 
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the Gluon kernels run on sm_90 devices only")
+    require_sm90()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     try:
         import gluon_backward_check as check
@@ -821,8 +821,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, wi
     timeout (see above)."""
     from flashx.core import gluon_backward, plan as plan_mod
 
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the Gluon kernels run on sm_90 devices only")
+    require_sm90()
     kinds = ("dense", "causal", "window", "map")
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
     monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile != "dkdv"})
@@ -874,8 +873,7 @@ def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
     from flashx import core
     from flashx.core import gluon_forward, plan as plan_mod
 
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    require_sm90("the Gluon forward's kernels")
     assert core.runtime.hopper_gluon(), "an sm_90 device, yet the Gluon forward is off"
     routes = (plan_mod.GLUON_TMA_ROUTE, plan_mod.GLUON_FORWARD_ROUTE)
     tile = next(filter(None, (plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, r) for r in routes)))

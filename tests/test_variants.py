@@ -27,7 +27,7 @@ import flashx.torch  # noqa: E402, I001  (flashx before triton: this module defi
 from flashx import core  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402, F401  (Triton's interpreter wants it visible to @triton.jit functions)
-from conftest import INTERPRETED, TOLERANCES, Shape, Tolerance, rel_error  # noqa: E402
+from conftest import INTERPRETED, TOLERANCES, Shape, Tolerance, rel_error, require_sm90  # noqa: E402
 from variants_common import (  # noqa: E402
     GLUON_MASKED_CASES,
     GRAD_TOL,
@@ -915,8 +915,7 @@ def test_gpu_gluon_forward_windows_and_maps(forward_kernels, shape, fields, dtyp
     backward reads that lse) against float64, rows without keys exactly 0."""
     from flashx.core import gluon_forward
 
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    require_sm90("the Gluon forward's kernels")
     run_and_compare(np.random.default_rng(zlib.crc32(repr((shape, fields)).encode())), shape, Variant(**fields), dtype)
     assert forward_kernels == [gluon_forward.gluon_attention_forward_kernel]
 

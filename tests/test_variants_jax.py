@@ -19,7 +19,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 import flashx.jax  # noqa: E402  (flashx before triton: variants_common defines @triton.jit functions)
-from conftest import INTERPRETED, TOLERANCES, Shape, Tolerance, rel_error  # noqa: E402
+from conftest import INTERPRETED, TOLERANCES, Shape, Tolerance, rel_error, require_sm90  # noqa: E402
 from variants_common import (  # noqa: E402
     GLUON_MASKED_CASES,
     GRAD_TOL,
@@ -489,8 +489,7 @@ def test_gpu_gluon_forward_windows_and_maps(forward_kernels, shape, fields, dtyp
     device): out, lse and the gradients against float64, rows without keys exactly 0."""
     from flashx.core import gluon_forward
 
-    if getattr(jax.devices()[0], "compute_capability", None) != "9.0":
-        pytest.skip("the Gluon forward runs on sm_90 devices only")
+    require_sm90("the Gluon forward's kernels")
     run_and_compare(np.random.default_rng(zlib.crc32(repr((shape, fields)).encode())), shape, Variant(**fields), dtype)
     assert forward_kernels and all(kernel is gluon_forward.gluon_attention_forward_kernel for kernel in forward_kernels)
 
