@@ -180,7 +180,8 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
             if res.reason:
                 log(f"  {SYSTEMS[system]:<15} {label:<7} -  ({res.reason})")
             else:
-                log(f"  {SYSTEMS[system]:<15} {label:<7} {res.tflops:7.1f} TFLOP/s  {res.ms:8.3f} ms")
+                back_to_back = f"  (back to back {res.wall_ms:.3f} ms)" if res.wall_ms else ""
+                log(f"  {SYSTEMS[system]:<15} {label:<7} {res.tflops:7.1f} TFLOP/s  {res.ms:8.3f} ms{back_to_back}")
         mem = row.memory.get(system)
         if mem is not None:
             if mem.reason:
@@ -193,9 +194,10 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         value, why = common.guarded(run, ctx)
         return common.measured(value, flops[mode]) if why is None else Result(reason=why)
 
-    def torch_system(system, make_fwd):
+    def torch_system(system, make_fwd, back_to_back: bool = False):
         """make_fwd() -> a callable running the forward. One warm-up pass (compiles, gradients for
-        the check), memory, then the two timings; every failure becomes a '-' with its reason."""
+        the check), memory, then the two timings; every failure becomes a '-' with its reason.
+        back_to_back: each mode also timed as JAX is (common.time_torch_back_to_back)."""
         def warm():
             fwd = make_fwd()
             out = fwd()
@@ -211,13 +213,21 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
             row.memory[system] = mem if why is None else Memory(reason=why)
 
         def fwd_bwd():
-            return common.time_torch(lambda: torch.autograd.grad(fwd(), inputs, dout), warmup_ms, rep_ms, device)
+            return lambda: torch.autograd.grad(fwd(), inputs, dout)
 
         def bwd_only():
             out = fwd()
-            return common.time_torch(lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True), warmup_ms, rep_ms, device)
+            return lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True)
 
-        row.results[system] = {"fwd_bwd": time_mode("fwd_bwd", fwd_bwd), "bwd": time_mode("bwd", bwd_only)}
+        results = {}
+        for mode, make_call in (("fwd_bwd", fwd_bwd), ("bwd", bwd_only)):
+            results[mode] = time_mode(mode, lambda: common.time_torch(make_call(), warmup_ms, rep_ms, device))
+            if back_to_back and not results[mode].reason:
+                # The same call as JAX is timed, for the like-for-like ratio (common.time_torch_back_to_back).
+                wall_ms, why = common.guarded(lambda: common.time_torch_back_to_back(make_call(), warmup_ms, rep_ms, device),
+                                              ctx)
+                results[mode].wall_ms = wall_ms if why is None else None
+        row.results[system] = results
 
     def sdpa(backend):
         def make():
@@ -278,7 +288,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         "sdpa_flash": lambda: torch_system("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION)),
         "sdpa_cudnn": lambda: torch_system("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
         "flex": lambda: torch_system("flex", flex_fwd),
-        "flashx_torch": lambda: torch_system("flashx_torch", flashx_fwd),
+        "flashx_torch": lambda: torch_system("flashx_torch", flashx_fwd, back_to_back="flashx_jax" in systems),
         "flashx_jax": lambda: jax_system("flashx_jax", flashx_jax_attention, bnhd=False),
         "jax_cudnn": lambda: jax_system("jax_cudnn", jax_peer("jax_cudnn"), bnhd=True),
         "pallas": lambda: jax_system("pallas", jax_peer("pallas"), bnhd=True),
@@ -349,9 +359,12 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"
         " jax.experimental.pallas.ops.gpu.attention.mha (default block sizes); both on a (B, N, H, D) copy",
         "- ratios: TFLOP/s over the peer's (flashx: the torch frontend; flashx jax: the JAX frontend)",
-        "",
     ]
     ratios = [(mine, peer, label) for mine, peer, label in RATIOS if mine in systems and peer in systems]
+    like_for_like = {"flashx_torch", "flashx_jax"} <= set(systems)
+    if like_for_like:
+        lines.append(f"- {common.BACK_TO_BACK_LABEL}: {common.BACK_TO_BACK_NOTE}")
+    lines.append("")
     failures = common.Failures(n_modes=len(MODES))
     for row in rows:
         for k, res in row.results.items():
@@ -361,6 +374,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
     for mode, title in (("bwd", "Backward only, TFLOP/s (2.5x forward FLOPs)"),
                         ("fwd_bwd", "Forward + backward, TFLOP/s (3.5x forward FLOPs)")):
         head = ["D", "N", "B", "H", "causal"] + [SYSTEMS[s] for s in systems] + [label for _, _, label in ratios]
+        head += [common.BACK_TO_BACK_LABEL] if like_for_like else []
         body = []
         for row in rows:
             s, r = row.shape, row.results
@@ -368,6 +382,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
             cells = [str(s.head_dim), str(s.seqlen), str(s.batch), str(s.heads), "yes" if s.causal else "no"]
             cells += [common.fmt(getattr(get(sys_), "tflops", None), ".1f") for sys_ in systems]
             cells += [common.ratio(get(mine), get(peer)) for mine, peer, _ in ratios]
+            cells += [common.ratio_back_to_back(get("flashx_jax"), get("flashx_torch"))] if like_for_like else []
             body.append(cells)
         lines += [f"## {title}", ""] + common.md_table(head, body) + [""]
 

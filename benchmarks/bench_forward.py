@@ -170,8 +170,9 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         """Run one system; any failure becomes a '-' with its reason."""
         value, why = common.guarded(run, ctx)
         if why is None:
-            ms, out = value
+            ms, out, wall_ms = value
             res = common.measured(ms, shape.flops)
+            res.wall_ms = wall_ms
             if out is not None:
                 outputs[system] = out
         else:
@@ -180,22 +181,25 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         if res.reason:
             log(f"  {SYSTEMS[system]:<15} -  ({res.reason})")
         else:
-            log(f"  {SYSTEMS[system]:<15} {res.tflops:7.1f} TFLOP/s  {res.ms:8.3f} ms")
+            back_to_back = f"  (back to back {res.wall_ms:.3f} ms)" if res.wall_ms else ""
+            log(f"  {SYSTEMS[system]:<15} {res.tflops:7.1f} TFLOP/s  {res.ms:8.3f} ms{back_to_back}")
 
     def sdpa(backend):
         def run():
             with sdpa_kernel([backend]):
                 fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=shape.causal)  # noqa: E731
                 out = fn()
-                return common.time_torch(fn, warmup_ms, rep_ms, device), out
+                return common.time_torch(fn, warmup_ms, rep_ms, device), out, None
         return run
 
-    def torch_system(make_attention):
-        """make_attention() -> (q, k, v) -> out, called inside the guarded run (set-up failures are its reason)."""
+    def torch_system(make_attention, back_to_back: bool = False):
+        """make_attention() -> (q, k, v) -> out, called inside the guarded run (set-up failures are its reason).
+        back_to_back: also timed as JAX is (common.time_torch_back_to_back), for the like-for-like ratio."""
         def run():
             fn = functools.partial(make_attention(), q, k, v)
             out = fn()
-            return common.time_torch(fn, warmup_ms, rep_ms, device), out
+            wall_ms = common.time_torch_back_to_back(fn, warmup_ms, rep_ms, device) if back_to_back else None
+            return common.time_torch(fn, warmup_ms, rep_ms, device), out, wall_ms
         return run
 
     def flashx_torch_attention():
@@ -214,7 +218,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
             ms = common.time_jax(fn, args, warmup_ms, rep_ms, feed=0)
             out = jax.block_until_ready(fn(*args))
             back = common.torch_bhnd_from_jax if bnhd else common.torch_from_jax
-            return ms, back(torch, out, device)
+            return ms, back(torch, out, device), None
         return run
 
     def flashx_jax_attention():
@@ -225,7 +229,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
     runners = {
         "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
-        "flashx_torch": torch_system(flashx_torch_attention),
+        "flashx_torch": torch_system(flashx_torch_attention, back_to_back="flashx_jax" in systems),
         "flex": torch_system(lambda: common.flex_for(ctx, shape.causal, shape.seqlen)),
         "flashx_jax": jax_system(flashx_jax_attention, bnhd=False),
         "jax_cudnn": jax_system(lambda: common.jax_peer("jax_cudnn", shape.causal, shape.head_dim, device), bnhd=True),
@@ -284,8 +288,12 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " Frobenius error of flashx's output vs SDPA's (FA2's, else cuDNN's); the peers' are in the log and the .json",
     ]
     ratios = [(mine, peer, label) for mine, peer, label in RATIOS if mine in systems and peer in systems]
+    like_for_like = {"flashx_torch", "flashx_jax"} <= set(systems)
+    if like_for_like:
+        lines.append(f"- {common.BACK_TO_BACK_LABEL}: {common.BACK_TO_BACK_NOTE}")
     errs = [s for s in ERR_COLUMNS if s in systems]
     head = ["D", "N", "B", "H", "causal"] + [SYSTEMS[s] for s in systems] + [label for _, _, label in ratios]
+    head += [common.BACK_TO_BACK_LABEL] if like_for_like else []
     head += [f"err {SYSTEMS[s].split('(')[1].rstrip(')')}" for s in errs]
     failures = common.Failures()
     for group, title in GROUPS.items():
@@ -301,6 +309,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
             cells = [str(s.head_dim), str(s.seqlen), str(s.batch), str(s.heads), "yes" if s.causal else "no"]
             cells += [_fmt(r[sys_].tflops, ".1f") if sys_ in r else "-" for sys_ in systems]
             cells += [common.ratio(r.get(a), r.get(b)) for a, b, _ in ratios]
+            cells += [common.ratio_back_to_back(r.get("flashx_jax"), r.get("flashx_torch"))] if like_for_like else []
             cells += [_fmt(r[e].err, ".1e") if e in r else "-" for e in errs]
             body.append(cells)
             for k, res in r.items():
