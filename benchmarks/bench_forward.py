@@ -424,7 +424,7 @@ def main(argv=None) -> int:
             {
                 "group": r.group, "B": r.shape.batch, "H": r.shape.heads, "N": r.shape.seqlen, "D": r.shape.head_dim,
                 "causal": r.shape.causal, "reference": r.reference,
-                **{k: {"tflops": v.tflops, "ms": v.ms, "err": v.err, "reason": v.reason} for k, v in r.results.items()},
+                **{k: v.to_json() for k, v in r.results.items()},
             }
             for r in rows
         ],

@@ -373,12 +373,14 @@ def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, devic
     """Median ms of `fn` called back to back, by the wall clock over samples of ~20 ms each ended by
     one synchronize (time_wall), after settle(): what time_jax's loop measures, for torch.
 
-    do_bench flushes L2 with a 256 MB write before each call. On the H200 (2026-12-02 22:44 UTC,
-    jax_vs_torch.py, D = 128 N = 4k) flashx's torch forward read 7.9% (non-causal) and 8.6%
-    (causal) faster by do_bench than back to back; back to back its kernels ran 11-15% longer
-    than one at a time (the GPU idle between them) with ~2 us between kernels: the clock, which
-    the flushes' pauses let rise. A JAX / torch ratio of do_bench against time_jax's loop measures
-    that, not the frontends."""
+    do_bench flushes L2 with a 256 MB write before each call and times each call alone; how far
+    that lands from back-to-back calls depends on the shape and the card's clock. On the H200,
+    2026-12-02: jax_vs_torch.py (22:44 UTC, 200 ms reps) read flashx's torch forward at D = 128
+    N = 4k 7.9% / 8.6% (non-causal / causal) faster by do_bench than back to back, with its
+    kernels 11-15% longer back to back than one at a time; the --quick suite (23:05, 50 ms reps)
+    read it 0.2% faster / 1.4% slower by do_bench, and the other forward shapes 3-9% slower. A
+    JAX / torch ratio of do_bench against time_jax's loop carries that difference; timed alike,
+    the two frontends differ only by what each adds (ratio_back_to_back)."""
     if device != "cuda":
         return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
     import torch
@@ -662,8 +664,8 @@ def ratio(a: Optional[Result], b: Optional[Result]) -> str:
 BACK_TO_BACK_LABEL = "flashx jax/torch b2b"
 BACK_TO_BACK_NOTE = ("flashx's JAX frontend over its torch frontend with both timed back to back (torch: calls issued"
                      " back to back, the wall clock over samples of ~20 ms each ended by one synchronize), where the"
-                     " jax/torch column sets JAX's loop against do_bench, whose L2 flushes pause the card between"
-                     " calls and let its clock rise (common.time_torch_back_to_back)")
+                     " jax/torch column sets JAX's loop against do_bench (each call alone after an L2 flush), a method"
+                     " that read up to 9% either side of back-to-back calls on 2026-12-02 (common.time_torch_back_to_back)")
 
 
 def ratio_back_to_back(jax_result: Optional[Result], torch_result: Optional[Result]) -> str:
