@@ -105,3 +105,21 @@ def test_jax_timing_loop_feeds_every_output():
     assert common._feed_places(grads, (q, k, v, q), feed=0) == [0, 1, 2]
     # A second output of a shape no input has: no loop.
     assert common._feed_places(outputs + [jax.ShapeDtypeStruct((7,), jnp.float32)], args, feed=1) is None
+
+
+def test_like_for_like_ratio_is_jax_over_torch_back_to_back():
+    """The tables' `flashx jax/torch b2b` column: torch's back-to-back time (wall_ms) over JAX's
+    loop time, so above 1 where JAX is faster; "-" where torch has no back-to-back timing. The
+    prescribed column compares the two systems' do_bench / loop figures instead."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import common
+    finally:
+        sys.path.pop(0)
+    flops = 1e12
+    torch_result, jax_result = common.measured(2.0, flops), common.measured(2.0, flops)
+    assert common.ratio_back_to_back(jax_result, torch_result) == "-"
+    torch_result.wall_ms = 2.2  # back to back, torch takes 10% longer than JAX's loop
+    assert common.ratio(jax_result, torch_result) == "1.00"
+    assert common.ratio_back_to_back(jax_result, torch_result) == "1.10"
+    assert common.ratio_back_to_back(common.Result(reason="failed"), torch_result) == "-"
