@@ -379,8 +379,8 @@ def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, devic
     N = 4k 7.9% / 8.6% (non-causal / causal) faster by do_bench than back to back, with its
     kernels 11-15% longer back to back than one at a time; the --quick suite (23:05, 50 ms reps)
     read it 0.2% faster / 1.4% slower by do_bench, and the other forward shapes 3-9% slower. A
-    JAX / torch ratio of do_bench against time_jax's loop carries that difference; timed alike,
-    the two frontends differ only by what each adds (ratio_back_to_back)."""
+    JAX / torch ratio of do_bench against time_jax's loop carries that difference; timed alike
+    (ratio_back_to_back), it holds only what each frontend adds and how its kernels run."""
     if device != "cuda":
         return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
     import torch
