@@ -35,10 +35,21 @@ KERNELS = ("forward", "dkdv", "dq")
 MATMULS = {"forward": 1.0, "dkdv": 2.0, "dq": 1.5}  # in units of the forward's FLOPs
 
 
-def candidates(d: int, kernel: str) -> list:
+# Forward candidates added at N <= 512 (the short bucket), D = 128: smaller register and shared
+# memory footprints, for more programs an SM where short causal calls wait on loads (NOTES v0.32).
+# Offline (Triton 3.6, sm_90, 2026-12-02), registers / KiB: 64 x 16 / 4 warps / 3 and 2 stages
+# 119 / 40 and 116 / 32 (4 programs an SM by registers), 64 x 32 / 8 / 2 and 3 115 / 52 and 68
+# (2 of 8 warps), against the table's 64 x 32 / 4 / 3 at 143 / 64 (3 programs).
+SHORT_FORWARD_EXTRA = {128: [(64, 16, 4, 3), (64, 16, 4, 2), (64, 32, 8, 2), (64, 32, 8, 3)]}
+
+
+def candidates(d: int, kernel: str, seqlen: int = 4096) -> list:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) to try; dK/dV's program owns BLOCK_N keys."""
     if kernel == "forward":
-        return {
+        from flashx.core import plan as plan_mod
+
+        extra = SHORT_FORWARD_EXTRA.get(d, []) if seqlen <= plan_mod.SHORT_BUCKETS[0] else []
+        return extra + {
             64: [(128, 64, 4, 3), (128, 64, 4, 4), (128, 128, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3),
                  (64, 32, 4, 3), (256, 64, 8, 3), (256, 64, 8, 2), (128, 64, 8, 4), (128, 64, 8, 2), (128, 128, 8, 2),
                  (64, 128, 4, 3), (256, 32, 8, 3)],
@@ -299,11 +310,11 @@ def main(argv=None) -> int:
     seqlens = args.n if args.device == "cuda" else [32]
     head_dims = args.d if args.device == "cuda" else [16]
     causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    cand = {(d, k): candidates(max(64, d), k) for d in head_dims for k in args.kernels}
+    cand = {(d, n, k): candidates(max(64, d), k, n) for d in head_dims for n in seqlens for k in args.kernels}
     if args.device == "cpu":
         cand = {key: tiles[:2] for key, tiles in cand.items()}
     jobs = [(d, n, causal, k, t, args.device, args.window) for d in head_dims for n in seqlens for causal in causal_flags
-            for k in args.kernels for t in cand[(d, k)]]
+            for k in args.kernels for t in cand[(d, n, k)]]
     log(f"{len(jobs)} candidates; compiling with {args.workers} workers")
     compiled = compile_all(jobs, args.workers if args.device == "cuda" else 1, args.compile_s, log)
     log(f"compiled {sum(e is None for e in compiled.values())} / {len(jobs)}")
@@ -318,7 +329,7 @@ def main(argv=None) -> int:
         log(f"D={d} N={n} causal={causal}: table vs SDPA rel. errors " + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
         sdpa_checks.append((d, n, causal, c["sdpa_err"]))
         for kernel in args.kernels:
-            for tiles in cand[(d, kernel)]:
+            for tiles in cand[(d, n, kernel)]:
                 rows.append(measure(torch, c, (d, n, causal, kernel, tiles, args.device, args.window), compiled, args, best, log))
 
     env = common.environment(torch, args.device)
