@@ -18,6 +18,7 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
 - variants-d: the window and documents forward at D = 64 (H = 32) and D = 256 (H = 8).
 - gqa: 32 q heads sharing 8 kv heads, B = 4, N = 4k, D = 128, causal, forward and backward.
 - short: B = 64, N = 256 and 512, H * D = 2048, D = 128 and 64, causal forward.
+- d64c: D = 64 causal forward (H = 32, B*N = 16k) at N = 1k, 2k, 4k and 8k.
 - d256: D = 256 (H = 8, B*N = 16k), forward at N = 1k, 4k, 16k and backward at 4k, causal and not.
 - n1k: B*N = 16k, forward at N = 1024 (D = 64 and 128, causal and not) and N = 512 (D = 128, non-causal).
 - host: host time per call (wall clock, tiny shape, the GPU never the limit): forward without
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d256", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "host")
 
 
 def _dense_cases(groups):
@@ -68,6 +69,9 @@ def _dense_cases(groups):
     if "gqa" in groups:
         for kind in ("fwd", "bwd"):
             cases.append(dict(kind=kind, b=4, n=4096, h=32, hkv=8, d=128, causal=True))
+    if "d64c" in groups:
+        for n in (1024, 2048, 4096, 8192):
+            cases.append(dict(kind="fwd", b=16384 // n, n=n, h=32, d=64, causal=True))
     if "d256" in groups:
         for n in (1024, 4096, 16384):
             for causal in (False, True):

@@ -182,11 +182,12 @@ def launcher(torch, c: dict, kernel: str, tiles):
     # The two kinds of the backward's programs as separate launches (split), each kind timed alone
     # (dK/dV: one launch, or its dV and dK passes back to back where the entry has two).
     _, *dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
-    grads = (torch.empty_like(c["k"]), torch.empty_like(c["v"]), torch.empty_like(q),
-             torch.empty(0, dtype=torch.float32, device=q.device))  # DK, DV, DQ, DBIAS (unused)
+    grads = dict(DK=torch.empty_like(c["k"]), DV=torch.empty_like(c["v"]), DQ=torch.empty_like(q))
     if kernel == "dkdv":
-        return (lambda: [call.launch(grads) for call in dkdv]), grads[:2]
-    return (lambda: dq.launch(grads)), grads[2:3]
+        bound = [plan.launch_outputs(call, grads, placeholder) for call in dkdv]
+        return (lambda: [call.launch(outs) for call, outs in zip(dkdv, bound)]), (grads["DK"], grads["DV"])
+    bound_dq = plan.launch_outputs(dq, grads, placeholder)
+    return (lambda: dq.launch(bound_dq)), (grads["DQ"],)
 
 
 def reference_outputs(torch, c: dict) -> dict:
@@ -204,9 +205,10 @@ def reference_outputs(torch, c: dict) -> dict:
     pre, *gradients = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
     pre.launch((delta, lse_log2))
     dk, dv, dq_out = torch.empty_like(c["k"]), torch.empty_like(c["v"]), torch.empty_like(q)
-    grads = (dk, dv, dq_out, torch.empty(0, dtype=torch.float32, device=q.device))
+    # Each launch takes the outputs it names (a Gluon dK/dV kernel: DK, DV and its descriptor scratch).
+    grads = dict(DK=dk, DV=dv, DQ=dq_out)
     for call in gradients:
-        call.launch(grads)
+        call.launch(plan.launch_outputs(call, grads, placeholder))
     return dict(out=out, lse=lse, delta=delta, lse_log2=lse_log2, forward=(out,), dkdv=(dk, dv), dq=(dq_out,))
 
 

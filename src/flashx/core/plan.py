@@ -1059,9 +1059,10 @@ class AttentionPlan:
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
         gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
-        preprocess's outputs (row_stats_shape, float32). bias_grad: also write dBias. Every
-        gradient launch takes all four outputs (DK, DV, DQ, DBIAS) and names those it writes in
-        KernelCall.writes.
+        preprocess's outputs (row_stats_shape, float32). bias_grad: also write dBias. Each
+        gradient launch names the outputs it takes in KernelCall.outputs (the portable kernel
+        DK, DV, DQ, DBIAS; the Gluon dK/dV kernel DK, DV, DESCRIPTOR_SCRATCH: bind them with
+        launch_outputs) and those it writes in KernelCall.writes.
         """
         if split is None:
             split = not self.fused_backward
