@@ -2,8 +2,10 @@
 
 For each head dim and causal flag, every candidate `KernelTiles` of the forward, dK/dV and dQ
 kernels is compiled first, in parallel worker processes that only fill Triton's on-disk cache,
-then timed alone, one candidate after the other, in this process (triton.testing.do_bench,
-median) at B*N = 16k, H*D = 2048. Each candidate's outputs are checked against those of the
+then timed in this process in --rounds rounds, every other round in reverse order (each a
+triton.testing.do_bench median; a candidate keeps the median of its rounds) at B*N = 16k,
+H*D = 2048, in the memory layout of bench_*.py and ab.py, (B, H, N, D) (--layout bnhd: (B, N, H,
+D); until 2026-12-03 sweeps ran in that one). Each candidate's outputs are checked against those of the
 current table's entry (a wrong or failing config never wins). The winners are printed as
 `flashx.core.plan.TUNED_TILES` entries and written to OUT/tune.md and tune.json; copying them
 into plan.py is a reviewed step, so a sweep never changes the library by itself.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import multiprocessing
+import statistics
 import sys
 import time
 import traceback
@@ -85,21 +88,28 @@ def candidates(d: int, kernel: str, seqlen: int = 4096) -> list:
 _CASES: dict = {}
 
 
-def case(torch, d: int, n: int, causal: bool, device: str, reference: bool = True, window_left: int = -1) -> dict:
-    """Inputs (B, N, H, D) bf16 and the outputs of the current table, cached per (d, n, causal, window).
+def case(torch, d: int, n: int, causal: bool, device: str, reference: bool = True, window_left: int = -1,
+         layout: str = "bhnd") -> dict:
+    """Inputs of shape (B, N, H, D), bf16, and the outputs of the current table, cached per (d, n,
+    causal, window, layout); layout "bhnd": the inputs are (B, H, N, D) in memory (views of that shape
+    transposed), "bnhd": contiguous.
 
     window_left >= 0: the causal sliding window (window_left, 0); FLOPs count visible entries.
 
     reference=False (compile workers): placeholders for the forward's outputs, whose values do not
     matter there, so that workers compile only their own candidates.
     """
-    key = (d, n, causal, reference, window_left)
+    key = (d, n, causal, reference, window_left, layout)
     if key in _CASES:
         return _CASES[key]
     tokens, hidden = (common.TOKENS, common.HIDDEN) if device == "cuda" else (2 * n, 2 * d)
     b, h = max(1, tokens // n), max(1, hidden // d)
     gen = torch.Generator(device=device).manual_seed(0)
-    q, k, v, do = (torch.randn(b, n, h, d, device=device, dtype=torch.bfloat16, generator=gen) for _ in range(4))
+    if layout == "bhnd":
+        q, k, v, do = (torch.randn(b, h, n, d, device=device, dtype=torch.bfloat16, generator=gen).transpose(1, 2)
+                       for _ in range(4))
+    else:
+        q, k, v, do = (torch.randn(b, n, h, d, device=device, dtype=torch.bfloat16, generator=gen) for _ in range(4))
     c = dict(q=q, k=k, v=v, do=do, shape=(b, n, h, d), causal=causal, window=(window_left, 0) if window_left >= 0 else None)
     visible = n * (n + 1) / 2 if causal else n * n
     if window_left >= 0:
@@ -182,12 +192,19 @@ def launcher(torch, c: dict, kernel: str, tiles):
     # The two kinds of the backward's programs as separate launches (split), each kind timed alone
     # (dK/dV: one launch, or its dV and dK passes back to back where the entry has two).
     _, *dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
-    grads = dict(DK=torch.empty_like(c["k"]), DV=torch.empty_like(c["v"]), DQ=torch.empty_like(q))
+    grads = _gradients(torch, plan, q)
     if kernel == "dkdv":
         bound = [plan.launch_outputs(call, grads, placeholder) for call in dkdv]
         return (lambda: [call.launch(outs) for call, outs in zip(dkdv, bound)]), (grads["DK"], grads["DV"])
     bound_dq = plan.launch_outputs(dq, grads, placeholder)
     return (lambda: dq.launch(bound_dq)), (grads["DQ"],)
+
+
+def _gradients(torch, plan, q) -> dict:
+    """DK, DV, DQ as the frontends allocate them: contiguous in the plan's shapes, whatever the
+    inputs' strides."""
+    return {name: torch.empty(shape, dtype=q.dtype, device=q.device)
+            for name, shape in (("DK", plan.k_shape), ("DV", plan.v_shape), ("DQ", plan.q_shape))}
 
 
 def reference_outputs(torch, c: dict) -> dict:
@@ -204,9 +221,9 @@ def reference_outputs(torch, c: dict) -> dict:
     arrays = dict(Q=q, K=c["k"], V=c["v"], O=out, DO=c["do"], LSE=lse, DELTA=delta, LSE_LOG2=lse_log2)
     pre, *gradients = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
     pre.launch((delta, lse_log2))
-    dk, dv, dq_out = torch.empty_like(c["k"]), torch.empty_like(c["v"]), torch.empty_like(q)
     # Each launch takes the outputs it names (a Gluon dK/dV kernel: DK, DV and its descriptor scratch).
-    grads = dict(DK=dk, DV=dv, DQ=dq_out)
+    grads = _gradients(torch, plan, q)
+    dk, dv, dq_out = grads["DK"], grads["DV"], grads["DQ"]
     for call in gradients:
         call.launch(plan.launch_outputs(call, grads, placeholder))
     return dict(out=out, lse=lse, delta=delta, lse_log2=lse_log2, forward=(out,), dkdv=(dk, dv), dq=(dq_out,))
@@ -217,12 +234,12 @@ def reference_outputs(torch, c: dict) -> dict:
 
 
 def _compile_job(job: tuple) -> tuple:
-    d, n, causal, kernel, tiles, device, window_left = job
+    d, n, causal, kernel, tiles, device, window_left, layout = job
     try:
         import flashx  # noqa: F401  (first: compiled vs interpreted)
         import torch
 
-        c = case(torch, d, n, causal, device, reference=False, window_left=window_left)
+        c = case(torch, d, n, causal, device, reference=False, window_left=window_left, layout=layout)
         launch, _ = launcher(torch, c, kernel, tiles)
         launch()
         if device == "cuda":
@@ -259,28 +276,55 @@ def compile_all(jobs: list, workers: int, timeout_s: float, log) -> dict:
 # ----------------------------------------------------------------------------------------------
 
 
-def measure(torch, c: dict, job: tuple, compiled: dict, args, best: dict, log) -> dict:
-    """Time one compiled candidate and check its outputs; keep it in `best` if it is the fastest correct one."""
-    d, n, causal, kernel, tiles, device, _ = job
-    row = dict(d=d, n=n, causal=causal, kernel=kernel, tiles=tiles, ms=None, tflops=None, err=None,
-               why=compiled.get(job, "not compiled in time"))
-    if row["why"] is not None:
-        return row
-    try:
-        launch, outs = launcher(torch, c, kernel, tiles)
-        ms = common.time_torch(launch, 10.0, args.rep_ms, device)
-        err = max(common.rel_err(o, r) for o, r in zip(outs, c["ref"][kernel]))
-    except Exception as e:  # noqa: BLE001
-        row["why"] = common.reason(e)
-        log(f"D={d} N={n} causal={causal} {kernel} {tiles}: {row['why']}")
-        return row
-    row.update(ms=ms, tflops=MATMULS[kernel] * c["flops"] / (ms * 1e-3) / 1e12, err=err,
-               why=None if err < 1e-2 else f"outputs differ from the table's (rel {err:.1e})")
-    log(f"D={d} N={n} causal={causal} {kernel} {tiles}: {ms:.3f} ms {row['tflops']:.0f} TFLOP/s err {err:.1e}")
-    key = (d, n, causal, kernel)
-    if row["why"] is None and (key not in best or ms < best[key]["ms"]):
-        best[key] = row
-    return row
+def measure(torch, c: dict, jobs: list, compiled: dict, args, best: dict, log) -> list:
+    """Check and time the compiled candidates of one (case, kernel): one row each.
+
+    Each candidate's outputs are checked against the table's first; the correct ones are then
+    timed in args.rounds rounds, every other round in reverse order (A B C, C B A, ...), and each
+    keeps the median of its rounds, so that neither a candidate's place in the order nor the card's
+    clock drifting over the sweep picks the winner. The fastest correct one goes into `best`.
+    """
+    rows, launches = [], []
+    for job in jobs:
+        d, n, causal, kernel, tiles, *_ = job
+        row = dict(d=d, n=n, causal=causal, kernel=kernel, tiles=tiles, ms=None, tflops=None, err=None,
+                   spread=None, why=compiled.get(job, "not compiled in time"))
+        rows.append(row)
+        if row["why"] is not None:
+            continue
+        try:
+            launch, outs = launcher(torch, c, kernel, tiles)
+            launch()
+            row["err"] = max(common.rel_err(o, r) for o, r in zip(outs, c["ref"][kernel]))
+        except Exception as e:  # noqa: BLE001
+            row["why"] = common.reason(e)
+            log(f"D={d} N={n} causal={causal} {kernel} {tiles}: {row['why']}")
+            continue
+        if row["err"] >= 1e-2:
+            row["why"] = f"outputs differ from the table's (rel {row['err']:.1e})"
+            log(f"D={d} N={n} causal={causal} {kernel} {tiles}: {row['why']}")
+            continue
+        launches.append((row, launch))
+    times: dict = {id(row): [] for row, _ in launches}
+    for round_ in range(args.rounds):
+        for row, launch in launches if round_ % 2 == 0 else launches[::-1]:
+            try:
+                times[id(row)].append(common.time_torch(launch, 10.0, args.rep_ms, args.device))
+            except Exception as e:  # noqa: BLE001
+                row["why"] = common.reason(e)
+    for row, _ in launches:
+        samples = times[id(row)]
+        if row["why"] is not None or not samples:
+            continue
+        ms = statistics.median(samples)
+        row.update(ms=ms, tflops=MATMULS[row["kernel"]] * c["flops"] / (ms * 1e-3) / 1e12,
+                   spread=max(samples) / min(samples) - 1)
+        log(f"D={row['d']} N={row['n']} causal={row['causal']} {row['kernel']} {row['tiles']}: {ms:.3f} ms "
+            f"{row['tflops']:.0f} TFLOP/s (spread {row['spread']:.1%} over {len(samples)}) err {row['err']:.1e}")
+        key = (row["d"], row["n"], row["causal"], row["kernel"])
+        if key not in best or ms < best[key]["ms"]:
+            best[key] = row
+    return rows
 
 
 def main(argv=None) -> int:
@@ -293,10 +337,14 @@ def main(argv=None) -> int:
     p.add_argument("--compile-s", type=float, default=240.0, help="limit of the compile phase")
     p.add_argument("--budget-s", type=float, default=None, help="soft limit of the whole run")
     p.add_argument("--rep-ms", type=float, default=40.0)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="timing rounds over a case's candidates, alternating order; medians (default %(default)s)")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--window", type=int, default=-1, metavar="LEFT",
                    help="tune on the causal sliding window (LEFT, 0) instead of dense (implies --causal yes)")
+    p.add_argument("--layout", choices=("bhnd", "bnhd"), default="bhnd",
+                   help="the inputs' memory layout (default %(default)s, as bench_*.py and ab.py)")
     args = p.parse_args(argv)
     if args.window >= 0:
         args.causal = "yes"
@@ -315,7 +363,7 @@ def main(argv=None) -> int:
     cand = {(d, n, k): candidates(max(64, d), k, n) for d in head_dims for n in seqlens for k in args.kernels}
     if args.device == "cpu":
         cand = {key: tiles[:2] for key, tiles in cand.items()}
-    jobs = [(d, n, causal, k, t, args.device, args.window) for d in head_dims for n in seqlens for causal in causal_flags
+    jobs = [(d, n, causal, k, t, args.device, args.window, args.layout) for d in head_dims for n in seqlens for causal in causal_flags
             for k in args.kernels for t in cand[(d, n, k)]]
     log(f"{len(jobs)} candidates; compiling with {args.workers} workers")
     compiled = compile_all(jobs, args.workers if args.device == "cuda" else 1, args.compile_s, log)
@@ -327,17 +375,17 @@ def main(argv=None) -> int:
         if deadline.expired:
             log(deadline.why())
             break
-        c = case(torch, d, n, causal, args.device, window_left=args.window)
+        c = case(torch, d, n, causal, args.device, window_left=args.window, layout=args.layout)
         log(f"D={d} N={n} causal={causal}: table vs SDPA rel. errors " + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
         sdpa_checks.append((d, n, causal, c["sdpa_err"]))
         for kernel in args.kernels:
-            for tiles in cand[(d, n, kernel)]:
-                rows.append(measure(torch, c, (d, n, causal, kernel, tiles, args.device, args.window), compiled, args, best, log))
+            jobs_here = [(d, n, causal, kernel, tiles, args.device, args.window, args.layout) for tiles in cand[(d, n, kernel)]]
+            rows += measure(torch, c, jobs_here, compiled, args, best, log)
 
     env = common.environment(torch, args.device)
     lines = common.header_lines("flashx kernel tiles sweep (benchmarks/tune.py)", env)
     shape = "dense" if args.window < 0 else f"causal sliding window ({args.window}, 0), FLOPs on visible entries"
-    lines += ["", f"{shape}; B*N = {common.TOKENS}, H*D = {common.HIDDEN}, bf16; BLOCK_M x BLOCK_N / warps / stages; "
+    lines += ["", f"{shape}; B*N = {common.TOKENS}, H*D = {common.HIDDEN}, bf16, layout {args.layout}; BLOCK_M x BLOCK_N / warps / stages; "
               "TFLOP/s per kernel from its matmuls (forward 1x, dK/dV 2x, dQ 1.5x the forward's FLOPs)", ""]
     lines += ["Outputs and gradients of the table before the sweep, relative error vs torch SDPA in bf16:", ""]
     lines += [f"- D={d} N={n} causal={causal}: " + ", ".join(f"{k} {e:.1e}" for k, e in errs.items())
@@ -347,8 +395,9 @@ def main(argv=None) -> int:
     for r in rows:
         tag = "**best**" if best.get((r["d"], r["n"], r["causal"], r["kernel"])) is r else ""
         table.append([str(r["d"]), str(r["n"]), "yes" if r["causal"] else "no", r["kernel"], "%dx%d / %d / %d" % r["tiles"],
-                      common.fmt(r["ms"], ".3f"), common.fmt(r["tflops"], ".0f"), r["why"] or tag])
-    lines += common.md_table(["D", "N", "causal", "kernel", "tiles", "ms", "TFLOP/s", "note"], table)
+                      common.fmt(r["ms"], ".3f"), common.fmt(r["tflops"], ".0f"),
+                      common.fmt(None if r["spread"] is None else 100 * r["spread"], ".1f"), r["why"] or tag])
+    lines += common.md_table(["D", "N", "causal", "kernel", "tiles", "ms", "TFLOP/s", "spread %", "note"], table)
     winners = ["", "Winners per (D, causal), one block per N (TUNED_TILES entries; at N <= SHORT_SEQLEN the "
                "forward's is a candidate for N's SHORT_FORWARD_TILES bucket, timed with that entry's one_loop, which it keeps):",
                "", "```python"]
