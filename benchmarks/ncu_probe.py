@@ -15,12 +15,16 @@ launches flashx under each given tile of the short bucket's D = 128 causal entry
         python benchmarks/ncu_probe.py run 4,4096,32,64,1 64,256,16,128,1 > ncu.csv
     ncu ... python benchmarks/ncu_probe.py run 64,256,16,128,1 --short-tiles 64x32/4/3/one 128x64/8/2/two > ncu.csv
     python benchmarks/ncu_probe.py summarize ncu.csv     # one markdown row a launch
+    python benchmarks/ncu_probe.py summarize ncu.csv --top "issue_stalled_(.*)_per_issue_active"
+        # and each launch's five largest metrics of that pattern (its group names them), e.g. of
+        # --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import io
+import re
 import sys
 
 COLUMNS = (  # (CSV metric in base units, header, scale, format)
@@ -99,8 +103,16 @@ def run(shapes: list, short_tiles: list) -> int:
     return 0
 
 
-def summarize(path: str) -> int:
-    """One markdown row per profiled launch of an `ncu --csv --page raw --print-units base` log."""
+def _number(text: str) -> float:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return float("nan")
+
+
+def summarize(path: str, top: str = None) -> int:
+    """One markdown row per profiled launch of an `ncu --csv --page raw --print-units base` log;
+    top: also the five largest metrics whose names match this pattern (named by its first group)."""
     text = open(path).read()
     start = text.find('"ID"')
     if start < 0:
@@ -108,8 +120,10 @@ def summarize(path: str) -> int:
         return 1
     rows = [r for r in csv.DictReader(io.StringIO(text[start:])) if r.get("ID", "").isdigit()]
     present = [c for c in COLUMNS if rows and c[0] in rows[0]]
-    print("| # | kernel | " + " | ".join(header for _, header, _, _ in present) + " |")
-    print("|---|---|" + "---:|" * len(present))
+    pattern = re.compile(top) if top else None
+    extra = [" top " + top] if top else []
+    print("| # | kernel | " + " | ".join([header for _, header, _, _ in present] + extra) + " |")
+    print("|---|---|" + "---:|" * len(present) + "---|" * len(extra))
     for r in rows:
         cells = []
         for metric, _, scale, spec in present:
@@ -117,6 +131,11 @@ def summarize(path: str) -> int:
                 cells.append(format(float(r[metric].replace(",", "")) * scale, spec))
             except ValueError:
                 cells.append(r[metric])
+        if pattern:
+            found = [(m.group(1) if m.groups() else name, _number(value))
+                     for name, value in r.items() if name and (m := pattern.search(name))]
+            found = sorted((f for f in found if f[1] == f[1]), key=lambda f: -f[1])[:5]
+            cells.append(", ".join(f"{name} {value:.2f}" for name, value in found))
         print(f"| {r['ID']} | {r['Kernel Name'][:48]} | " + " | ".join(cells) + " |")
     return 0
 
@@ -131,9 +150,10 @@ def main(argv=None) -> int:
                    help="flashx only, under each of these short-bucket tiles")
     s = sub.add_parser("summarize", help="a markdown table of ncu's CSV")
     s.add_argument("csv")
+    s.add_argument("--top", metavar="REGEX", help="also each launch's five largest metrics matching REGEX")
     args = p.parse_args(argv)
     if args.what == "summarize":
-        return summarize(args.csv)
+        return summarize(args.csv, args.top)
     return run(args.shapes, [parse_tile(t) for t in args.short_tiles])
 
 
