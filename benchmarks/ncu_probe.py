@@ -26,6 +26,10 @@ import csv
 import io
 import re
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 
 COLUMNS = (  # (CSV metric in base units, header, scale, format)
     ("gpu__time_duration.sum", "us", 1e-3, ".1f"),
@@ -121,11 +125,10 @@ def summarize(path: str, top: str = None) -> int:
     rows = [r for r in csv.DictReader(io.StringIO(text[start:])) if r.get("ID", "").isdigit()]
     present = [c for c in COLUMNS if rows and c[0] in rows[0]]
     pattern = re.compile(top) if top else None
-    extra = [" top " + top] if top else []
-    print("| # | kernel | " + " | ".join([header for _, header, _, _ in present] + extra) + " |")
-    print("|---|---|" + "---:|" * len(present) + "---|" * len(extra))
+    head = ["#", "kernel"] + [header for _, header, _, _ in present] + (["top " + top] if top else [])
+    table = []
     for r in rows:
-        cells = []
+        cells = [r["ID"], r["Kernel Name"][:48]]
         for metric, _, scale, spec in present:
             try:
                 cells.append(format(float(r[metric].replace(",", "")) * scale, spec))
@@ -136,7 +139,8 @@ def summarize(path: str, top: str = None) -> int:
                      for name, value in r.items() if name and (m := pattern.search(name))]
             found = sorted((f for f in found if f[1] == f[1]), key=lambda f: -f[1])[:5]
             cells.append(", ".join(f"{name} {value:.2f}" for name, value in found))
-        print(f"| {r['ID']} | {r['Kernel Name'][:48]} | " + " | ".join(cells) + " |")
+        table.append(cells)
+    print("\n".join(common.md_table(head, table)))
     return 0
 
 

@@ -304,16 +304,14 @@ def measure(torch, c: dict, jobs: list, compiled: dict, args, best: dict, log) -
             row["why"] = f"outputs differ from the table's (rel {row['err']:.1e})"
             log(f"D={d} N={n} causal={causal} {kernel} {tiles}: {row['why']}")
             continue
-        launches.append((row, launch))
-    times: dict = {id(row): [] for row, _ in launches}
+        launches.append((row, launch, []))
     for round_ in range(args.rounds):
-        for row, launch in launches if round_ % 2 == 0 else launches[::-1]:
+        for row, launch, samples in launches if round_ % 2 == 0 else launches[::-1]:
             try:
-                times[id(row)].append(common.time_torch(launch, 10.0, args.rep_ms, args.device))
+                samples.append(common.time_torch(launch, 10.0, args.rep_ms, args.device))
             except Exception as e:  # noqa: BLE001
                 row["why"] = common.reason(e)
-    for row, _ in launches:
-        samples = times[id(row)]
+    for row, _, samples in launches:
         if row["why"] is not None or not samples:
             continue
         ms = statistics.median(samples)
@@ -379,8 +377,7 @@ def main(argv=None) -> int:
         log(f"D={d} N={n} causal={causal}: table vs SDPA rel. errors " + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
         sdpa_checks.append((d, n, causal, c["sdpa_err"]))
         for kernel in args.kernels:
-            jobs_here = [(d, n, causal, kernel, tiles, args.device, args.window, args.layout) for tiles in cand[(d, n, kernel)]]
-            rows += measure(torch, c, jobs_here, compiled, args, best, log)
+            rows += measure(torch, c, [j for j in jobs if j[:4] == (d, n, causal, kernel)], compiled, args, best, log)
 
     env = common.environment(torch, args.device)
     lines = common.header_lines("flashx kernel tiles sweep (benchmarks/tune.py)", env)
