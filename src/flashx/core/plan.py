@@ -190,10 +190,12 @@ GLUON_FORWARD_ROUTE = {
 }
 GLUON_TMA_ROUTE = {
     (64, False): ((1024, "d64-tma-persist-n256-ts"), (2048, "d64-c3-turns-tma-persist-ts")),
-    # D = 64 causal, 2026-12-01 07:29 UTC (torch, TFLOP/s): d64-tma-persist-trim-ts 311 vs tl 288
-    # at 1k, but 383 vs 391 at 4k; None from 2k: the tl forward (07:34, through the plan at 2k: tl
-    # 356, the trimmed tile 344, the three-consumer tile 358).
-    (64, True): ((1024, "d64-tma-persist-trim-ts"), (2048, None), (16384, "d64-c3-turns-tma-persist-ts")),
+    # D = 64 causal: the trimmed persistent tile from 1k keys, the three-consumer tile from 6k.
+    # 2026-12-03 (NOTES v0.34), torch, us a launch under ncu, H = 32, (B, N): trimmed /
+    # three-consumer / tl at (8, 2k) 370-372 / - / 391-395, (4, 4k) 669-672 / 672-678 / 678-684,
+    # (2, 6k) 729-731 / 668-670 / 739-745, (2, 8k) 1255-1268 / 1177-1189 / 1235-1238. Until then
+    # tl ran 2k-16k (on 2026-12-01 the trimmed tile had trailed it from 2k).
+    (64, True): ((1024, "d64-tma-persist-trim-ts"), (6144, "d64-c3-turns-tma-persist-ts")),
     (128, False): ((256, "pp-tma-persist-ovl-ts"),),
     # D = 128 causal from 1k keys: the persistent tile since its causal tiles come in heavy/light
     # pairs of one head (gluon_forward._causal_pair). 2026-12-01 15:2x UTC, torch, one run, settled:
