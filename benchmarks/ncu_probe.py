@@ -1,4 +1,4 @@
-"""Workloads for Nsight Compute (ncu), and a summary of its CSV.
+r"""Workloads for Nsight Compute (ncu), and a summary of its CSV.
 
 `run` launches flashx's forward (torch frontend, layout "bhnd", routed as the plan routes it),
 then SDPA's cuDNN and flash (FA2) kernels on the same inputs, at each shape given as
@@ -9,9 +9,9 @@ launches flashx under each given tile of the short bucket's D = 128 causal entry
 (B = 64, N = 256) ncu's per-launch times agree within 2% where do_bench's rounds spread 27%
 (NOTES v0.33).
 
-    ncu --csv --page raw --print-units base --clock-control none \\
-        --metrics gpu__time_duration.sum,lts__t_bytes.sum,dram__bytes_read.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \\
-        -k "regex:^(?!.*(distribution|elementwise|vectorized|reduce|fill)).*" \\
+    ncu --csv --page raw --print-units base --clock-control none \
+        --metrics gpu__time_duration.sum,lts__t_bytes.sum,dram__bytes_read.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
+        -k "regex:^(?!.*(distribution|elementwise|vectorized|reduce|fill)).*" \
         python benchmarks/ncu_probe.py run 4,4096,32,64,1 64,256,16,128,1 > ncu.csv
     ncu ... python benchmarks/ncu_probe.py run 64,256,16,128,1 --short-tiles 64x32/4/3/one 128x64/8/2/two > ncu.csv
     python benchmarks/ncu_probe.py summarize ncu.csv     # one markdown row a launch
