@@ -10,7 +10,7 @@ sequence length in turn and prints how many variants of it Triton has compiled s
 (Triton specializes integer arguments equal to 1 or divisible by 16).
 
     python benchmarks/kernel_stats.py [--d 64 128] [--lengths 2048 3072 2050 4096]
-    python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128] [--n 1024] [--tile NAME]    # no GPU needed
+    python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128] [--n 1024] [--tile NAME] [--sass DIR]    # no GPU needed
 
 On the GPU it reads Triton's per-device kernel cache (`JITFunction.device_caches`, internal API
 of Triton 3.6 to 3.9). --offline compiles the same kernels for sm_90 on any machine
@@ -30,6 +30,7 @@ spills); another Triton version compiles differently.
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def compiled_kernels(kernel) -> list:
@@ -69,8 +70,31 @@ def normalized_ptx(ptx: str) -> str:
     return "\n".join(line for line in lines if line not in ("", "L:") and not line.startswith(".param"))
 
 
+def sass_loops(sass: str, top: int = 8, fewest: int = 16) -> list:
+    """The innermost loops of a kernel's SASS (cuobjdump -sass): (first address, branch address,
+    instruction count, [(opcode, count)] of the `top` commonest) for each backward branch whose
+    body (its target to the branch) holds at least `fewest` instructions and no other such loop.
+    What a kernel's hot loops hold, counted statically: a block a step may branch over (a masked
+    step's selects) counts as if taken. Left out: few-instruction loops (barrier spin-waits) and
+    bodies holding an EXIT (an out-of-line wait stub past the kernel's end that branches back
+    into it)."""
+    import re
+    from collections import Counter
+
+    line = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)[^;]*?(?:\s0x([0-9a-f]+))?\s*;")
+    code = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in map(line.search, sass.splitlines()) if m]
+    loops = []
+    for address, opcode, target in code:
+        if opcode == "BRA" and target is not None and int(target, 16) < address:
+            body = Counter(op for at, op, _ in code if int(target, 16) <= at <= address)
+            if sum(body.values()) >= fewest and "EXIT" not in body:
+                loops.append((int(target, 16), address, sum(body.values()), body.most_common(top)))
+    return [loop for loop in loops
+            if not any(other is not loop and loop[0] <= other[0] and other[1] <= loop[1] for other in loops)]
+
+
 def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documents: bool = False,
-            seqlen: int = 4096, tile: str = None) -> None:
+            seqlen: int = 4096, tile: str = None, sass_dir: str = None) -> None:
     """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
     for sm_90 without a GPU; print their resources (ptx_hash: and a hash of normalized_ptx, to
     compare two trees' kernels).
@@ -79,9 +103,9 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     documents: only the causal document mask (mask_mod, 8 documents, its block map) is built.
     seqlen: N of the (16384 // N, N, 2048 // D, D) shape planned (the routes differ by N).
     tile: a gluon_forward_check.py variant that the TMA route then gives every call of its head
-    dim (its "Gluon TMA fwd" line), to read a prepared tile's resources before it runs."""
+    dim (its "Gluon TMA fwd" line), to read a prepared tile's resources before it runs.
+    sass_dir: write each kernel's SASS there and print its loops' instruction mix (sass_loops)."""
     import hashlib
-    import os
     import re
     import subprocess
     import sys
@@ -138,7 +162,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                        LSE=torch.empty(plan.lse_shape, dtype=torch.float32))
         return call, plan.launch_outputs(call, outputs, torch.empty(1))
 
-    def resources(call, dtype: str, outputs: tuple = ()) -> str:
+    def resources(call, dtype: str, outputs: tuple = (), sass_name: str = None) -> str:
         """outputs: the launch's bound outputs where they matter to the signature (descriptors);
         else its outputs are pointers."""
         from triton.runtime.jit import mangle_type
@@ -173,6 +197,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             f.write(compiled.asm["cubin"])
             f.flush()
             usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+            sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout if sass_name else ""
         found = re.search(r"REG:(\d+) STACK:(\d+)", usage)
         # ptxas serializes every wgmma of a kernel where other instructions read a wgmma's
         # accumulator while it is in flight (warning C7514): correct, and without any overlap.
@@ -184,9 +209,15 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
         serialized = "  WGMMA SERIALIZED (ptxas C7514)" if "C7514" in log else ""
         md = compiled.metadata
         digest = hashlib.sha1(normalized_ptx(compiled.asm["ptx"]).encode()).hexdigest()[:12] if ptx_hash else ""
+        loops = ""
+        if sass_name:
+            with open(os.path.join(sass_dir, sass_name + ".sass"), "w") as f:
+                f.write(sass)
+            loops = "".join(f"\n    loop {start:#06x}-{end:#06x}: {count} instructions: "
+                            + ", ".join(f"{op} {n}" for op, n in mix) for start, end, count, mix in sass_loops(sass))
         return (f"warps {md.num_warps}  stages {md.num_stages}  shared {md.shared // 1024:4d} KiB  "
                 f"registers {found.group(1):>3}  stack {found.group(2)} bytes" + (f"  ptx {digest}" if digest else "")
-                + serialized)
+                + serialized + loops)
 
     print(f"Triton {triton.__version__}, sm_90, {'jax-triton' if jax_like else 'torch (Triton launcher)'} specialization")
     for d in d_list:
@@ -237,7 +268,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             calls += [("dV" if call.writes == ("DV",) else "dK" if call.writes == ("DK",) else "dK/dV", call) for call in dkdv]
             calls += [("dQ", dq), ("both", both)]
             for name, call, *outputs in calls:
-                print(f"D={d:3d} {label} {name:13s} {resources(call, 'bf16', *outputs)}", flush=True)
+                sass_name = f"d{d}-{label.strip().replace(' ', '')}-{name.replace(' ', '-').replace('/', '')}" if sass_dir else None
+                print(f"D={d:3d} {label} {name:13s} {resources(call, 'bf16', *outputs, sass_name=sass_name)}", flush=True)
 
 
 def _document_mask(b, h, q_idx, kv_idx):
@@ -258,9 +290,12 @@ def main(argv=None) -> int:
     p.add_argument("--tile", help="--offline: route this gluon_forward_check.py (TMA) variant")
     p.add_argument("--ptx-hash", action="store_true",
                    help="--offline: also a hash of each kernel's normalized PTX (equal on two trees: the same instructions)")
+    p.add_argument("--sass", metavar="DIR", help="--offline: write each kernel's SASS to DIR and print its loops' instruction mix")
     args = p.parse_args(argv)
     if args.offline:
-        offline(args.d, args.jax, args.window, args.ptx_hash, args.documents, args.n, args.tile)
+        if args.sass:
+            os.makedirs(args.sass, exist_ok=True)
+        offline(args.d, args.jax, args.window, args.ptx_hash, args.documents, args.n, args.tile, args.sass)
         return 0
 
     import torch

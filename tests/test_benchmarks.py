@@ -49,6 +49,31 @@ def test_normalized_ptx_keeps_only_what_a_kernel_does():
     assert kernel_stats.normalized_ptx(before) != kernel_stats.normalized_ptx(after.replace("8;", "16;"))
 
 
+def test_sass_loops_finds_innermost_hot_loops():
+    """kernel_stats.py --sass reports the innermost loops of a kernel's SASS with their
+    instruction mix: a spin-wait too small to matter, an outer loop around an inner one and a
+    wait stub past the kernel's EXIT that branches back into it are left out."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import kernel_stats
+    finally:
+        sys.path.pop(0)
+
+    def sass(lines):
+        return "\n".join(f"        /*{address:04x}*/                   {text} ;  /* 0x000fe2000000000 */"
+                          for address, text in lines)
+
+    body = [(0x100 + 16 * i, "MUFU.EX2 R1, R2" if i % 2 else "FFMA R3, R4, UR5, -R6") for i in range(20)]
+    code = ([(0x00, "S2R R0, SR_TID.X"), (0x10, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R1"),
+             (0x20, "@!P0 BRA 0x10")]  # a spin-wait: two instructions
+            + [(0xf0, "HGMMA.64x64x16.F32.BF16 R24, gdesc[UR16], RZ, !UPT")] + body
+            + [(0x240, "@P0 BRA 0xf0"), (0x250, "IADD3 R0, R0, 0x1, RZ"), (0x260, "@P1 BRA 0x00"),
+               (0x270, "EXIT"), (0x280, "BRA 0x280"), (0x290, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R1"),
+               (0x2a0, "BRA 0x100")])  # a wait stub returning into the loop
+    loops = kernel_stats.sass_loops(sass(code), top=3)
+    assert loops == [(0xf0, 0x240, 22, [("FFMA", 10), ("MUFU", 10), ("HGMMA", 1)])]
+
+
 def test_gluon_backward_tiles_are_checked_variants():
     """The plan's Gluon dK/dV and dQ tiles are the variants benchmarks/gluon_backward_check.py
     times ("cp-s2", which its dQ timings also take; "tma-s3" for "dkdv-tma", "tma-s3-persist" for
