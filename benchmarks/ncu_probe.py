@@ -130,10 +130,8 @@ def summarize(path: str, top: str = None) -> int:
     for r in rows:
         cells = [r["ID"], r["Kernel Name"][:48]]
         for metric, _, scale, spec in present:
-            try:
-                cells.append(format(float(r[metric].replace(",", "")) * scale, spec))
-            except ValueError:
-                cells.append(r[metric])
+            value = _number(r[metric])
+            cells.append(format(value * scale, spec) if value == value else r[metric])  # NaN: not a number, as written
         if pattern:
             found = [(m.group(1) if m.groups() else name, _number(value))
                      for name, value in r.items() if name and (m := pattern.search(name))]
