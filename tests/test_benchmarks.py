@@ -148,3 +148,21 @@ def test_like_for_like_ratio_is_jax_over_torch_back_to_back():
     assert common.ratio(jax_result, torch_result) == "1.00"
     assert common.ratio_back_to_back(jax_result, torch_result) == "1.10"
     assert common.ratio_back_to_back(common.Result(reason="failed"), torch_result) == "-"
+
+
+def test_dobench_gap_cases_and_host_delay():
+    """dobench_gap.py's case strings and its host busy-wait (the GPU-side timings run on the H200 only)."""
+    import time
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import dobench_gap
+    finally:
+        sys.path.pop(0)
+    assert dobench_gap.parse_case("4,4096,32,64,1") == (4, 4096, 32, 64, True)
+    assert dobench_gap.parse_case("64,256,16,128,0") == (64, 256, 16, 128, False)
+    calls = []
+    delayed = dobench_gap.delayed(lambda: calls.append(1) or "out", 3000.0)
+    begin = time.perf_counter()
+    assert delayed() == "out"
+    assert time.perf_counter() - begin >= 3e-3 and calls == [1]
