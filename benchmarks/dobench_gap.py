@@ -3,9 +3,10 @@
 before the kernel, and the kernel itself.
 
 triton.testing.do_bench (the suite's torch timer, as the issue prescribes) flushes L2 with a
-256 MB write before each call and records a CUDA event before and after the call. Where the
-call's host work (frontend, launcher) outlasts that write, the GPU idles between the start event
-and the kernel, and the idle time is counted. Per case and system (flashx's torch frontend, SDPA
+256 MB write before each call and records a CUDA event before and after the call, without waiting
+between calls: the host runs ahead while a call's host work (frontend, launcher) takes less than
+the GPU's flush and kernel, and where it takes more the GPU idles between the start event and the
+kernel and the idle time is counted (measured on the H200: NOTES v0.35 item 4). Per case and system (flashx's torch frontend, SDPA
 FA2, SDPA cuDNN; inputs (B, H, N, D), bf16, flashx with layout="bhnd" as in bench_forward.py):
 - host us: host time a call, 200 calls enqueued without waiting (the GPU lags behind, so nothing
   blocks);
