@@ -93,6 +93,17 @@ class Shape:
         return f"D={self.head_dim} N={self.seqlen} B={self.batch} H={self.heads} causal={self.causal}"
 
 
+def parse_shape(text: str) -> tuple:
+    """B,N,H,D,causal -> (B, N, H, D, causal): one shape on a probe's command line (an argparse type)."""
+    import argparse
+
+    try:
+        b, n, h, d, causal = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected B,N,H,D,causal (five integers)")
+    return b, n, h, d, bool(causal)
+
+
 def shapes_for(head_dims, seqlens, causal_flags, tokens: int = TOKENS, hidden: int = HIDDEN) -> list:
     """B = tokens / N and H = hidden / D for every (D, N, causal)."""
     out = []

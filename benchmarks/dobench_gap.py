@@ -33,13 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+import common  # noqa: E402
 
-DEFAULT_CASES = ("4,4096,32,64,1", "64,256,16,128,1", "4,4096,32,64,0", "4,4096,16,128,1")
-
-
-def parse_case(text: str) -> tuple:
-    b, n, h, d, causal = (int(x) for x in text.split(","))
-    return b, n, h, d, bool(causal)
+DEFAULT_CASES = ((4, 4096, 32, 64, True), (64, 256, 16, 128, True), (4, 4096, 32, 64, False), (4, 4096, 16, 128, True))
 
 
 def host_us(fn, torch, calls: int = 200) -> float:
@@ -104,7 +100,8 @@ def traced(bench, torch) -> tuple:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", nargs="+", default=list(DEFAULT_CASES), help="B,N,H,D,causal (1 or 0) each")
+    p.add_argument("--cases", nargs="+", type=common.parse_shape, default=list(DEFAULT_CASES),
+                   metavar="B,N,H,D,causal", help="shapes, causal 1 or 0")
     p.add_argument("--rep-ms", type=float, default=200.0)
     p.add_argument("--delays", nargs="*", type=float, default=[],
                    help="host busy-waits (us) added to each call: do_bench of each system so delayed, a row per delay")
@@ -116,12 +113,11 @@ def main() -> int:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
-    import common
     import flashx.torch
 
     rows = []
-    for text in args.cases:
-        b, n, h, d, causal = parse_case(text)
+    for b, n, h, d, causal in args.cases:
+        text = f"{b},{n},{h},{d},{int(causal)}"
         q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         flops = 4 * b * h * n * n * d / (2 if causal else 1)
 

@@ -40,15 +40,6 @@ COLUMNS = (  # (CSV metric in base units, header, scale, format)
 )
 
 
-def parse_shape(text: str) -> tuple:
-    """B,N,H,D,causal -> (B, N, H, D, causal)."""
-    try:
-        b, n, h, d, causal = (int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected B,N,H,D,causal (five integers)")
-    return b, n, h, d, bool(causal)
-
-
 def parse_tile(text: str):
     """BMxBN/warps/stages/one|two -> KernelTiles (one: the one-loop walk)."""
     from flashx.core import plan
@@ -147,7 +138,7 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = p.add_subparsers(dest="what", required=True)
     r = sub.add_parser("run", help="the workloads, for ncu to profile")
-    r.add_argument("shapes", nargs="+", type=parse_shape, metavar="B,N,H,D,causal")
+    r.add_argument("shapes", nargs="+", type=common.parse_shape, metavar="B,N,H,D,causal")
     r.add_argument("--short-tiles", nargs="+", default=[], metavar="BMxBN/warps/stages/one|two",
                    help="flashx only, under each of these short-bucket tiles")
     s = sub.add_parser("summarize", help="a markdown table of ncu's CSV")

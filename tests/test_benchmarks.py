@@ -150,17 +150,22 @@ def test_like_for_like_ratio_is_jax_over_torch_back_to_back():
     assert common.ratio_back_to_back(common.Result(reason="failed"), torch_result) == "-"
 
 
-def test_dobench_gap_cases_and_host_delay():
-    """dobench_gap.py's case strings and its host busy-wait (the GPU-side timings run on the H200 only)."""
+def test_probe_shapes_and_dobench_gap_host_delay():
+    """The probes' B,N,H,D,causal shapes (common.parse_shape: ncu_probe.py, dobench_gap.py) and
+    dobench_gap.py's host busy-wait (the GPU-side timings run on the H200 only)."""
+    import argparse
     import time
 
     sys.path.insert(0, str(BENCHMARKS))
     try:
+        import common
         import dobench_gap
     finally:
         sys.path.pop(0)
-    assert dobench_gap.parse_case("4,4096,32,64,1") == (4, 4096, 32, 64, True)
-    assert dobench_gap.parse_case("64,256,16,128,0") == (64, 256, 16, 128, False)
+    assert common.parse_shape("4,4096,32,64,1") == (4, 4096, 32, 64, True)
+    assert common.parse_shape("64,256,16,128,0") == (64, 256, 16, 128, False)
+    with pytest.raises(argparse.ArgumentTypeError, match="B,N,H,D,causal"):
+        common.parse_shape("4,4096,32,64")
     calls = []
     delayed = dobench_gap.delayed(lambda: calls.append(1) or "out", 3000.0)
     begin = time.perf_counter()
