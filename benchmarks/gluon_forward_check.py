@@ -139,6 +139,15 @@ VARIANTS = {
     # consumer trims), so it is gone from this list; the cause is not known.
     "d64-tma-s3-persist-trim-ts": Variant(64, 128, 128, 3, False, True, 232, 48, True, True, trim=True,
                                           tma_store=True),
+    # Session 43, prepared for D = 64 4k causal (the trimmed tile, routed, 669-672 us under ncu
+    # against the 650 that 1.5x FA2 asks): the three-consumer tile without turns, with O stored
+    # by TMA, untrimmed and trimmed (session 24's illegal memory access came on an untrimmed shape,
+    # so the first tells whether trimming is what fails), and the routed tile with OVERLAP.
+    "d64-c3-tma-persist-ts": Variant(64, 192, 128, 2, False, True, 160, 32, True, True, tma_store=True),
+    "d64-c3-tma-persist-trim-ts": Variant(64, 192, 128, 2, False, True, 160, 32, True, True, trim=True,
+                                          tma_store=True),
+    "d64-tma-persist-ovl-trim-ts": Variant(64, 128, 128, 2, False, True, 232, 48, True, True, trim=True,
+                                           overlap=True, tma_store=True),
     # 64-key blocks by TMA for short causal D = 128 (session 22, prepared): at N = 256 the diagonal
     # is half the work, and tl (175) still beats the 128-key trimmed tile (165, v0.21 item 3).
     "pp-n64-tma-persist-trim-ts": Variant(128, 128, 64, 3, False, True, 232, 48, True, True, trim=True,
