@@ -249,7 +249,7 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
                      id="n2100-causal-bhnd-fp16"),
         pytest.param(Case(2, 1100, 1030, 4, 2, 64, 64), "bfloat16", id="d64-q1100-kv1030-bf16"),
         pytest.param(Case(1, 700, 1500, 4, 1, 64, 64, causal=True), "bfloat16", id="d64-trim-mqa-q700-kv1500-causal"),
-        pytest.param(Case(1, 1500, 4100, 4, 2, 64, 64, causal=True), "bfloat16", id="d64-trim-gqa-q1500-kv4100-causal"),
+        pytest.param(Case(1, 1500, 4100, 4, 2, 64, 64, causal=True), "bfloat16", id="d64-c3-gqa-q1500-kv4100-causal"),
         pytest.param(Case(1, 1200, 4200, 2, 1, 256, 256, causal=True), "bfloat16", id="d256-mqa-q1200-kv4200-causal"),
         pytest.param(Case(3, 600, 700, 4, 2, 128, 128, causal=True), "bfloat16", id="trimmed-gqa-q600-kv700-causal"),
     ],

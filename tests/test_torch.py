@@ -636,16 +636,16 @@ GLUON_CASES = [
     pytest.param(Case(2, 700, 300, 6, 3, 128, 128, layout="bhnd"), "float16", id="persistent-q700-kv300-bhnd"),
     # D = 128 causal from 512 to 1k keys: the persistent tile with trimmed diagonals (TMA route).
     pytest.param(Case(2, 800, 700, 4, 2, 128, 128, causal=True), "bfloat16", id="trim-gqa-4:2-q800-kv700-causal"),
-    # D = 64: three consumers taking turns; causal from 6k keys.
+    # D = 64 from 2k keys (causal: from 4k): three consumers without turns.
     pytest.param(Case(1, 2100, 2100, 4, 2, 64, 64), "bfloat16", id="d64-gqa-4:2-n2100"),
     pytest.param(Case(1, 300, 16400, 2, 1, 64, 64, causal=True), "float16", id="d64-mqa-q300-kv16400-causal"),
     # D = 64 from 1k keys: the TMA route only (256-key blocks up to 2k keys).
     pytest.param(Case(2, 1100, 1030, 4, 2, 64, 64, layout="bhnd"), "float16", id="d64-tma-q1100-kv1030-bhnd"),
-    # D = 64 causal from 1k to 6k keys: two consumers with trimmed diagonals (TMA route).
+    # D = 64 causal from 1k to 4k keys: two consumers with trimmed diagonals (TMA route); from 4k three.
     pytest.param(Case(2, 1100, 1030, 4, 2, 64, 64, causal=True), "bfloat16", id="d64-trim-gqa-q1100-kv1030-causal"),
     pytest.param(Case(1, 700, 1500, 4, 1, 64, 64, causal=True, layout="bhnd"), "float16",
                  id="d64-trim-mqa-q700-kv1500-causal-bhnd"),
-    pytest.param(Case(1, 2500, 4100, 4, 2, 64, 64, causal=True), "bfloat16", id="d64-trim-gqa-q2500-kv4100-causal"),
+    pytest.param(Case(1, 2500, 4100, 4, 2, 64, 64, causal=True), "bfloat16", id="d64-c3-gqa-q2500-kv4100-causal"),
     # D = 256: 64-key tiles, from 1k keys.
     pytest.param(Case(1, 2049, 2049, 2, 2, 256, 256, causal=True), "bfloat16", id="d256-n2049-causal"),
     pytest.param(Case(2, 700, 2300, 3, 1, 256, 256, layout="bhnd"), "float16", id="d256-mqa-q700-kv2300-bhnd"),

@@ -153,6 +153,14 @@ GLUON_FORWARD_TILES = {
                                         Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                         CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
                                         ACROSS_TILES=False),
+    # Three consumers without turns (each free to run its softmax while another's products hold
+    # the tensor cores), O stored by TMA: D = 64 causal. 2026-12-03 13:3x UTC (NOTES v0.36), torch,
+    # do_bench, B = 4, N = 4k, H = 32: 394 TFLOP/s against d64-tma-persist-trim-ts 385 and
+    # d64-c3-turns-tma-persist-ts 373 (cuDNN 394, FA2 263).
+    "d64-c3-tma-persist-ts": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True,
+                                  Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
+                                  CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
+                                  ACROSS_TILES=False),
     "pp-tma-persist-ovl-ts": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                   TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False,
                                   OVERLAP=True, TMA_STORE=True, ACROSS_TILES=False),
@@ -189,13 +197,17 @@ GLUON_FORWARD_ROUTE = {
     (256, True): ((1024, "d256-pp"),),
 }
 GLUON_TMA_ROUTE = {
-    (64, False): ((1024, "d64-tma-persist-n256-ts"), (2048, "d64-c3-turns-tma-persist-ts")),
-    # D = 64 causal: the trimmed persistent tile from 1k keys, the three-consumer tile from 6k.
-    # 2026-12-03 (NOTES v0.34), torch, us a launch under ncu, H = 32, (B, N): trimmed /
-    # three-consumer / tl at (8, 2k) 370-372 / - / 391-395, (4, 4k) 669-672 / 672-678 / 678-684,
-    # (2, 6k) 729-731 / 668-670 / 739-745, (2, 8k) 1255-1268 / 1177-1189 / 1235-1238. Until then
-    # tl ran 2k-16k (on 2026-12-01 the trimmed tile had trailed it from 2k).
-    (64, True): ((1024, "d64-tma-persist-trim-ts"), (6144, "d64-c3-turns-tma-persist-ts")),
+    # D = 64 from 2k keys, causal from 4k: three consumers without turns. 2026-12-03 13:3x UTC
+    # (NOTES v0.36), torch, do_bench, TFLOP/s, H = 32, non-causal / causal: at 4k 466 / 391 against
+    # the three-consumer turns tile's 457 / 367 and the trimmed tile's 390 / 387; at 16k 504 / 466
+    # against 498 / 446 and 424 / 424; under ncu at 4k causal 640-643 us a launch (the trimmed
+    # tile's 669-672 in v0.34; cuDNN 635-637, FA2 975-990).
+    (64, False): ((1024, "d64-tma-persist-n256-ts"), (2048, "d64-c3-tma-persist-ts")),
+    # D = 64 causal from 1k keys to 4k: the trimmed persistent tile. 2026-12-03 (NOTES v0.34),
+    # torch, us a launch under ncu, H = 32, (B, N): trimmed / three-consumer turns / tl at (8, 2k)
+    # 370-372 / - / 391-395, (4, 4k) 669-672 / 672-678 / 678-684. Until then tl ran 2k-16k (on
+    # 2026-12-01 the trimmed tile had trailed it from 2k).
+    (64, True): ((1024, "d64-tma-persist-trim-ts"), (4096, "d64-c3-tma-persist-ts")),
     (128, False): ((256, "pp-tma-persist-ovl-ts"),),
     # D = 128 causal from 1k keys: the persistent tile since its causal tiles come in heavy/light
     # pairs of one head (gluon_forward._causal_pair). 2026-12-01 15:2x UTC, torch, one run, settled:
