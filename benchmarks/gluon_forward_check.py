@@ -139,10 +139,12 @@ VARIANTS = {
     # consumer trims), so it is gone from this list; the cause is not known.
     "d64-tma-s3-persist-trim-ts": Variant(64, 128, 128, 3, False, True, 232, 48, True, True, trim=True,
                                           tma_store=True),
-    # Session 43, prepared for D = 64 4k causal (the trimmed tile, routed, 669-672 us under ncu
-    # against the 650 that 1.5x FA2 asks): the three-consumer tile without turns, with O stored
-    # by TMA, untrimmed and trimmed (session 24's illegal memory access came on an untrimmed shape,
-    # so the first tells whether trimming is what fails), and the routed tile with OVERLAP.
+    # Session 43, for D = 64 4k causal (the trimmed tile, then routed, 669-672 us under ncu against
+    # the 650 that 1.5x FA2 asks): the three-consumer tile without turns, with O stored by TMA,
+    # untrimmed (routed since: 640-643 us) and trimmed, and the trimmed tile with OVERLAP (correct,
+    # not faster). The trimmed three-consumer tile still fails on its first shape (B = 2,
+    # N = 1000, non-causal): compute-sanitizer puts out-of-range shared reads at the S = Q K^T
+    # wgmma of _kv_step (NOTES v0.36).
     "d64-c3-tma-persist-ts": Variant(64, 192, 128, 2, False, True, 160, 32, True, True, tma_store=True),
     "d64-c3-tma-persist-trim-ts": Variant(64, 192, 128, 2, False, True, 160, 32, True, True, trim=True,
                                           tma_store=True),

@@ -201,7 +201,8 @@ GLUON_TMA_ROUTE = {
     # (NOTES v0.36), torch, do_bench, TFLOP/s, H = 32, non-causal / causal: at 4k 466 / 391 against
     # the three-consumer turns tile's 457 / 367 and the trimmed tile's 390 / 387; at 16k 504 / 466
     # against 498 / 446 and 424 / 424; under ncu at 4k causal 640-643 us a launch (the trimmed
-    # tile's 669-672 in v0.34; cuDNN 635-637, FA2 975-990).
+    # tile's 669-672 in v0.34; cuDNN 635-637, FA2 975-990). At 1k causal it read 208 against the
+    # trimmed tile's 287 (192-row tiles waste more on the diagonal and the last wave).
     (64, False): ((1024, "d64-tma-persist-n256-ts"), (2048, "d64-c3-tma-persist-ts")),
     # D = 64 causal from 1k keys to 4k: the trimmed persistent tile. 2026-12-03 (NOTES v0.34),
     # torch, us a launch under ncu, H = 32, (B, N): trimmed / three-consumer turns / tl at (8, 2k)
