@@ -154,9 +154,9 @@ GLUON_FORWARD_TILES = {
                                         CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
                                         ACROSS_TILES=False),
     # Three consumers without turns (each free to run its softmax while another's products hold
-    # the tensor cores), O stored by TMA: D = 64 causal. 2026-12-03 13:3x UTC (NOTES v0.36), torch,
-    # do_bench, B = 4, N = 4k, H = 32: 394 TFLOP/s against d64-tma-persist-trim-ts 385 and
-    # d64-c3-turns-tma-persist-ts 373 (cuDNN 394, FA2 263).
+    # the tensor cores), O stored by TMA: D = 64 from 2k keys (causal: from 4k). 2026-12-03 13:3x
+    # UTC (NOTES v0.36), torch, do_bench, B = 4, N = 4k, H = 32, causal: 394 TFLOP/s against
+    # d64-tma-persist-trim-ts 385 and d64-c3-turns-tma-persist-ts 373 (cuDNN 394, FA2 263).
     "d64-c3-tma-persist-ts": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True,
                                   Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                   CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
