@@ -136,7 +136,7 @@ VARIANTS = {
     # three-consumer turns tile (386-394). First run 2026-12-01 11:27 UTC: the three-consumer
     # trimmed tile ("d64-c3-tma-persist-trim-ts", 192-row tiles at 160 / 32 registers) made an
     # illegal memory access from torch on its first check (B = 2, N = 1000, non-causal, where no
-    # consumer trims), so it is gone from this list; the cause is not known.
+    # consumer trims) and was dropped from this list; session 43 put it back (below).
     "d64-tma-s3-persist-trim-ts": Variant(64, 128, 128, 3, False, True, 232, 48, True, True, trim=True,
                                           tma_store=True),
     # Session 43, for D = 64 4k causal (the trimmed tile, then routed, 669-672 us under ncu against
