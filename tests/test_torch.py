@@ -641,7 +641,8 @@ GLUON_CASES = [
     pytest.param(Case(1, 300, 16400, 2, 1, 64, 64, causal=True), "float16", id="d64-mqa-q300-kv16400-causal"),
     # D = 64 from 1k keys: the TMA route only (256-key blocks up to 2k keys).
     pytest.param(Case(2, 1100, 1030, 4, 2, 64, 64, layout="bhnd"), "float16", id="d64-tma-q1100-kv1030-bhnd"),
-    # D = 64 causal from 1k to 4k keys: two consumers with trimmed diagonals (TMA route); from 4k three.
+    # D = 64 causal from 1k to 4k keys: two consumers with trimmed diagonals (TMA route); from 4k three,
+    # trimmed by whole blocks (q2500 and q300: a 192-row tile's last consumers past Nq).
     pytest.param(Case(2, 1100, 1030, 4, 2, 64, 64, causal=True), "bfloat16", id="d64-trim-gqa-q1100-kv1030-causal"),
     pytest.param(Case(1, 700, 1500, 4, 1, 64, 64, causal=True, layout="bhnd"), "float16",
                  id="d64-trim-mqa-q700-kv1500-causal-bhnd"),

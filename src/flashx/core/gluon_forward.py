@@ -19,9 +19,10 @@ turns carry from tile to tile, so a program's next K/V copies start while its co
 the last tile, and no wave is left half full. Q_BY_PRODUCER: the producer also copies each tile's
 Q, into one of two buffer sets (one at D = 256, _q_sets), so a persistent program's next Q arrives
 while its consumers finish the last tile.
-TRIM_DIAGONAL (without TURNS): each consumer computes only the key blocks its own 64 rows see,
-and the last of them on its first half alone where its rows see none of the second (a 128-row
-causal tile's first consumer on its diagonal block); the blocks it leaves it hands straight back.
+TRIM_DIAGONAL (without TURNS): each consumer computes only the key blocks its own 64 rows see
+(one block where its rows are all past Nq), and with two consumers the last of them on its first
+half alone where its rows see none of the second (a 128-row causal tile's first consumer on its
+diagonal block); the blocks it leaves it hands straight back.
 OVERLAP (without TURNS): each consumer issues S_j = Q K_j^T and
 O += P_{j-1} V_{j-1} together and runs block j's softmax while the latter is in flight
 (FlashAttention-3's overlap within a warpgroup); with TRIM_DIAGONAL over its full blocks, its
@@ -275,13 +276,18 @@ def _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_M: gl.constexpr, B
 
 
 @gluon.jit
-def _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr):
+def _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
+                        HALF_BLOCKS: gl.constexpr):
     """TRIM_DIAGONAL: (full blocks, 1 if a half block follows them else 0, unmasked blocks) of one
-    consumer's 64 rows from row0. The half block is the last block these rows see, on its first
-    BLOCK_N // 2 keys, where they see none of the rest."""
+    consumer's 64 rows from row0. With HALF_BLOCKS the half block is the last block these rows
+    see, on its first BLOCK_N // 2 keys, where they see none of the rest. Rows all past Nq (a
+    192-row tile's last consumers when 192 does not divide Nq) compute one block, never stored."""
     n_visible, n_unmasked = _key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, CONSUMER_ROWS, BLOCK_N, LIMIT_RIGHT)
-    kv_end = _kv_end(row0 + CONSUMER_ROWS, seqlen_kv, diag_offset, LIMIT_RIGHT)
-    half = (kv_end - (n_visible - 1) * BLOCK_N <= BLOCK_N // 2).to(gl.int32)
+    n_visible = gl.where(row0 < seqlen_q, n_visible, 1)
+    half = 0
+    if HALF_BLOCKS:
+        kv_end = _kv_end(row0 + CONSUMER_ROWS, seqlen_kv, diag_offset, LIMIT_RIGHT)
+        half = (kv_end - (n_visible - 1) * BLOCK_N <= BLOCK_N // 2).to(gl.int32)
     return n_visible - half, half, n_unmasked
 
 
@@ -889,6 +895,10 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
     q_smem = q_buffers.index(CONSUMER)
     BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
     Q_SETS: gl.constexpr = _q_sets(BLOCK_D)
+    # Three trimmed consumers skip whole blocks only: with the half block's steps in their code
+    # the 192-row tile computed garbage even where no step was half (non-causal), and read shared
+    # memory out of range (causal), on the H200 (NOTES v0.36-v0.37).
+    HALF_BLOCKS: gl.constexpr = TRIM_DIAGONAL and NUM_CONSUMERS == 2
     dtype: gl.constexpr = _element_type(O, TMA_STORE)
     s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
     o_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
@@ -973,7 +983,8 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
         elif OVERLAP:
             n_overlapped = n_blocks
             if TRIM_DIAGONAL:
-                n_full, half, n_unmasked = _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N, CAUSAL)
+                n_full, half, n_unmasked = _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N, CAUSAL,
+                                                               HALF_BLOCKS)
                 n_steps = n_full + half
                 # A consumer whose only block is a half one runs it whole (masked): the overlapped
                 # steps take at least one block.
@@ -986,7 +997,7 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
                                                  diag_offset, seqlen_kv, qk_scale_log2, s_zero, s_layout, o_layout,
                                                  BLOCK_N, BLOCK_D, STAGES, TMA, CAUSAL, False, LIMIT_LEFT, BLOCK_MAP,
                                                  MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
-            if TRIM_DIAGONAL:
+            if HALF_BLOCKS:
                 if half > 0:
                     stage, phase = _ring_slot(i + n_overlapped, STAGES)
                     mbarrier.wait(k_ready.index(stage), phase)
@@ -995,11 +1006,13 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
                         _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA), k_empty.index(stage),
                         v_ready.index(stage), phase, v_empty.index(stage), m_i, l_i, acc, n_overlapped * BLOCK_N, row0,
                         diag_offset, seqlen_kv, qk_scale_log2, s_layout, o_layout, BLOCK_N, CAUSAL)
+            if TRIM_DIAGONAL:
                 _hand_back(k_ready, v_ready, k_empty, v_empty, i, n_steps, n_blocks, STAGES)
         else:
             n_steps = n_blocks  # the blocks this consumer computes (the others it only hands back)
             if TRIM_DIAGONAL:
-                n_full, half, n_unmasked = _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N, CAUSAL)
+                n_full, half, n_unmasked = _trimmed_key_blocks(row0, seqlen_q, seqlen_kv, diag_offset, BLOCK_N, CAUSAL,
+                                                               HALF_BLOCKS)
                 n_steps = n_full + half
             for j in range(n_steps):
                 stage, phase = _ring_slot(i + j, STAGES)
@@ -1007,7 +1020,7 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
                 k_tile = _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA)
                 v_tile = _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA)
                 full_step = True
-                if TRIM_DIAGONAL:
+                if HALF_BLOCKS:
                     # The half block inside the loop of full ones: as a step after the loop,
                     # Triton 3.6's ptxas (12.8) read its Q operand's descriptors from registers
                     # that only the loop's entry set, wrong where the loop ran no step (seen in

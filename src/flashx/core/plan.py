@@ -161,6 +161,14 @@ GLUON_FORWARD_TILES = {
                                   Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                   CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
                                   ACROSS_TILES=False),
+    # The same tile trimmed (whole blocks: a consumer skips the key blocks right of its own rows'
+    # diagonal, and rows all past Nq compute one block): D = 64 causal from 4k keys. 2026-12-03
+    # 14:5x UTC (NOTES v0.37), torch, do_bench, H = 32, causal, two runs: 399 / 392 TFLOP/s at 4k
+    # against d64-c3-tma-persist-ts 385 / 384 (FA2 252 / 260, cuDNN 386 / 385); 461 vs 460 at 16k.
+    "d64-c3-tma-persist-trim-ts": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True,
+                                       Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
+                                       CONSUMER_REGS=160, TRIM_DIAGONAL=True, OVERLAP=False, TMA_STORE=True,
+                                       ACROSS_TILES=False),
     "pp-tma-persist-ovl-ts": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                   TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False,
                                   OVERLAP=True, TMA_STORE=True, ACROSS_TILES=False),
@@ -197,7 +205,8 @@ GLUON_FORWARD_ROUTE = {
     (256, True): ((1024, "d256-pp"),),
 }
 GLUON_TMA_ROUTE = {
-    # D = 64 from 2k keys, causal from 4k: three consumers without turns. 2026-12-03 13:3x UTC
+    # D = 64 non-causal from 2k keys: three consumers without turns (causal from 4k: the same tile
+    # trimmed, below). 2026-12-03 13:3x UTC
     # (NOTES v0.36), torch, do_bench, TFLOP/s, H = 32, non-causal / causal: at 4k 466 / 391 against
     # the three-consumer turns tile's 457 / 367 and the trimmed tile's 390 / 387; at 16k 504 / 466
     # against 498 / 446 and 424 / 424; under ncu at 4k causal 640-643 us a launch (the trimmed
@@ -208,7 +217,9 @@ GLUON_TMA_ROUTE = {
     # torch, us a launch under ncu, H = 32, (B, N): trimmed / three-consumer turns / tl at (8, 2k)
     # 370-372 / - / 391-395, (4, 4k) 669-672 / 672-678 / 678-684. Until then tl ran 2k-16k (on
     # 2026-12-01 the trimmed tile had trailed it from 2k).
-    (64, True): ((1024, "d64-tma-persist-trim-ts"), (4096, "d64-c3-tma-persist-ts")),
+    # From 4k keys the three-consumer tile trimmed (above; 2k causal: 338 / 335 against the
+    # two-consumer tile's 347 / 330, so that boundary stays).
+    (64, True): ((1024, "d64-tma-persist-trim-ts"), (4096, "d64-c3-tma-persist-trim-ts")),
     (128, False): ((256, "pp-tma-persist-ovl-ts"),),
     # D = 128 causal from 1k keys: the persistent tile since its causal tiles come in heavy/light
     # pairs of one head (gluon_forward._causal_pair). 2026-12-01 15:2x UTC, torch, one run, settled:
