@@ -94,7 +94,7 @@ def sass_loops(sass: str, top: int = 8, fewest: int = 16) -> list:
 
 
 def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documents: bool = False,
-            seqlen: int = 4096, tile: str = None, sass_dir: str = None) -> None:
+            seqlen: int = 4096, tile: str = None, sass_dir: str = None, other_ptxas: str = None) -> None:
     """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
     for sm_90 without a GPU; print their resources (ptx_hash: and a hash of normalized_ptx, to
     compare two trees' kernels).
@@ -104,7 +104,9 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     seqlen: N of the (16384 // N, N, 2048 // D, D) shape planned (the routes differ by N).
     tile: a gluon_forward_check.py variant that the TMA route then gives every call of its head
     dim (its "Gluon TMA fwd" line), to read a prepared tile's resources before it runs.
-    sass_dir: write each kernel's SASS there and print its loops' instruction mix (sass_loops)."""
+    sass_dir: write each kernel's SASS there and print its loops' instruction mix (sass_loops).
+    other_ptxas: also assemble each kernel's PTX with this ptxas (as jaxlib assembles JAX's, with
+    the one it finds) and print that cubin's registers, stack and (sass_dir) loops on a second line."""
     import hashlib
     import re
     import subprocess
@@ -193,12 +195,24 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
         source = GluonASTSource if call.kernel.__class__.__name__ == "GluonJITFunction" else ASTSource
         compiled = triton.compile(source(call.kernel, signature, constants, attrs),
                                   target=GPUTarget("cuda", 90, 32), options=dict(call.options))
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(compiled.asm["cubin"])
-            f.flush()
-            usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-            sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout if sass_name else ""
-        found = re.search(r"REG:(\d+) STACK:(\d+)", usage)
+        def cubin_stats(cubin: bytes, name: str) -> tuple:
+            """(registers, stack bytes, its loops' instruction mix where sass_name asks)."""
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(cubin)
+                f.flush()
+                usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True,
+                                       text=True).stdout
+                sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout if name else ""
+            found = re.search(r"REG:(\d+) STACK:(\d+)", usage)
+            loops = ""
+            if name:
+                with open(os.path.join(sass_dir, name + ".sass"), "w") as f:
+                    f.write(sass)
+                loops = "".join(f"\n    loop {start:#06x}-{end:#06x}: {count} instructions: "
+                                + ", ".join(f"{op} {n}" for op, n in mix) for start, end, count, mix in sass_loops(sass))
+            return found.group(1), found.group(2), loops
+
+        registers, stack, loops = cubin_stats(compiled.asm["cubin"], sass_name)
         # ptxas serializes every wgmma of a kernel where other instructions read a wgmma's
         # accumulator while it is in flight (warning C7514): correct, and without any overlap.
         with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
@@ -209,15 +223,21 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
         serialized = "  WGMMA SERIALIZED (ptxas C7514)" if "C7514" in log else ""
         md = compiled.metadata
         digest = hashlib.sha1(normalized_ptx(compiled.asm["ptx"]).encode()).hexdigest()[:12] if ptx_hash else ""
-        loops = ""
-        if sass_name:
-            with open(os.path.join(sass_dir, sass_name + ".sass"), "w") as f:
-                f.write(sass)
-            loops = "".join(f"\n    loop {start:#06x}-{end:#06x}: {count} instructions: "
-                            + ", ".join(f"{op} {n}" for op, n in mix) for start, end, count, mix in sass_loops(sass))
+        other = ""
+        if other_ptxas:
+            with tempfile.TemporaryDirectory() as folder:
+                ptx_file, cubin_file = os.path.join(folder, "k.ptx"), os.path.join(folder, "k.cubin")
+                with open(ptx_file, "w") as f:
+                    f.write(compiled.asm["ptx"])
+                subprocess.run([other_ptxas, "-arch=sm_90a", ptx_file, "-o", cubin_file], check=True)
+                with open(cubin_file, "rb") as f:
+                    other_registers, other_stack, other_loops = cubin_stats(
+                        f.read(), sass_name and sass_name + "-other-ptxas")
+            other = (f"\n  {os.path.basename(os.path.dirname(os.path.dirname(other_ptxas)))}'s ptxas: registers "
+                     f"{other_registers:>3}  stack {other_stack} bytes" + other_loops)
         return (f"warps {md.num_warps}  stages {md.num_stages}  shared {md.shared // 1024:4d} KiB  "
-                f"registers {found.group(1):>3}  stack {found.group(2)} bytes" + (f"  ptx {digest}" if digest else "")
-                + serialized + loops)
+                f"registers {registers:>3}  stack {stack} bytes" + (f"  ptx {digest}" if digest else "")
+                + serialized + loops + other)
 
     print(f"Triton {triton.__version__}, sm_90, {'jax-triton' if jax_like else 'torch (Triton launcher)'} specialization")
     for d in d_list:
@@ -291,11 +311,14 @@ def main(argv=None) -> int:
     p.add_argument("--ptx-hash", action="store_true",
                    help="--offline: also a hash of each kernel's normalized PTX (equal on two trees: the same instructions)")
     p.add_argument("--sass", metavar="DIR", help="--offline: write each kernel's SASS to DIR and print its loops' instruction mix")
+    p.add_argument("--other-ptxas", metavar="PATH",
+                   help="--offline: also assemble each kernel with this ptxas (e.g. CUDA 13.0's, as jaxlib does)")
     args = p.parse_args(argv)
     if args.offline:
         if args.sass:
             os.makedirs(args.sass, exist_ok=True)
-        offline(args.d, args.jax, args.window, args.ptx_hash, args.documents, args.n, args.tile, args.sass)
+        offline(args.d, args.jax, args.window, args.ptx_hash, args.documents, args.n, args.tile, args.sass,
+                args.other_ptxas)
         return 0
 
     import torch
