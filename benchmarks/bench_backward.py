@@ -230,12 +230,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         row.results[system] = results
 
     def sdpa(backend):
-        def make():
-            def fwd():
-                with sdpa_kernel([backend]):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=shape.causal)
-            return fwd
-        return make
+        return lambda: common.sdpa_call(backend, q, k, v, is_causal=shape.causal)
 
     def flashx_fwd():
         return lambda: flashx.torch.attention(q, k, v, causal=shape.causal, layout="bhnd")

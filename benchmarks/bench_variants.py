@@ -334,12 +334,7 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
         return lambda: flex(q, k, v, block_mask=block_mask, enable_gqa=gqa)
 
     def sdpa(backend):
-        def make():
-            def fwd():
-                with sdpa_kernel([backend]):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-            return fwd
-        return make
+        return lambda: common.sdpa_call(backend, q, k, v, is_causal=True, enable_gqa=gqa)
 
     def flashx_jax():
         jax = common.require_jax(ctx)

@@ -304,6 +304,19 @@ def torch_bhnd_from_jax(torch, x, device: str):
     return torch_from_jax(torch, x, device).transpose(1, 2)
 
 
+def sdpa_call(backend, q, k, v, **kwargs) -> Callable:
+    """A call of torch's scaled_dot_product_attention(q, k, v, **kwargs) (is_causal, enable_gqa)
+    under one SDPA backend (SDPBackend.FLASH_ATTENTION: FA2; CUDNN_ATTENTION: cuDNN), entered at
+    each call: how the scripts time the peers, but bench_forward.py, which times inside it."""
+    import torch
+    from torch.nn.attention import sdpa_kernel
+
+    def call():
+        with sdpa_kernel([backend]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+    return call
+
+
 def jax_peer(name: str, causal: bool, head_dim: int, device: str) -> Callable:
     """A JAX peer's attention (q, k, v) -> out, all (B, N, H, D), scale 1/sqrt(D); jit it.
 

@@ -109,8 +109,7 @@ def main() -> int:
     args = p.parse_args()
 
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
     from triton.testing import do_bench
 
     import flashx.torch
@@ -121,14 +120,9 @@ def main() -> int:
         q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         flops = 4 * b * h * n * n * d / (2 if causal else 1)
 
-        def sdpa(backend):
-            def call():
-                with sdpa_kernel([backend]):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            return call
-
         systems = {"flashx": lambda: flashx.torch.attention(q, k, v, causal=causal, layout="bhnd"),
-                   "FA2": sdpa(SDPBackend.FLASH_ATTENTION), "cuDNN": sdpa(SDPBackend.CUDNN_ATTENTION)}
+                   "FA2": common.sdpa_call(SDPBackend.FLASH_ATTENTION, q, k, v, is_causal=causal),
+                   "cuDNN": common.sdpa_call(SDPBackend.CUDNN_ATTENTION, q, k, v, is_causal=causal)}
         for delay in args.delays:
             for name, fn in systems.items():
                 common.settle()

@@ -365,7 +365,7 @@ def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = N
     its descriptors and goes through Triton's dispatch, flashx's through its runner); cudagraph:
     replays captured calls instead (do_bench_cudagraph, median), the kernels' own time.
     device_descriptors: each TMA variant a second time ("... dev"), its descriptors built in the kernel."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     import common  # benchmarks/, this script's folder
 
@@ -400,14 +400,8 @@ def bench(quick: bool, head_dims: tuple, names: tuple, lengths: tuple | None = N
                               f"{'identical' if same else 'DIFFER'}", flush=True)
             systems["flashx"] = lambda: ft.attention(q, k, v, causal=causal)
             systems["flashx tl"] = without_gluon(lambda: ft.attention(q, k, v, causal=causal))
-
-            def sdpa(backend):
-                def run():
-                    with sdpa_kernel(backend):
-                        return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                return run
-            systems["FA2"] = sdpa(SDPBackend.FLASH_ATTENTION)
-            systems["cuDNN"] = sdpa(SDPBackend.CUDNN_ATTENTION)
+            systems["FA2"] = common.sdpa_call(SDPBackend.FLASH_ATTENTION, qt, kt, vt, is_causal=causal)
+            systems["cuDNN"] = common.sdpa_call(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, is_causal=causal)
             for name, fn in systems.items():
                 try:
                     ms = timed(fn)

@@ -47,7 +47,7 @@ def main() -> int:
 
     import torch
     import triton
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import SDPBackend
 
     import common  # benchmarks/, this script's folder
     import flashx.torch as ft
@@ -56,14 +56,9 @@ def main() -> int:
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     flops = 4 * b * h * n * n * d / (2 if args.causal else 1)
 
-    def sdpa(backend):
-        def run():
-            with sdpa_kernel(backend):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
-        return run
-
     systems = {"x": ("flashx", lambda: ft.attention(q, k, v, causal=args.causal, layout="bhnd")),
-               "f": ("FA2", sdpa(SDPBackend.FLASH_ATTENTION)), "c": ("cuDNN", sdpa(SDPBackend.CUDNN_ATTENTION))}
+               "f": ("FA2", common.sdpa_call(SDPBackend.FLASH_ATTENTION, q, k, v, is_causal=args.causal)),
+               "c": ("cuDNN", common.sdpa_call(SDPBackend.CUDNN_ATTENTION, q, k, v, is_causal=args.causal))}
     for _, fn in systems.values():  # compiled before the first timing
         fn()
     torch.cuda.synchronize()

@@ -150,6 +150,31 @@ def test_like_for_like_ratio_is_jax_over_torch_back_to_back():
     assert common.ratio_back_to_back(common.Result(reason="failed"), torch_result) == "-"
 
 
+def test_sdpa_call_runs_the_named_backend():
+    """The peers' calls (common.sdpa_call): SDPA on (q, k, v) under the backend named, entered at
+    each call. Against float64 on odd GQA shapes (math backend, on the CPU); a backend the CPU
+    lacks raises rather than falling back to another."""
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import common
+    finally:
+        sys.path.pop(0)
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 6, 37, 24, generator=gen)
+    k, v = (torch.randn(2, 2, 53, 24, generator=gen) for _ in range(2))
+    out = common.sdpa_call(SDPBackend.MATH, q, k, v, is_causal=True, enable_gqa=True)()
+    kk, vv = (x.double().repeat_interleave(3, dim=1) for x in (k, v))
+    scores = q.double() @ kk.transpose(-1, -2) / 24**0.5
+    scores = scores.masked_fill(torch.ones(37, 53, dtype=torch.bool).tril().logical_not(), float("-inf"))
+    ref = scores.softmax(-1) @ vv
+    assert torch.allclose(out.double(), ref, atol=1e-5)
+    with pytest.raises(RuntimeError):
+        common.sdpa_call(SDPBackend.CUDNN_ATTENTION, q, k, v, is_causal=True, enable_gqa=True)()
+
+
 def test_probe_shapes_and_dobench_gap_host_delay():
     """The probes' B,N,H,D,causal shapes (common.parse_shape: ncu_probe.py, dobench_gap.py) and
     dobench_gap.py's host busy-wait (the GPU-side timings run on the H200 only)."""
