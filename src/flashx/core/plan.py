@@ -78,23 +78,15 @@ class KernelTiles:
 LAUNCH_OPTIONS = dict(enable_fp_fusion=True)
 
 # The Gluon forward's tiles (core/gluon_forward.py, on Hopper), named as in
-# benchmarks/gluon_forward_check.py, which times each beside the tl forward on the H200 (bf16, bnhd;
-# NOTES v0.12-v0.14):
-# - "pp", D = 128: two consumer warpgroups of 64 rows, 128-key K and V tiles in rings of 2 stages,
-#   a 4-warp cp.async producer at 80 registers, consumers at 200: 516 / 476 TFLOP/s non-causal /
-#   causal at N = 4k vs tl 496 / 440 (2026-11-30 13:50). Turns and a persistent grid did not pay
-#   from 4k keys (2026-11-30 16:22 UTC).
-# - "pp-qp-persist", D = 128 under 2k keys: the same with a persistent grid and Q copied by the
-#   producer into two buffer sets, so a program's next Q and K/V arrive while it finishes a tile:
-#   non-causal 457-467 vs tl 388-390 at N = 1k, 400-404 vs 329-336 at 512, 301-303 vs 259-261 at
-#   256 (B*N = 16k / 32k, 2026-11-30 17:13 / 17:15 UTC); causal it trailed tl below 4k keys.
-# - "d64-c3-turns", D = 64: three consumers (192 rows) taking turns, consumers at 152 registers:
-#   441 / 482 at N = 4k / 16k non-causal vs tl 421 / 433; causal 449 vs 436 at 16k but 369 vs 387
-#   at 4k, and the tl forward led at N = 1k (2026-11-30 16:22 UTC).
-# - "d256-pp", D = 256: two consumers, 64-key tiles (192 KB of shared memory), consumers at 224
-#   registers: 549 / 479 at N = 4k (non-causal / causal) vs tl 464 / 429, 588 / 574 at 16k vs 473 / 470;
-#   464 / 335 at N = 1k vs tl 403 / 292 (2026-11-30 17:35 UTC; shorter untimed).
+# benchmarks/gluon_forward_check.py, which checks each against float64 and times it beside the tl
+# forward, FA2 and cuDNN on the H200. The figures behind each tile and route are in
+# benchmarks/NOTES.md (the version in each comment); a tile that a newer one replaced stays here,
+# unrouted, so that jax_vs_torch.py --route can time it beside its successor in both frontends.
 GLUON_FORWARD_TILES = {
+    # cp.async tiles (any launcher, broadcast axes included; NOTES v0.12-v0.14): "pp", two
+    # consumers at D = 128; "pp-qp-persist", the same persistent, with Q by the producer (short
+    # non-causal calls); "d64-c3-turns", three consumers taking turns at D = 64; "d256-pp", 64-key
+    # blocks at D = 256.
     "pp": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
                TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=80, CONSUMER_REGS=200, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
     "pp-qp-persist": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
@@ -103,44 +95,10 @@ GLUON_FORWARD_TILES = {
                          TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=56, CONSUMER_REGS=152, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
     "d256-pp": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=False, Q_BY_PRODUCER=False,
                     TMA=False, PRODUCER_WARPS=4, PRODUCER_REGS=64, CONSUMER_REGS=224, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=False, ACROSS_TILES=False),
-    # TMA tiles (Q, K and V by tensor descriptors, one producer thread issuing bulk copies, so the
-    # consumers get more registers). Before OVERLAP (v0.15-v0.18) torch ran "pp-tma-persist" /
-    # "pp-tma-turns-persist" at D = 128, "d256-tma" / "d256-tma-persist" at D = 256: non-causal 586
-    # vs pp 529 at 4k (D = 128, turns), 603 vs d256-pp 548 (D = 256); gluon_forward_check.py keeps them.
-    # - "d64-c3-turns-tma-persist", D = 64: non-causal 471 vs 443 at 4k, 510 vs 479 at 16k, 382 vs
-    #   tl 373 at 1k; causal 468 vs 450 at 16k, but 387 vs tl 392 at 4k (2026-11-30 18:49 UTC).
-    # - OVERLAP (session 18, first run 2026-12-01 00:36 UTC, bnhd, in one run beside the tiles
-    #   they replace): each consumer's softmax of block j under its own P_{j-1} V_{j-1}.
-    #   "pp-tma-persist-ovl", D = 128 non-causal: 616 vs 588 (turns) at 4k, 515 vs 513 at 1k, 446
-    #   vs 436 at 512. "pp-tma-c240-ovl" (not persistent, consumers at 240 registers), D = 128
-    #   causal: 621 vs 579 (pp-tma-persist) at 16k, 515 vs 502 at 4k, 336 vs tl 323 at 1k; at 512
-    #   keys it trails tl (220 vs 249). "d256-tma-persist-ovl", D = 256: non-causal 554 / 659 / 668
-    #   vs 514 / 597 / 626 at 1k / 4k / 16k; causal 579 vs 535 at 4k, 652 vs 592 at 16k, but 323
-    #   vs 359 at 1k, where "d256-tma-trim" leads.
-    # - TMA_STORE (session 20, first run 2026-12-01 02:24 UTC; 02:27 in one process, three
-    #   repeats): each consumer's O rows leave through shared memory by one TMA store, so the
-    #   consumer's registers are free sooner. D = 128, torch: non-causal "pp-tma-persist-ovl-ts"
-    #   563 vs pp-tma-persist-ovl 506 at 1k, 605 vs 592 at 4k, 615 vs 597 at 16k; causal
-    #   "pp-tma-c240-ovl-ts" 366 vs pp-tma-c240-ovl 323 at 1k, 528 vs 489 at 4k, 600 vs 605 at 16k.
-    #   D = 64 (02:42 UTC), "d64-c3-turns-tma-persist-ts" vs d64-c3-turns-tma-persist: non-causal
-    #   415 vs 380 at 1k, 499 vs 478 at 4k, 515 vs 508 at 16k; causal 470 vs 467 at 16k (at 4k 399
-    #   vs tl 397, at 1k 250 vs tl 293). D = 256 stores O in two 128-column halves through one
-    #   16 KiB buffer a consumer (2026-12-01 03:57 UTC, torch, bnhd): "d256-tma-persist-ovl-ts"
-    #   non-causal 614 / 691 / 693 vs d256-tma-persist-ovl 552 / 656 / 686 at 1k / 4k / 16k, causal
-    #   577 vs 564 at 4k, 636 vs 646 at 16k; "d256-tma-trim-ts" causal 420 vs d256-tma-trim 374 at 1k.
-    # - TRIM_DIAGONAL + TMA_STORE, same run: "pp-tma-persist-trim-ts" at D = 128 causal 512 keys
-    #   (B = 64) 285 vs tl 257, at 1k 369 vs pp-tma-c240-ovl-ts 321 (flashx's own call of that
-    #   tile: 371), at 4k 502 vs 533. At D = 64 the trimmed tiles gained only at 1k causal (304
-    #   vs tl 285): not routed.
-    # - "d256-tma-trim-ts", D = 256 causal from 1k to 4k keys until 2026-12-02 16:3x UTC (then the
-    #   persistent tile took them, NOTES v0.29): each consumer computes only the key
-    #   blocks its own 64 rows see (TRIM_DIAGONAL), so a causal tile's first consumer skips its last
-    #   64-key block. Without TMA_STORE ("d256-tma-trim", routed until 12-01) 374 vs d256-tma 359 at
-    #   1k (same run; 366 vs 356 on 2026-11-30 23:36 UTC).
-    # 256-key blocks at D = 64 (session 22): half the key-block steps, so half the per-step softmax
-    # bookkeeping and barriers, for a 64 x 256 S a consumer. 2026-12-01 07:23 UTC, torch, TFLOP/s,
-    # beside "d64-c3-turns-tma-persist-ts": non-causal 451 vs 416 at 1k (B = 16), but 480 vs 508 at
-    # 4k and 505 vs 519 at 16k; causal 259 vs 251 at 1k, 373 vs 394 at 4k (tl 290 / 388).
+    # TMA tiles (Q, K and V by tensor descriptors, one producer thread issuing the copies, so the
+    # consumers get the registers; NOTES v0.15-v0.21), all with O stored by TMA ("-ts", v0.20).
+    # D = 64: 256-key blocks, half the steps' bookkeeping, lead at 1k-2k keys non-causal (v0.23);
+    # two consumers with trimmed diagonals lead causal at 1k-4k keys (v0.34).
     "d64-tma-persist-n256-ts": dict(BLOCK_M=128, BLOCK_N=256, STAGES=2, TURNS=False, PERSISTENT=True,
                                     Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48,
                                     CONSUMER_REGS=232, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
@@ -149,26 +107,26 @@ GLUON_FORWARD_TILES = {
                                     Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48,
                                     CONSUMER_REGS=232, TRIM_DIAGONAL=True, OVERLAP=False, TMA_STORE=True,
                                     ACROSS_TILES=False),
+    # D = 64, three consumers: with turns (routed until v0.36); without turns, each free to run its
+    # softmax while another's products hold the tensor cores (non-causal from 2k keys, v0.36); and
+    # that tile trimmed by whole blocks (causal from 4k keys, v0.37: its half-block steps
+    # miscompiled with three consumers, see gluon_forward.HALF_BLOCKS).
     "d64-c3-turns-tma-persist-ts": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=True, PERSISTENT=True,
                                         Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                         CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
                                         ACROSS_TILES=False),
-    # Three consumers without turns (each free to run its softmax while another's products hold
-    # the tensor cores), O stored by TMA: D = 64 from 2k keys (causal: from 4k). 2026-12-03 13:3x
-    # UTC (NOTES v0.36), torch, do_bench, B = 4, N = 4k, H = 32, causal: 394 TFLOP/s against
-    # d64-tma-persist-trim-ts 385 and d64-c3-turns-tma-persist-ts 373 (cuDNN 394, FA2 263).
     "d64-c3-tma-persist-ts": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True,
                                   Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                   CONSUMER_REGS=160, TRIM_DIAGONAL=False, OVERLAP=False, TMA_STORE=True,
                                   ACROSS_TILES=False),
-    # The same tile trimmed (whole blocks: a consumer skips the key blocks right of its own rows'
-    # diagonal, and rows all past Nq compute one block): D = 64 causal from 4k keys. 2026-12-03
-    # 14:5x UTC (NOTES v0.37), torch, do_bench, H = 32, causal, two runs: 399 / 392 TFLOP/s at 4k
-    # against d64-c3-tma-persist-ts 385 / 384 (FA2 252 / 260, cuDNN 386 / 385); 461 vs 460 at 16k.
     "d64-c3-tma-persist-trim-ts": dict(BLOCK_M=192, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True,
                                        Q_BY_PRODUCER=True, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32,
                                        CONSUMER_REGS=160, TRIM_DIAGONAL=True, OVERLAP=False, TMA_STORE=True,
                                        ACROSS_TILES=False),
+    # D = 128: OVERLAP (each consumer's softmax under its own previous P V, v0.19), persistent
+    # (causal tiles in heavy/light pairs of one head, v0.25), or per tile at 240 registers (the
+    # causal route until v0.25; a test's route override names it); trimmed diagonals for short
+    # causal calls (v0.20).
     "pp-tma-persist-ovl-ts": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                   TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=False,
                                   OVERLAP=True, TMA_STORE=True, ACROSS_TILES=False),
@@ -178,6 +136,8 @@ GLUON_FORWARD_TILES = {
     "pp-tma-persist-trim-ts": dict(BLOCK_M=128, BLOCK_N=128, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                    TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=48, CONSUMER_REGS=232, TRIM_DIAGONAL=True,
                                    OVERLAP=False, TMA_STORE=True, ACROSS_TILES=False),
+    # D = 256: 64-key blocks, O stored in two 128-column halves (v0.20-v0.21); the trimmed
+    # per-tile tile and the tile without the TMA store were routed until v0.29.
     "d256-tma-persist-ovl-ts": dict(BLOCK_M=128, BLOCK_N=64, STAGES=2, TURNS=False, PERSISTENT=True, Q_BY_PRODUCER=True,
                                     TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24, CONSUMER_REGS=240, TRIM_DIAGONAL=False,
                                     OVERLAP=True, TMA_STORE=True, ACROSS_TILES=False),
@@ -192,10 +152,10 @@ GLUON_FORWARD_TILES = {
 # Which Gluon tile a call takes, by (head dim, causal): (fewest keys, tile name) pairs in rising
 # order; a call takes the last whose fewest keys its Nkv reaches (a name of None: no tile from
 # this route there; where GLUON_TMA_ROUTE gives none, GLUON_FORWARD_ROUTE decides), and the tl
-# forward below the first (where the tl forward led, or nothing was measured). GLUON_FORWARD_ROUTE holds cp.async
-# tiles, for any launcher; GLUON_TMA_ROUTE holds TMA tiles, for launchers that pass host tensor
-# descriptors (Triton's; jax-triton's cannot) and inputs with no broadcast axis. A call that the
-# TMA route leaves out falls back to GLUON_FORWARD_ROUTE.
+# forward below the first (where the tl forward led, or nothing was measured). GLUON_FORWARD_ROUTE
+# holds cp.async tiles, for any launcher; GLUON_TMA_ROUTE holds TMA tiles, for launchers that pass
+# host tensor descriptors (Triton's; jax-triton's cannot, see GLUON_DEVICE_DESCRIPTORS) and inputs
+# with no broadcast axis. A call that the TMA route leaves out falls back to GLUON_FORWARD_ROUTE.
 GLUON_FORWARD_ROUTE = {
     (64, False): ((2048, "d64-c3-turns"),),
     (64, True): ((16384, "d64-c3-turns"),),
@@ -205,34 +165,20 @@ GLUON_FORWARD_ROUTE = {
     (256, True): ((1024, "d256-pp"),),
 }
 GLUON_TMA_ROUTE = {
-    # D = 64 non-causal from 2k keys: three consumers without turns (causal from 4k: the same tile
-    # trimmed, below). 2026-12-03 13:3x UTC
-    # (NOTES v0.36), torch, do_bench, TFLOP/s, H = 32, non-causal / causal: at 4k 466 / 391 against
-    # the three-consumer turns tile's 457 / 367 and the trimmed tile's 390 / 387; at 16k 504 / 466
-    # against 498 / 446 and 424 / 424; under ncu at 4k causal 640-643 us a launch (the trimmed
-    # tile's 669-672 in v0.34; cuDNN 635-637, FA2 975-990). At 1k causal it read 208 against the
-    # trimmed tile's 287 (192-row tiles waste more on the diagonal and the last wave).
+    # D = 64 (NOTES v0.34-v0.37): 256-key blocks at 1k-2k keys, then three consumers; causal, two
+    # consumers trimmed at 1k-4k keys (three read 229 against 283 TFLOP/s at 1k and level at 2k,
+    # where 192-row tiles waste more on the diagonal and the last wave), then three trimmed: 622-631
+    # us a launch at 4k under ncu against cuDNN's 635 and FA2's 972-986.
     (64, False): ((1024, "d64-tma-persist-n256-ts"), (2048, "d64-c3-tma-persist-ts")),
-    # D = 64 causal from 1k keys to 4k: the trimmed persistent tile. 2026-12-03 (NOTES v0.34),
-    # torch, us a launch under ncu, H = 32, (B, N): trimmed / three-consumer turns / tl at (8, 2k)
-    # 370-372 / - / 391-395, (4, 4k) 669-672 / 672-678 / 678-684. Until then tl ran 2k-16k (on
-    # 2026-12-01 the trimmed tile had trailed it from 2k).
-    # From 4k keys the three-consumer tile trimmed (above; 2k causal: 338 / 335 against the
-    # two-consumer tile's 347 / 330, so that boundary stays).
     (64, True): ((1024, "d64-tma-persist-trim-ts"), (4096, "d64-c3-tma-persist-trim-ts")),
+    # D = 128: the persistent OVERLAP tile from 256 keys (causal from 1k, v0.25: 380 / 552 / 603
+    # TFLOP/s against the per-tile tile's 347 / 511 / 605 at 1k / 4k / 16k), trimmed diagonals for
+    # causal 512-1k keys (v0.20).
     (128, False): ((256, "pp-tma-persist-ovl-ts"),),
-    # D = 128 causal from 1k keys: the persistent tile since its causal tiles come in heavy/light
-    # pairs of one head (gluon_forward._causal_pair). 2026-12-01 15:2x UTC, torch, one run, settled:
-    # pp-tma-persist-ovl-ts 380 / 552 / 603 vs pp-tma-c240-ovl-ts (routed until then) 347 / 511 /
-    # 605 at 1k / 4k / 16k keys (logs/2026-12-01-s25-call6-route128.log).
     (128, True): ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-persist-ovl-ts")),
+    # D = 256 from 1k keys, causal too since the pairs walk (v0.29: 147-149 us against the trimmed
+    # per-tile tile's 168 at 1k, 1489-1492 against d256-tma-persist-ovl's 1523-1525 at 16k).
     (256, False): ((1024, "d256-tma-persist-ovl-ts"),),
-    # D = 256 causal from 1k keys: the persistent tile with O stored by TMA, as non-causal, since
-    # the pairs walk (until 12-02 the per-tile d256-tma-trim-ts to 4k keys, then
-    # d256-tma-persist-ovl). 2026-12-02 16:2x-16:36 UTC, device time (us), B*N = 16k, H = 8, both
-    # frontends (NOTES v0.29): at 1k 147-149 vs trim-ts 168 (torch) / 186 (JAX); 2k 237-241 vs
-    # 293-300; 4k JAX 413-414 vs persist-ovl 439-440, torch 418-428 vs 457-475 (one reading 494 vs
-    # 456); 16k 1489-1492 vs 1523-1525.
     (256, True): ((1024, "d256-tma-persist-ovl-ts"),),
 }
 # Sliding windows and block maps in the Gluon forward (LIMIT_LEFT, BLOCK_MAP; OVERLAP tiles
