@@ -240,9 +240,9 @@ GLUON_DKDV_TILES = {
     # 992 -> 1012 / 1043 causal (a loss there); torch 1706 -> 1698 / 1718, 938 -> 931 / 923.
     "dkdv-tma-ts": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32, CONSUMER_REGS=240,
                         PERSISTENT=False, TMA_STORE=True),
-    # Prepared, not routed (NOTES v0.17): one program a multiprocessor walking key blocks (the first
-    # first under causal masks), so that a block's K/V staging and dK/dV stores overlap the
-    # producer's next copies; compiles offline, not yet run.
+    # Not routed: one program a multiprocessor walking key blocks (under causal masks the first
+    # blocks, which the most queries see, first), so that a block's K/V staging and dK/dV stores overlap the producer's next copies;
+    # correct, and slower than a program a key block everywhere it was timed (NOTES v0.17-v0.18).
     "dkdv-tma-persist": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24,
                              CONSUMER_REGS=240, PERSISTENT=True, TMA_STORE=False),
 }
