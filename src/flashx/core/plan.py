@@ -241,8 +241,9 @@ GLUON_DKDV_TILES = {
     "dkdv-tma-ts": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=32, CONSUMER_REGS=240,
                         PERSISTENT=False, TMA_STORE=True),
     # Not routed: one program a multiprocessor walking key blocks (under causal masks the first
-    # blocks, which the most queries see, first), so that a block's K/V staging and dK/dV stores overlap the producer's next copies;
-    # correct, and slower than a program a key block everywhere it was timed (NOTES v0.17-v0.18).
+    # blocks, which the most queries see, first), so that a block's K/V staging and dK/dV stores
+    # overlap the producer's next copies; correct, and slower than a program a key block
+    # everywhere it was timed (NOTES v0.17-v0.18).
     "dkdv-tma-persist": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24,
                              CONSUMER_REGS=240, PERSISTENT=True, TMA_STORE=False),
 }
