@@ -233,8 +233,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                 with open(cubin_file, "rb") as f:
                     other_registers, other_stack, other_loops = cubin_stats(
                         f.read(), sass_name and sass_name + "-other-ptxas")
-            other = (f"\n  {os.path.basename(os.path.dirname(os.path.dirname(other_ptxas)))}'s ptxas: registers "
-                     f"{other_registers:>3}  stack {other_stack} bytes" + other_loops)
+            other = f"\n  {other_ptxas}: registers {other_registers:>3}  stack {other_stack} bytes" + other_loops
         return (f"warps {md.num_warps}  stages {md.num_stages}  shared {md.shared // 1024:4d} KiB  "
                 f"registers {registers:>3}  stack {stack} bytes" + (f"  ptx {digest}" if digest else "")
                 + serialized + loops + other)
