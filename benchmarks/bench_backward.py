@@ -15,9 +15,10 @@ Two timings per system:
 - bwd: torch.autograd.grad(out, (q, k, v), dO, retain_graph=True) on one saved forward,
   counted as 2.5x the forward's FLOPs (the convention of FlashAttention's papers);
 forward FLOPs: 4 * B * H * N * N * D, halved when causal. torch: triton.testing.do_bench
-(median, L2 flushed). JAX: fwd+bwd is jax.jit(jax.grad(loss)) with loss = sum(out * dO) (so
-the cotangent of out is dO); bwd is the jitted application of the vjp function of one saved
-forward (jax.vjp); both timed with block_until_ready, median. The JAX peers are timed the same
+(median, L2 flushed). JAX: fwd+bwd is one jitted jax.vjp of the forward whose pullback is
+applied to dO (torch's computation; until 2026-12-03 it was jax.grad of sum(out * dO), which
+adds a product and a reduction over out); bwd is the jitted application of the vjp function of
+one saved forward; both timed with block_until_ready, median. The JAX peers are timed the same
 way.
 
 FlexAttention: torch.nn.attention.flex_attention under torch.compile (dynamic=False), with a
@@ -242,7 +243,6 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         """make_attention() -> a JAX (q, k, v) -> out; bnhd: it takes (B, N, H, D) (a copy of the
         inputs and dO, made before the timings) rather than the torch buffers' (B, H, N, D)."""
         jax = common.require_jax(ctx)
-        jnp = jax.numpy
         convert = common.jax_bnhd_from_torch if bnhd else common.jax_from_torch
         back = common.torch_bhnd_from_jax if bnhd else common.torch_from_jax
         jq, jk, jv, jdo = (convert(jax, t) for t in (q, k, v, dout))
@@ -250,10 +250,13 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
             torch.cuda.synchronize()  # these buffers are torch's (and maybe copies): written before JAX reads them
         attn = make_attention()
 
-        def loss(q_, k_, v_, do_):
-            return jnp.sum(attn(q_, k_, v_).astype(jnp.float32) * do_.astype(jnp.float32))
+        def forward_backward(q_, k_, v_, do_):
+            # torch's autograd.grad(out, (q, k, v), dO) in JAX: dO is out's cotangent as it is,
+            # where jax.grad of sum(out * dO) would add a product and a reduction over out.
+            _, pullback = jax.vjp(attn, q_, k_, v_)
+            return pullback(do_)
 
-        grad_fn = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+        grad_fn = jax.jit(forward_backward)
         results = {}
         value, why = common.guarded(lambda: (common.time_jax(grad_fn, (jq, jk, jv, jdo), warmup_ms, rep_ms, feed=0),
                                              grad_fn(jq, jk, jv, jdo)), ctx)
@@ -344,7 +347,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         "q/k/v/dO of shape (B, H, N, D) for every torch system (flashx: layout=\"bhnd\", same buffers; flashx's JAX"
         " frontend: the same buffers through DLPack)",
         "- FLOPs: forward 4*B*H*N*N*D (halved when causal); backward 2.5x that; fwd+bwd 3.5x",
-        "- fwd+bwd: out = attention(q, k, v) then torch.autograd.grad(out, (q, k, v), dO) (JAX: jit(grad(sum(out * dO))));"
+        "- fwd+bwd: out = attention(q, k, v) then torch.autograd.grad(out, (q, k, v), dO) (JAX: jit of jax.vjp(attention, q, k, v), its pullback applied to dO);"
         " bwd: torch.autograd.grad(..., retain_graph=True) on one saved forward (JAX: the jitted vjp function)",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
         " JAX: jitted, compile and warm-up excluded, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls,"

@@ -4,7 +4,9 @@
 One process, the same random bf16 inputs (B = 16k / N, N = 4k unless --n, H * D = 2048, layout "bhnd") in both
 frameworks: forward at D = 64 and D = 128 (causal and not), and the D = 128 causal
 backward (JAX: the jitted vjp function applied to dO; torch: autograd.grad of one saved
-forward); --cases picks among these, the D = 128 non-causal backward and the D = 256 forward;
+forward); --cases picks among these, the D = 128 non-causal backward, the D = 256 forward and
+the D = 128 forward + backward (fb128, fb128c: JAX's one jitted jax.vjp applied to dO, and, by
+device time only, jax.grad of sum(out * dO) beside it; torch: autograd.grad of a fresh forward);
 --dkdv-tile forces the backward's dK/dV tile (or a variant of it, --dkdv-set) in both frontends,
 --tile-set changes a field of any Gluon tile in place (both frontends), --route sets both
 frontends' TMA forward route for a head dim and --device-route the JAX frontend's own
@@ -45,7 +47,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch shares 
 
 CASES = {"fwd64c": (64, True, "fwd"), "fwd64": (64, False, "fwd"), "fwd128c": (128, True, "fwd"),
          "fwd128": (128, False, "fwd"), "bwd128c": (128, True, "bwd"), "bwd128": (128, False, "bwd"),
-         "fwd256c": (256, True, "fwd"), "fwd256": (256, False, "fwd")}
+         "fwd256c": (256, True, "fwd"), "fwd256": (256, False, "fwd"),
+         "fb128c": (128, True, "fwd_bwd"), "fb128": (128, False, "fwd_bwd")}
 DEFAULT_CASES = ("fwd64c", "fwd64", "fwd128c", "fwd128", "bwd128c")
 N, HIDDEN = 4096, 2048  # B = 16384 // N
 GROUP = 8
@@ -239,7 +242,7 @@ def main() -> int:
                 mask_mod = document_mask_for(masked.doc_len)
                 jax_options = dict(block_mask=fj.create_block_mask(mask_mod, None, None, n, n, causal=True))
                 torch_options = dict(block_mask=ft.create_block_mask(mask_mod, None, None, n, n, causal=True))
-        flops = 4.0 * b * h * visible * d * (2.5 if kind == "bwd" else 1.0)
+        flops = 4.0 * b * h * visible * d * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[kind]
 
         def attend(q, k, v):
             return fj.attention(q, k, v, causal=causal, layout="bhnd", **jax_options)
@@ -256,6 +259,26 @@ def main() -> int:
             common.settle()
             torch_group = do_bench(lambda: [ft.attention(q, tk, tv, causal=causal, layout="bhnd", **torch_options)
                                             for q in tdos], warmup=25, rep=400)
+        elif kind == "fwd_bwd":
+            def forward_backward(q, k, v, do):
+                return jax.vjp(attend, q, k, v)[1](do)
+
+            jax_ms = common.time_jax(jax.jit(forward_backward), (jq, jk, jv, jdos[0]), 200, 1000)
+            # Grouped: each call its own queries (dO's arrays), or XLA would compute one forward for all.
+            jax_group = common.time_jax(jax.jit(lambda k, v, dos: [forward_backward(do, k, v, do) for do in dos]),
+                                        (jk, jv, tuple(jdos)), 200, 1000)
+            q, k, v = (t.clone().requires_grad_() for t in (tq, tk, tv))
+            group_qs = [t.clone().requires_grad_() for t in tdos]
+
+            def torch_call():
+                return torch.autograd.grad(ft.attention(q, k, v, causal=causal, layout="bhnd"), (q, k, v), tdos[0])
+
+            common.settle()
+            torch_ms = do_bench(torch_call, warmup=25, rep=200)
+            common.settle()
+            torch_group = do_bench(lambda: [torch.autograd.grad(ft.attention(gq, k, v, causal=causal, layout="bhnd"),
+                                                                (gq, k, v), g) for gq, g in zip(group_qs, tdos)],
+                                   warmup=25, rep=400)
         else:
             _, vjp_fn = jax.jit(lambda q, k, v: jax.vjp(attend, q, k, v))(jq, jk, jv)
             jax_ms = common.time_jax(jax.jit(lambda fn, ct: fn(ct)), (vjp_fn, jdos[0]), 200, 1000)
@@ -276,6 +299,18 @@ def main() -> int:
             jitted = jax.jit(attend)
             jitted_args = (jq, jk, jv)
             jax_device = device_ms(lambda: jitted(*jitted_args), jax.block_until_ready, "jax")
+        elif kind == "fwd_bwd":
+            jitted = jax.jit(forward_backward)
+            jitted_args = (jq, jk, jv, jdos[0])
+            jax_device = device_ms(lambda: jitted(*jitted_args), jax.block_until_ready, "jax")
+
+            def loss(q, k, v, do):
+                return jnp.sum(attend(q, k, v).astype(jnp.float32) * do.astype(jnp.float32))
+
+            grad_of_sum = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+            sum_device = device_ms(lambda: grad_of_sum(*jitted_args), jax.block_until_ready, "jax grad of sum")
+            print(f"fwd_bwd D{d} {'causal' if causal else 'non-causal'} device, jax.grad of sum(out * dO): "
+                  f"{flops / sum_device * 1e-9:.1f} TFLOP/s ({sum_device * 1e3:.1f} us)", flush=True)
         else:
             jitted = jax.jit(lambda fn, ct: fn(ct))
             jitted_args = (vjp_fn, jdos[0])

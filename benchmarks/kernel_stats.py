@@ -15,8 +15,9 @@ sequence length in turn and prints how many variants of it Triton has compiled s
 On the GPU it reads Triton's per-device kernel cache (`JITFunction.device_caches`, internal API
 of Triton 3.6 to 3.9). --offline compiles the same kernels for sm_90 on any machine
 (`triton.compile` with the plan's tiles and options, integer arguments specialized as Triton's
-launcher does: 1 becomes a constant, multiples of 16 are marked; --jax: as jax-triton does,
-nothing marked and floats as fp64) and reads registers and stack (spill) bytes from ptxas's
+launcher does: 1 becomes a constant, multiples of 16 are marked; --jax: as the JAX frontend's
+launches are built, floats as fp64 and integers marked only in Gluon kernels (flashx's builder
+marks them, jax-triton's own, the tl kernels', does not)) and reads registers and stack (spill) bytes from ptxas's
 output through the cuobjdump Triton bundles. Where the H200 runs the Gluon forward instead
 (core.plan.GLUON_FORWARD_ROUTE), a "Gluon forward" line follows the forward's: its registers are
 the launch's, which the kernel then splits between its warp groups (setmaxnreg); where torch's
@@ -170,6 +171,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
         from triton.runtime.jit import mangle_type
 
         names, constexpr_names = kernel_params(call.kernel)
+        gluon = call.kernel.__class__.__name__ == "GluonJITFunction"
         values = list(call.args) + list(outputs or (None,) * len(call.outputs))
         signature, attrs, constants = {}, {}, {}
         for i, name in enumerate(list(names) + list(call.outputs)):
@@ -186,13 +188,15 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                 constants[(i,)] = 1
             else:
                 signature[name] = "i64" if abs(value) >= 2**31 else "i32"
-                if value % 16 == 0 and value != 0 and not jax_like:
+                # flashx's JAX builder (flashx/jax/gluon.py) marks Gluon kernels' integers as
+                # Triton's launcher does; jax-triton's own builder, the tl kernels', marks none.
+                if value % 16 == 0 and value != 0 and not (jax_like and not gluon):
                     attrs[(i,)] = [["tt.divisibility", 16]]
         first = len(names) + len(call.outputs)
         for j, name in enumerate(constexpr_names):
             signature[name] = "constexpr"
             constants[(first + j,)] = call.constexprs[name]
-        source = GluonASTSource if call.kernel.__class__.__name__ == "GluonJITFunction" else ASTSource
+        source = GluonASTSource if gluon else ASTSource
         compiled = triton.compile(source(call.kernel, signature, constants, attrs),
                                   target=GPUTarget("cuda", 90, 32), options=dict(call.options))
         def cubin_stats(cubin: bytes, name: str) -> tuple:
@@ -302,7 +306,7 @@ def main(argv=None) -> int:
     p.add_argument("--d", type=int, nargs="+", default=[64, 128])
     p.add_argument("--lengths", type=int, nargs="*", default=[2048, 3072, 2050, 4096])
     p.add_argument("--offline", action="store_true", help="compile for sm_90 without a GPU (see above)")
-    p.add_argument("--jax", action="store_true", help="--offline: jax-triton's integer specialization")
+    p.add_argument("--jax", action="store_true", help="--offline: the JAX frontend's specialization (floats fp64; integers marked in Gluon kernels only)")
     p.add_argument("--window", type=int, default=None, help="--offline: the causal sliding window (LEFT, 0) instead")
     p.add_argument("--documents", action="store_true", help="--offline: the causal document mask instead")
     p.add_argument("--n", type=int, default=4096, help="--offline: plan (16384 // N, N, 2048 // D, D) (default 4096)")
