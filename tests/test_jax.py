@@ -252,6 +252,10 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
         pytest.param(Case(1, 1500, 4100, 4, 2, 64, 64, causal=True), "bfloat16", id="d64-c3-gqa-q1500-kv4100-causal"),
         pytest.param(Case(1, 1200, 4200, 2, 1, 256, 256, causal=True), "bfloat16", id="d256-mqa-q1200-kv4200-causal"),
         pytest.param(Case(3, 600, 700, 4, 2, 128, 128, causal=True), "bfloat16", id="trimmed-gqa-q600-kv700-causal"),
+        # Short causal calls: JAX's own route (GLUON_DEVICE_TMA_ROUTE) from 256 keys.
+        pytest.param(Case(5, 300, 300, 4, 2, 128, 128, causal=True, layout="bhnd"), "bfloat16",
+                     id="trimmed-short-q300-causal-bhnd"),
+        pytest.param(Case(3, 130, 260, 4, 4, 128, 128, causal=True), "float16", id="trimmed-short-q130-kv260-causal"),
     ],
 )
 def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, dtype):

@@ -479,7 +479,10 @@ def test_gluon_forward_route_table():
         pytest.param(dict(nkv=255), None, id="shorter-kv"),
         pytest.param(dict(causal=True), "pp-tma-persist-ovl-ts", id="causal"),
         pytest.param(dict(causal=True, nkv=1023), "pp-tma-persist-trim-ts", id="causal-512-keys"),
-        pytest.param(dict(causal=True, nkv=511), None, id="causal-short-kv"),
+        # Under 512 keys only JAX's launcher takes the trimmed tile (GLUON_DEVICE_TMA_ROUTE).
+        pytest.param(dict(causal=True, nkv=511), (None, "pp-tma-persist-trim-ts"), id="causal-short-kv"),
+        pytest.param(dict(causal=True, nkv=256, layout="bhnd"), (None, "pp-tma-persist-trim-ts"), id="causal-256-keys"),
+        pytest.param(dict(causal=True, nkv=255), None, id="causal-shorter-kv"),
         pytest.param(dict(d=64), "d64-tma-persist-n256-ts", id="d64-1k-keys"),
         pytest.param(dict(d=64, nkv=2048), "d64-c3-tma-persist-ts", id="d64-2k-keys"),
         pytest.param(dict(d=64, nkv=1023), None, id="d64-short-kv"),

@@ -207,13 +207,15 @@ GLUON_TMA_Q_ROWS = 64
 # the H200 2026-11-30 (NOTES v0.16): 24 of 24 checks against float64 from JAX.
 GLUON_DEVICE_DESCRIPTORS = True
 GLUON_DESCRIPTOR_BYTES = 6 * 128  # CUtensorMaps a program: Q, K, V and up to three consumers' O
-# Where such launchers would take another span of GLUON_TMA_ROUTE (none now): a grid of a
-# program per tile builds its descriptors once a tile (with TMA_STORE, O's too), which short
-# causal tiles feel; a persistent grid builds them once a program. Until 2026-12-01 15:30 UTC
-# JAX took pp-tma-persist-ovl-ts at D = 128 causal from 1k keys here while torch took the
-# per-tile pp-tma-c240-ovl-ts (JAX, 02:27: 340 / 488 / 566 at 1k / 4k / 16k keys against 276 /
-# 470 / 572 on the per-tile grid); GLUON_TMA_ROUTE now gives both the persistent tile.
-GLUON_DEVICE_TMA_ROUTE: dict = {}
+# Where such launchers take another route than GLUON_TMA_ROUTE's (an entry replaces the whole
+# route of its (head dim, causal)). D = 128 causal from 256 keys (NOTES v0.38): at B = 64, N = 256
+# the trimmed tile's kernel runs 76-82 us under ncu against the tl forward's 95-96, and JAX's
+# jitted loop reads 186 against 170 TFLOP/s. Torch's calls keep tl below 512 keys: building and
+# passing four host descriptors takes its host time a call from ~85 to ~145 us, more than the
+# kernel saves there (do_bench 115 us either way).
+GLUON_DEVICE_TMA_ROUTE: dict = {
+    (128, True): ((256, "pp-tma-persist-trim-ts"), (1024, "pp-tma-persist-ovl-ts")),
+}
 
 
 # The Gluon backward kernels (core/gluon_backward.py, dK/dV and dQ): their tiles, and which calls
