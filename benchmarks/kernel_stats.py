@@ -16,9 +16,9 @@ On the GPU it reads Triton's per-device kernel cache (`JITFunction.device_caches
 of Triton 3.6 to 3.9). --offline compiles the same kernels for sm_90 on any machine
 (`triton.compile` with the plan's tiles and options, integer arguments specialized as Triton's
 launcher does: 1 becomes a constant, multiples of 16 are marked; --jax: as the JAX frontend's
-launches are built, floats as fp64 and integers marked only in Gluon kernels (flashx's builder
-marks them, jax-triton's own, the tl kernels', does not)) and reads registers and stack (spill) bytes from ptxas's
-output through the cuobjdump Triton bundles. Where the H200 runs the Gluon forward instead
+launches are built, floats as fp64 and integers marked only in Gluon kernels: flashx's builder
+marks them, jax-triton's own, the tl kernels', does not) and reads registers and stack (spill)
+bytes from ptxas's output through the cuobjdump Triton bundles. Where the H200 runs the Gluon forward instead
 (core.plan.GLUON_FORWARD_ROUTE), a "Gluon forward" line follows the forward's: its registers are
 the launch's, which the kernel then splits between its warp groups (setmaxnreg); where torch's
 launches take a TMA tile instead (core.plan.GLUON_TMA_ROUTE; needs torch for the descriptors), a
@@ -190,7 +190,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                 signature[name] = "i64" if abs(value) >= 2**31 else "i32"
                 # flashx's JAX builder (flashx/jax/gluon.py) marks Gluon kernels' integers as
                 # Triton's launcher does; jax-triton's own builder, the tl kernels', marks none.
-                if value % 16 == 0 and value != 0 and not (jax_like and not gluon):
+                if value % 16 == 0 and value != 0 and (gluon or not jax_like):
                     attrs[(i,)] = [["tt.divisibility", 16]]
         first = len(names) + len(call.outputs)
         for j, name in enumerate(constexpr_names):
