@@ -220,6 +220,8 @@ def test_bad_input_raises_at_trace_time():
         pytest.param(Case(1, 2100, 2100, 6, 2, 64, 64), "bfloat16", id="d64-gqa-6:2-n2100-bf16"),
         pytest.param(Case(1, 1500, 2200, 2, 1, 256, 256, causal=True), "float16", id="d256-mqa-q1500-kv2200-causal-fp16"),
         pytest.param(Case(1, 1040, 1040, 4, 2, 256, 256), "bfloat16", id="d256-gqa-4:2-n1040-bf16"),
+        # A short causal call (JAX's own route from 256 keys): the gradient reads the trimmed tile's lse.
+        pytest.param(Case(2, 300, 300, 4, 2, 128, 128, causal=True), "bfloat16", id="short-gqa-4:2-n300-causal-bf16"),
     ],
 )
 def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
