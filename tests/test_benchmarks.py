@@ -1,6 +1,7 @@
 """The benchmark scripts measure what the library runs: the figures behind the plan's routes come
 from them."""
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -13,15 +14,20 @@ pytest.importorskip("torch")  # the scripts launch through torch
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+def benchmark_module(name: str):
+    """A script of benchmarks/ as a module (its folder on the path only while it imports)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
 def test_gluon_tiles_are_the_measured_variants():
     """Each routed Gluon tile is, by name and in every constexpr, the variant that
     benchmarks/gluon_forward_check.py checks against float64 and times (the route's figures in
     plan.py and NOTES come from those runs), at the head dim it is routed for."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import gluon_forward_check as check
-    finally:
-        sys.path.pop(0)
+    check = benchmark_module("gluon_forward_check")
     for name, tile in plan_mod.GLUON_FORWARD_TILES.items():
         measured = check._constexprs(check.VARIANTS[name], causal=False)
         assert {k: measured[k] for k in tile} == tile, name
@@ -34,11 +40,7 @@ def test_normalized_ptx_keeps_only_what_a_kernel_does():
     """kernel_stats.py --ptx-hash compares two trees' kernels by normalized PTX: register and label
     numbers, comments, line info and parameter declarations (a new unused argument) drop out; an
     instruction does not."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import kernel_stats
-    finally:
-        sys.path.pop(0)
+    kernel_stats = benchmark_module("kernel_stats")
     before = (".visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u64 k_param_1\n)\n{\n"
               "\tld.param.b64 \t%rd3, [k_param_1];\t// note\n$L__BB0_2:\n\t.loc 1 20 4\n"
               "\tadd.s64 \t%rd4, %rd3, 8;\n\tbra.uni \t$L__BB0_2;\n}\n.section .debug_info { 1 }\n")
@@ -53,11 +55,7 @@ def test_sass_loops_finds_innermost_hot_loops():
     """kernel_stats.py --sass reports the innermost loops of a kernel's SASS with their
     instruction mix: a spin-wait too small to matter, an outer loop around an inner one and a
     wait stub past the kernel's EXIT that branches back into it are left out."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import kernel_stats
-    finally:
-        sys.path.pop(0)
+    kernel_stats = benchmark_module("kernel_stats")
 
     def sass(lines):
         return "\n".join(f"        /*{address:04x}*/                   {text} ;  /* 0x000fe2000000000 */"
@@ -78,11 +76,7 @@ def test_gluon_backward_tiles_are_checked_variants():
     """The plan's Gluon dK/dV and dQ tiles are the variants benchmarks/gluon_backward_check.py
     times ("cp-s2", which its dQ timings also take; "tma-s3" for "dkdv-tma", "tma-s3-persist" for
     "dkdv-tma-persist", "tma-s3-ts-p32" for "dkdv-tma-ts"), with the blocks its launchers pass."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import gluon_backward_check as check
-    finally:
-        sys.path.pop(0)
+    check = benchmark_module("gluon_backward_check")
     for name, variant_name in (("dkdv", "cp-s2"), ("dkdv-tma", "tma-s3"), ("dkdv-tma-persist", "tma-s3-persist"),
                                ("dkdv-tma-ts", "tma-s3-ts-p32")):
         tile, variant = plan_mod.GLUON_DKDV_TILES[name], check.VARIANTS[variant_name]
@@ -105,11 +99,7 @@ def test_jax_timing_loop_feeds_every_output():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import common
-    finally:
-        sys.path.pop(0)
+    common = benchmark_module("common")
 
     @jax.checkpoint  # residuals q, k and v, as flashx's own vjp keeps (with out and lse)
     def attend(q, k, v):
@@ -136,11 +126,7 @@ def test_like_for_like_ratio_is_jax_over_torch_back_to_back():
     """The tables' `flashx jax/torch b2b` column: torch's back-to-back time (wall_ms) over JAX's
     loop time, so above 1 where JAX is faster; "-" where torch has no back-to-back timing. The
     prescribed column compares the two systems' do_bench / loop figures instead."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import common
-    finally:
-        sys.path.pop(0)
+    common = benchmark_module("common")
     flops = 1e12
     torch_result, jax_result = common.measured(2.0, flops), common.measured(2.0, flops)
     assert common.ratio_back_to_back(jax_result, torch_result) == "-"
@@ -157,11 +143,7 @@ def test_sdpa_call_runs_the_named_backend():
     import torch
     from torch.nn.attention import SDPBackend
 
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import common
-    finally:
-        sys.path.pop(0)
+    common = benchmark_module("common")
     gen = torch.Generator().manual_seed(5)
     q = torch.randn(2, 6, 37, 24, generator=gen)
     k, v = (torch.randn(2, 2, 53, 24, generator=gen) for _ in range(2))
@@ -181,12 +163,8 @@ def test_probe_shapes_and_dobench_gap_host_delay():
     import argparse
     import time
 
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import common
-        import dobench_gap
-    finally:
-        sys.path.pop(0)
+    common = benchmark_module("common")
+    dobench_gap = benchmark_module("dobench_gap")
     assert common.parse_shape("4,4096,32,64,1") == (4, 4096, 32, 64, True)
     assert common.parse_shape("64,256,16,128,0") == (64, 256, 16, 128, False)
     with pytest.raises(argparse.ArgumentTypeError, match="B,N,H,D,causal"):

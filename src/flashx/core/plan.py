@@ -211,8 +211,8 @@ GLUON_DESCRIPTOR_BYTES = 6 * 128  # CUtensorMaps a program: Q, K, V and up to th
 # route of its (head dim, causal)). D = 128 causal from 256 keys (NOTES v0.38): at B = 64, N = 256
 # the trimmed tile's kernel runs 76-82 us under ncu against the tl forward's 95-96, and JAX's
 # jitted loop reads 186 against 170 TFLOP/s. Torch's calls keep tl below 512 keys: building and
-# passing four host descriptors takes its host time a call from ~85 to ~145 us, more than the
-# kernel saves there (do_bench 115 us either way).
+# passing four host descriptors took its host time a call from 85 to 145 us (one reading each),
+# more than the kernel saves there (do_bench 115 us either way).
 GLUON_DEVICE_TMA_ROUTE: dict = {
     (128, True): ((256, "pp-tma-persist-trim-ts"), (1024, "pp-tma-persist-ovl-ts")),
 }
