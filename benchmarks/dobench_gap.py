@@ -19,9 +19,16 @@ FA2, SDPA cuDNN; inputs (B, H, N, D), bf16, flashx with layout="bhnd" as in benc
   count and median device time.
 --delays: instead, do_bench of each system with a host busy-wait added before each call, to see
 how much host time do_bench counts.
+--breakdown: instead, the host time a call of each step of flashx's torch forward takes on its
+own (the steps _forward_impl makes, with the descriptors it takes, each timed over 200 calls,
+median of 7; shapes with one batch and two heads, so that the GPU keeps up and no launch waits on
+a full queue), beside SDPA's calls, a pure-Python calibration loop and Triton's launch of a
+one-pointer kernel; and each step's host time while the GPU runs a sleep kernel queued before it,
+which shows a step that waits for the GPU.
 
     python benchmarks/dobench_gap.py [--cases 4,4096,32,64,1 64,256,16,128,1] [--profile]
     python benchmarks/dobench_gap.py --delays 0 100 300 600   # do_bench with host time added
+    python benchmarks/dobench_gap.py --breakdown --cases 64,256,16,128,1   # host time by step
 """
 from __future__ import annotations
 
@@ -56,6 +63,117 @@ def delayed(fn, us: float):
             pass
         return fn()
     return call
+
+
+def per_call_us(fn, torch, calls: int = 200, rounds: int = 7) -> float:
+    """Median over `rounds` of the host time a call of fn, `calls` calls a round."""
+    fn()
+    return statistics.median(host_us(fn, torch, calls) for _ in range(rounds))
+
+
+def busy_us(fn, torch, calls: int = 20, sleep_cycles: int = 20_000_000) -> float:
+    """Host time a call of fn while the GPU still runs a ~10 ms sleep kernel queued before: a call
+    that waits for the GPU (a synchronizing driver call) takes about the sleep's length / calls."""
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda._sleep(sleep_cycles)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def breakdown(case: tuple, torch) -> list:
+    """(step, host us a call) of flashx's torch forward at (1, N, 2, D) of `case`, step by step
+    (see --breakdown)."""
+    import triton
+    import triton.language as tl
+    from torch.nn.attention import SDPBackend
+
+    import flashx.core as core
+    import flashx.torch  # noqa: F401 (the module below, whose name its function shadows)
+
+    fta = sys.modules["flashx.torch.attention"]
+
+    _, n, _, d, causal = case
+    q, k, v = (torch.randn(1, 2, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    call = lambda: fta.attention(q, k, v, causal=causal, layout="bhnd")  # noqa: E731
+    call()
+    plan = fta._DENSE_PLANS[fta._dense_key(q, k, v, causal, None, "bhnd", None, None)]
+    placeholder = fta._placeholder(q)
+    out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
+    arrays = dict(zip(fta._OPTIONAL_INPUTS, fta._NO_TENSORS), Q=q, K=k, V=v, BIAS=None)
+    descriptors = plan.either_descriptors  # as _forward_impl takes them
+    gluon = plan.gluon_forward_tile(descriptors) is not None
+
+    def forward_call():
+        kernel_call = plan.forward_call(arrays, placeholder, gluon=gluon, descriptors=descriptors)
+        return kernel_call, plan.launch_outputs(kernel_call, dict(O=out, LSE=lse), placeholder)
+
+    kernel_call, bound = forward_call()
+    allocator = fta._scratch_allocator(q.device) if kernel_call.constexprs.get("DEVICE_DESCRIPTORS") else None
+    kernel_call.launch(bound, allocator=allocator)
+    key_arrays = (*kernel_call.arrays, *bound)
+    runner = kernel_call.runners.get(kernel_call.runners.key(key_arrays))
+    args = (*kernel_call.args, *bound, *kernel_call.constexprs.values())
+    placeholders_as_ints = tuple(a.data_ptr() if a is placeholder else a for a in args)
+    as_ints = tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)
+
+    @triton.jit
+    def one_pointer(X, n: tl.constexpr):
+        tl.store(X + tl.arange(0, n), tl.zeros((n,), tl.int32))
+
+    one_pointer[(1,)](placeholder, 1)
+    tiny = one_pointer[(1,)]
+
+    def with_allocator(fn):
+        if allocator is None:
+            return fn
+        return lambda: triton.set_allocator(allocator) or fn()  # this process only times
+
+    def python_loop():
+        total = 0
+        for i in range(100):
+            total += {i: i}.get(i, 0)
+        return total
+
+    def empties():
+        torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
+        torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
+
+    def device_context():
+        with fta._on_device(q):
+            pass
+
+    flash = common.sdpa_call(SDPBackend.FLASH_ATTENTION, q, k, v, is_causal=causal)
+    with torch.nn.attention.sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        bare_flash = per_call_us(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal), torch)
+    steps = [
+        ("python calibration loop (100 dict builds)", python_loop),
+        ("flashx.torch.attention, whole call", call),
+        ("  _run_eager(plan, ...)", lambda: fta._run_eager(plan, q, k, v, None, fta._NO_TENSORS, False)),
+        ("  _forward_impl(plan, ...)", lambda: fta._forward_impl(plan, q, k, v, None, fta._NO_TENSORS)),
+        ("  torch.empty of O and LSE", empties),
+        ("  q.new_empty of O and LSE", lambda: (q.new_empty(plan.out_shape), q.new_empty(plan.lse_shape, dtype=torch.float32))),
+        ("  torch.cuda.current_device()", torch.cuda.current_device),
+        ("  torch.cuda.device(q.device) entered and left", device_context),
+        ("  _dense_key", lambda: fta._dense_key(q, k, v, causal, None, "bhnd", None, None)),
+        ("  plan.forward_call + launch_outputs", forward_call),
+        ("  CompiledRunners.key", lambda: kernel_call.runners.key(key_arrays)),
+        ("  KernelCall.launch (key, runner, launch)", lambda: kernel_call.launch(bound, allocator=allocator)),
+        ("  Triton runner (launch)", with_allocator(lambda: runner(*args))),
+        ("  Triton runner, placeholders as ints", with_allocator(lambda: runner(*placeholders_as_ints))),
+        ("  Triton runner, every array as an int", with_allocator(lambda: runner(*as_ints))),
+        ("cuDNN (SDPA), its backend entered a call", common.sdpa_call(SDPBackend.CUDNN_ATTENTION, q, k, v, is_causal=causal)),
+        ("Triton runner of a one-pointer kernel", lambda: tiny(placeholder, 1)),
+        ("SDPA FA2, its backend entered a call", flash),
+    ]
+    rows = [(name, per_call_us(fn, torch), busy_us(fn, torch)) for name, fn in steps]
+    rows.append(("SDPA FA2, inside its backend", bare_flash, float("nan")))
+    return rows
 
 
 def graph_of(fn, torch):
@@ -105,6 +223,7 @@ def main() -> int:
     p.add_argument("--rep-ms", type=float, default=200.0)
     p.add_argument("--delays", nargs="*", type=float, default=[],
                    help="host busy-waits (us) added to each call: do_bench of each system so delayed, a row per delay")
+    p.add_argument("--breakdown", action="store_true", help="the host time of each step of a flashx call (see above)")
     p.add_argument("--profile", action="store_true", help="also print cProfile's 25 costliest functions (own time) over 200 flashx calls a case")
     args = p.parse_args()
 
@@ -114,6 +233,13 @@ def main() -> int:
 
     import flashx.torch
 
+    if args.breakdown:
+        for case in args.cases:
+            print(f"\n| host us a call, (1, {case[1]}, 2, {case[3]}) causal {int(case[4])} | us | with the GPU busy |\n"
+                  "|---|---:|---:|")
+            for name, us, busy in breakdown(case, torch):
+                print(f"| {name} | {us:.1f} | {busy:.1f} |", flush=True)
+        return 0
     rows = []
     for b, n, h, d, causal in args.cases:
         text = f"{b},{n},{h},{d},{int(causal)}"

@@ -543,6 +543,63 @@ def test_gluon_tma_route(monkeypatch, change, tile):
         plan.gluon_forward_tile(descriptors=True)
 
 
+@pytest.mark.parametrize("nkv, descriptors, tile", [
+    (200, "device", None), (256, "device", "pp-tma-persist-trim-ts"), (511, "device", "pp-tma-persist-trim-ts"),
+    (512, "host", "pp-tma-persist-trim-ts"), (4096, "host", "pp-tma-persist-ovl-ts"),
+])
+def test_either_descriptors(monkeypatch, nkv, descriptors, tile):
+    """A launcher that can pass either (Triton's: torch's) takes device-built descriptors below
+    HOST_DESCRIPTORS_FROM_KEYS keys and host ones from there; at D = 128 causal that gives it
+    the trimmed TMA tile from 256 keys (GLUON_DEVICE_TMA_ROUTE, then GLUON_TMA_ROUTE)."""
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    kv = spec((3, nkv, 2, 128))
+    plan = core.plan_attention(spec((3, 300, 4, 128)), kv, kv, causal=True)
+    assert plan.either_descriptors == descriptors
+    assert plan.gluon_forward_tile(plan.either_descriptors) == tile
+
+
+def test_launch_gives_its_allocator_for_the_launch_only():
+    """KernelCall.launch's allocator is the one Triton's launcher sees during that launch (for a
+    kernel's global scratch); before and after, and after a launch that raised, the process's own."""
+    import triton
+
+    from flashx.core import launch
+
+    if not launch.scratch_allocator_settable():
+        pytest.skip("this Triton keeps no allocator flashx can set for one launch")
+    seen = []
+
+    def own(size, alignment, stream):
+        raise AssertionError("not called")
+
+    def ours(size, alignment, stream):
+        raise AssertionError("not called")
+
+    class Kernel:
+        def __init__(self, fail):
+            self.fail = fail
+
+        def __getitem__(self, grid):
+            def run(*args, **kwargs):
+                seen.append(launch._ALLOCATOR.get())
+                if self.fail:
+                    raise RuntimeError("launch failed")
+            return run
+
+    before = launch._ALLOCATOR.get()
+    triton.set_allocator(own)
+    try:
+        launch.KernelCall(Kernel(False), (1,), (), (), {}, {}).launch((), allocator=ours)
+        assert seen == [ours] and launch._ALLOCATOR.get() is own
+        with pytest.raises(RuntimeError, match="launch failed"):
+            launch.KernelCall(Kernel(True), (1,), (), (), {}, {}).launch((), allocator=ours)
+        assert seen == [ours, ours] and launch._ALLOCATOR.get() is own
+        launch.KernelCall(Kernel(False), (1,), (), (), {}, {}).launch(())
+        assert seen == [ours, ours, own]
+    finally:
+        triton.set_allocator(before)
+
+
 def test_gluon_device_tma_route(monkeypatch):
     """A launcher that builds descriptors on the device takes GLUON_DEVICE_TMA_ROUTE's spans where
     it has them (an entry replaces GLUON_TMA_ROUTE's whole route for its (head dim, causal); here

@@ -634,6 +634,11 @@ GLUON_CASES = [
     # D = 128 non-causal under 2k keys: persistent, Q by the producer; more tiles than SMs.
     pytest.param(Case(3, 1000, 1000, 50, 10, 128, 128), "bfloat16", id="persistent-gqa-50:10-n1000"),
     pytest.param(Case(2, 700, 300, 6, 3, 128, 128, layout="bhnd"), "float16", id="persistent-q700-kv300-bhnd"),
+    # D = 128 below 512 keys: descriptors built on the device, in the global scratch Triton's launcher
+    # asks flashx's allocator for (plan.HOST_DESCRIPTORS_FROM_KEYS); causal: the trimmed tile from 256 keys.
+    pytest.param(Case(3, 300, 300, 8, 2, 128, 128, causal=True), "bfloat16", id="device-desc-gqa-8:2-n300-causal"),
+    pytest.param(Case(2, 130, 260, 4, 4, 128, 128, causal=True, layout="bhnd"), "float16",
+                 id="device-desc-q130-kv260-causal-bhnd"),
     # D = 128 causal from 512 to 1k keys: the persistent tile with trimmed diagonals (TMA route).
     pytest.param(Case(2, 800, 700, 4, 2, 128, 128, causal=True), "bfloat16", id="trim-gqa-4:2-q800-kv700-causal"),
     # D = 64 from 2k keys (causal: from 4k): three consumers without turns.
@@ -869,15 +874,19 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, wi
 def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
     """On Hopper, dense 16-bit calls at D = 64, 128 or 256 with enough keys take the
     warp-specialized Gluon forward, with the TMA tile that the plan's GLUON_TMA_ROUTE gives (torch
-    passes descriptors), else GLUON_FORWARD_ROUTE's cp.async tile: out and lse against float64 on
-    ragged lengths, GQA, causal rows without keys and both layouts; a q that starts off a 16-byte
-    boundary takes the tl kernel, with the same results; the backward reads the Gluon forward's lse."""
+    passes host descriptors; below HOST_DESCRIPTORS_FROM_KEYS keys it has the kernel build them,
+    and GLUON_DEVICE_TMA_ROUTE's spans come first), else GLUON_FORWARD_ROUTE's cp.async tile: out
+    and lse against float64 on ragged lengths, GQA, causal rows without keys and both layouts; a q
+    that starts off a 16-byte boundary takes the tl kernel, with the same results; the backward
+    reads the Gluon forward's lse."""
     from flashx import core
     from flashx.core import gluon_forward, plan as plan_mod
 
     require_sm90("the Gluon forward's kernels")
     assert core.runtime.hopper_gluon(), "an sm_90 device, yet the Gluon forward is off"
-    routes = (plan_mod.GLUON_TMA_ROUTE, plan_mod.GLUON_FORWARD_ROUTE)
+    on_device = case.nkv < plan_mod.HOST_DESCRIPTORS_FROM_KEYS
+    tma_route = {**plan_mod.GLUON_TMA_ROUTE, **plan_mod.GLUON_DEVICE_TMA_ROUTE} if on_device else plan_mod.GLUON_TMA_ROUTE
+    routes = (tma_route, plan_mod.GLUON_FORWARD_ROUTE)
     tile = next(filter(None, (plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, r) for r in routes)))
     calls = []
     forward_call = core.AttentionPlan.forward_call
@@ -894,6 +903,7 @@ def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
     assert forward_kernels == [gluon_forward.gluon_attention_forward_kernel]
     constexprs = plan_mod.GLUON_FORWARD_TILES[tile]
     assert {name: calls[0].constexprs[name] for name in constexprs} == constexprs, tile
+    assert calls[0].constexprs["DEVICE_DESCRIPTORS"] == (on_device and constexprs["TMA"])
     check_against_references(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)
 
     base = torch.empty(q.numel() + 8, device="cuda", dtype=q.dtype)
@@ -918,8 +928,9 @@ def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
 def test_gpu_repeated_calls_through_the_compiled_runner():
     """Later calls at known shapes launch the compiled kernel's runner directly: fresh data, then a
     q misaligned by one element (Triton specializes on 16-byte alignment: a second runner), then
-    aligned again, forward and backward, each against SDPA in float64."""
-    shape = (2, 333, 4, 128)
+    aligned again, forward and backward, each against SDPA in float64. (D = 64 at 333 keys: the tl
+    forward takes both alignments; at D = 128 an aligned q takes a Gluon tile.)"""
+    shape = (2, 333, 4, 64)
     numel = math.prod(shape)
     plan_of = importlib.import_module("flashx.torch.attention")._plan  # the module, not the function
     for step, misaligned in enumerate((False, False, True, False)):

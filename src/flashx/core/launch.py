@@ -74,14 +74,34 @@ class CompiledRunners:
             self.enabled = False
 
 
+def _allocator_variable() -> Optional[Any]:
+    """The context variable that holds the allocator Triton's launcher asks global scratch of
+    (triton.set_allocator sets it; Triton 3.6 and 3.9 keep it there), or None in a Triton without one."""
+    try:
+        from triton.runtime._allocation import _allocator
+    except ImportError:
+        return None
+    return _allocator if hasattr(_allocator, "set") and hasattr(_allocator, "reset") else None
+
+
+_ALLOCATOR = _allocator_variable()
+
+
+def scratch_allocator_settable() -> bool:
+    """Whether KernelCall.launch can give a kernel's global scratch an allocator of its own (else a
+    launcher must pass host descriptors: flashx never replaces the process's allocator)."""
+    return _ALLOCATOR is not None
+
+
 @dataclass(frozen=True)
 class KernelCall:
     """One launch: kernel, grid, runtime arguments (inputs and scalars), output names, constexprs, options.
 
     Frontends launch it as kernel(*inputs, *args, *outputs): `inputs` are only those arrays
     not already bound in `args` (the block map's STATE); outputs come last (jax-triton's order).
-    `arrays` are the arrays bound in `args`; `runners`, when given, is shared by every call of
-    one plan launch (see CompiledRunners). `writes`: the outputs this launch writes (the others
+    `arrays` are the arrays bound in `args` but the placeholders of absent inputs (a plan's
+    calls all leave out the same inputs, and bind the same placeholder: runners need not look at
+    it); `runners`, when given, is shared by every call of one plan launch (see CompiledRunners). `writes`: the outputs this launch writes (the others
     it takes but leaves alone; empty: all of them).
     """
 
@@ -95,8 +115,21 @@ class KernelCall:
     runners: Optional[CompiledRunners] = None
     writes: tuple = ()
 
-    def launch(self, outputs: Sequence[Any], inputs: Sequence[Any] = ()) -> None:
-        """Launch with Triton's own launcher on arrays it accepts (torch tensors)."""
+    def launch(self, outputs: Sequence[Any], inputs: Sequence[Any] = (), allocator: Optional[Any] = None) -> None:
+        """Launch with Triton's own launcher on arrays it accepts (torch tensors). allocator:
+        (size, alignment, stream) -> a buffer with data_ptr(), which Triton's launcher asks for
+        the global scratch of a kernel that builds its own TMA descriptors (DEVICE_DESCRIPTORS),
+        in place of triton.set_allocator's for this launch only (see scratch_allocator_settable)."""
+        if allocator is None:
+            self._launch(outputs, inputs)
+            return
+        token = _ALLOCATOR.set(allocator)
+        try:
+            self._launch(outputs, inputs)
+        finally:
+            _ALLOCATOR.reset(token)
+
+    def _launch(self, outputs: Sequence[Any], inputs: Sequence[Any]) -> None:
         runtime.repair_triton_cache_dir()
         runtime.warn_once_if_interpreted()
         runners = self.runners

@@ -207,15 +207,23 @@ GLUON_TMA_Q_ROWS = 64
 # the H200 2026-11-30 (NOTES v0.16): 24 of 24 checks against float64 from JAX.
 GLUON_DEVICE_DESCRIPTORS = True
 GLUON_DESCRIPTOR_BYTES = 6 * 128  # CUtensorMaps a program: Q, K, V and up to three consumers' O
-# Where such launchers take another route than GLUON_TMA_ROUTE's (an entry replaces the whole
-# route of its (head dim, causal)). D = 128 causal from 256 keys (NOTES v0.38): at B = 64, N = 256
-# the trimmed tile's kernel runs 76-82 us under ncu against the tl forward's 95-96, and JAX's
-# jitted loop reads 186 against 170 TFLOP/s. Torch's calls keep tl below 512 keys: building and
-# passing four host descriptors took its host time a call from 85 to 145 us (one reading each),
-# more than the kernel saves there (do_bench 115 us either way).
+# Where launchers with device-built descriptors take another route than GLUON_TMA_ROUTE's (an
+# entry replaces the whole route of its (head dim, causal)). D = 128 causal from 256 keys (NOTES
+# v0.38): at B = 64, N = 256 the trimmed tile's kernel runs 76-82 us under ncu against the tl
+# forward's 95-96, and JAX's jitted loop reads 186 against 170 TFLOP/s. Torch's calls below 512
+# keys take it too (HOST_DESCRIPTORS_FROM_KEYS; v0.39: do_bench 99-107 us against tl's 118).
 GLUON_DEVICE_TMA_ROUTE: dict = {
     (128, True): ((256, "pp-tma-persist-trim-ts"), (1024, "pp-tma-persist-ovl-ts")),
 }
+# Triton's own launcher (torch's) can do either: pass host descriptors, or give a kernel that
+# builds its own the global scratch it asks of an allocator (launch.KernelCall.launch's). Host
+# descriptors cost host time a call: at 512 keys, D = 128, 41-47 us more than the tl forward's
+# launch (H200, 2026-12-03, dobench_gap.py --breakdown, two readings: the 4 descriptors built in
+# Python 27-30 us, then encoded by the launcher 14-18 us), which limits short calls; device ones
+# cost a scratch allocation, and ~4% of the kernel (a slot a program; NOTES v0.26, v0.39). Such a
+# launcher takes device descriptors for calls with fewer keys than this (at 512 keys host ones
+# read 249-270 us by do_bench against 265-277, v0.39).
+HOST_DESCRIPTORS_FROM_KEYS = 512
 
 
 # The Gluon backward kernels (core/gluon_backward.py, dK/dV and dQ): their tiles, and which calls
@@ -822,11 +830,15 @@ class AttentionPlan:
         """A KernelCall from a memoized launch (see _static) and the arrays."""
         kernel, grid, (args, slots), outputs, constexprs, options, runners, writes = static
         args = list(args)
+        bound = []
         for position, name in slots:
             array = arrays.get(name)
-            args[position] = placeholder if array is None else array  # absent inputs: never read
-        bound = tuple(args[position] for position, _ in slots)
-        return KernelCall(kernel, grid, tuple(args), outputs, constexprs, options, bound, runners, writes)
+            if array is None:
+                args[position] = placeholder  # absent inputs: never read
+            else:
+                args[position] = array
+                bound.append(array)
+        return KernelCall(kernel, grid, tuple(args), outputs, constexprs, options, tuple(bound), runners, writes)
 
     @property
     def gluon_forward(self) -> bool:
@@ -851,6 +863,12 @@ class AttentionPlan:
         # The call's own part is decided once per plan (forward calls ask on every launch).
         tma_tile = self._memoized(("gluon_tma_tile", descriptors), lambda: self._gluon_tma_tile(descriptors)) if tma else None
         return tma_tile or self.gluon_tile
+
+    @property
+    def either_descriptors(self) -> str:
+        """Which descriptors a launcher that can pass either (Triton's own) passes for this call:
+        "device" below HOST_DESCRIPTORS_FROM_KEYS keys (where its host time limits), else "host"."""
+        return "device" if self.max_seqlen_kv < HOST_DESCRIPTORS_FROM_KEYS else "host"
 
     @property
     def gluon_tile(self) -> Optional[str]:

@@ -88,8 +88,11 @@ def _plan(q, k, v, bias, tensors: Sequence[Optional[torch.Tensor]], options: cor
 
 
 def _on_device(t: torch.Tensor):
-    # Triton launches on the current CUDA device: make it the tensors'.
-    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+    # Triton launches on the current CUDA device: make it the tensors' (entering torch.cuda.device
+    # costs host time a call even when it is already current).
+    if t.is_cuda and t.get_device() != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
 
 
 def _placeholder(t: torch.Tensor) -> torch.Tensor:
@@ -102,6 +105,16 @@ def _placeholder(t: torch.Tensor) -> torch.Tensor:
 def _placeholder_on(device: torch.device) -> torch.Tensor:
     # Kept for the process: allocating it costs host time on every call.
     return torch.empty(1, dtype=torch.int32, device=device)
+
+
+@functools.lru_cache(maxsize=None)
+def _scratch_allocator(device: torch.device):
+    """Triton's launcher asks this for the global scratch of a kernel that builds its TMA
+    descriptors on the device: a buffer from torch's caching allocator on the current stream
+    (512-byte aligned, more than the 128 a tensor map needs), freed as the call returns."""
+    def allocate(size: int, alignment: int, stream: Any) -> torch.Tensor:
+        return torch.empty(size, dtype=torch.int8, device=device)
+    return allocate
 
 
 @torch.library.custom_op("flashx::attention_forward", mutates_args=())
@@ -125,19 +138,22 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
     if plan.needs_launch:
         arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias)
         with _on_device(q):
+            descriptors = plan.either_descriptors if core.launch.scratch_allocator_settable() else "host"
             # The Gluon forward copies 16 bytes (cp.async or TMA): a view that starts off a boundary takes tl.
-            gluon = (plan.gluon_forward_tile(descriptors="host") is not None
-                     and all(x.data_ptr() % 16 == 0 for x in (q, k, v)))
-            call = plan.forward_call(arrays, _placeholder(q), gluon=gluon, descriptors="host")
-            # The Gluon kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
-            bound = plan.launch_outputs(call, dict(O=out, LSE=lse), _placeholder(q))
+            gluon = (plan.gluon_forward_tile(descriptors) is not None
+                     and (q.data_ptr() | k.data_ptr() | v.data_ptr()) % 16 == 0)
+            placeholder = _placeholder(q)
+            call = plan.forward_call(arrays, placeholder, gluon=gluon, descriptors=descriptors)
+            # The Gluon kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors, or device ones in
+            # the global scratch Triton's launcher asks _scratch_allocator for).
+            bound = plan.launch_outputs(call, dict(O=out, LSE=lse), placeholder)
             if backward_ahead and plan.needs_backward_launch and core.launch.first_launch(call) and _differentiable(plan):
                 try:
                     core.launch.compile_together([(call, bound, ())] + _backward_stand_in_launches(
                         plan, q, k, v, out, lse, bias, tensors))
                 except Exception:  # noqa: BLE001 (work ahead only: each launch compiles, and reports, its own kernel)
                     pass
-            call.launch(bound)
+            call.launch(bound, allocator=_scratch_allocator(q.device) if call.constexprs.get("DEVICE_DESCRIPTORS") else None)
     return out, lse
 
 
