@@ -45,8 +45,12 @@ import common  # noqa: E402
 DEFAULT_CASES = ((4, 4096, 32, 64, True), (64, 256, 16, 128, True), (4, 4096, 32, 64, False), (4, 4096, 16, 128, True))
 
 
-def host_us(fn, torch, calls: int = 200) -> float:
+def host_us(fn, torch, calls: int = 200, sleep_cycles: int = 0) -> float:
+    """Host time a call of fn over `calls` calls, started on an idle GPU, or (sleep_cycles) while
+    the GPU still runs a sleep kernel of that many cycles queued before."""
     torch.cuda.synchronize()
+    if sleep_cycles:
+        torch.cuda._sleep(sleep_cycles)
     start = time.perf_counter()
     for _ in range(calls):
         fn()
@@ -71,28 +75,20 @@ def per_call_us(fn, torch, calls: int = 200, rounds: int = 7) -> float:
     return statistics.median(host_us(fn, torch, calls) for _ in range(rounds))
 
 
-def busy_us(fn, torch, calls: int = 20, sleep_cycles: int = 20_000_000) -> float:
-    """Host time a call of fn while the GPU still runs a ~10 ms sleep kernel queued before: a call
-    that waits for the GPU (a synchronizing driver call) takes about the sleep's length / calls."""
+def busy_us(fn, torch) -> float:
+    """Host time a call of fn, 20 calls, while the GPU still runs a ~10 ms sleep kernel queued
+    before: a call that waits for the GPU (a synchronizing driver call) takes ~0.5 ms."""
     fn()
-    torch.cuda.synchronize()
-    torch.cuda._sleep(sleep_cycles)
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
+    return host_us(fn, torch, calls=20, sleep_cycles=20_000_000)
 
 
 def breakdown(case: tuple, torch) -> list:
-    """(step, host us a call) of flashx's torch forward at (1, N, 2, D) of `case`, step by step
-    (see --breakdown)."""
+    """(step, host us a call, host us a call with the GPU busy) of flashx's torch forward at
+    (1, N, 2, D) of `case`, step by step (see --breakdown)."""
     import triton
     import triton.language as tl
     from torch.nn.attention import SDPBackend
 
-    import flashx.core as core
     import flashx.torch  # noqa: F401 (the module below, whose name its function shadows)
 
     fta = sys.modules["flashx.torch.attention"]

@@ -101,8 +101,9 @@ class KernelCall:
     not already bound in `args` (the block map's STATE); outputs come last (jax-triton's order).
     `arrays` are the arrays bound in `args` but the placeholders of absent inputs (a plan's
     calls all leave out the same inputs, and bind the same placeholder: runners need not look at
-    it); `runners`, when given, is shared by every call of one plan launch (see CompiledRunners). `writes`: the outputs this launch writes (the others
-    it takes but leaves alone; empty: all of them).
+    it); `runners`, when given, is shared by every call of one plan launch (see CompiledRunners).
+    `writes`: the outputs this launch writes (the others it takes but leaves alone; empty: all of
+    them).
     """
 
     kernel: Any
