@@ -25,10 +25,15 @@ median of 7; shapes with one batch and two heads, so that the GPU keeps up and n
 a full queue), beside SDPA's calls, a pure-Python calibration loop and Triton's launch of a
 one-pointer kernel; and each step's host time while the GPU runs a sleep kernel queued before it,
 which shows a step that waits for the GPU.
+--loop: instead, do_bench's timed loop replayed with the host's clock read between its steps and
+one more event before each flush, so that each iteration's host time can be set beside the GPU's
+(medians of the call as do_bench times it, the flush, the GPU's idle time before each flush, both
+iterations, the host's steps, and the share of iterations the host took longer than the GPU).
 
     python benchmarks/dobench_gap.py [--cases 4,4096,32,64,1 64,256,16,128,1] [--profile]
     python benchmarks/dobench_gap.py --delays 0 100 300 600   # do_bench with host time added
     python benchmarks/dobench_gap.py --breakdown --cases 64,256,16,128,1   # host time by step
+    python benchmarks/dobench_gap.py --loop --cases 64,256,16,128,1   # do_bench's loop, host beside GPU
 """
 from __future__ import annotations
 
@@ -172,6 +177,55 @@ def breakdown(case: tuple, torch) -> list:
     return rows
 
 
+def loop_timeline(fn, torch, rep_ms: float) -> dict:
+    """do_bench's timed loop (L2 flush, start event, fn, end event) over ~rep_ms, with host clock
+    readings between its steps and one more event before each flush: medians (us) of the call as
+    do_bench times it, the flush on the GPU, the GPU's idle time from one call's end to the next
+    flush, the host's time an iteration and each of its steps, and the share of iterations whose
+    host time exceeds the GPU's (then the GPU waits for the host)."""
+    from triton import runtime
+
+    driver = runtime.driver.active
+    cache = driver.get_empty_cache_for_benchmark()
+    fn()
+    torch.cuda.synchronize()
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    for _ in range(5):
+        driver.clear_cache(cache)
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    count = max(10, int(rep_ms / (begin.elapsed_time(end) / 5)))
+    events = [[torch.cuda.Event(enable_timing=True) for _ in range(3)] for _ in range(count)]
+    clock = [[0.0] * 5 for _ in range(count)]
+    for _ in range(count // 4):  # warm-up, as do_bench's
+        fn()
+    for i in range(count):
+        stamps, (before, start, stop) = clock[i], events[i]
+        stamps[0] = time.perf_counter()
+        before.record()
+        driver.clear_cache(cache)
+        stamps[1] = time.perf_counter()
+        start.record()
+        stamps[2] = time.perf_counter()
+        fn()
+        stamps[3] = time.perf_counter()
+        stop.record()
+        stamps[4] = time.perf_counter()
+    torch.cuda.synchronize()
+    med = lambda xs: statistics.median(xs)  # noqa: E731
+    call = [start.elapsed_time(stop) * 1e3 for _, start, stop in events]
+    flush = [before.elapsed_time(start) * 1e3 for before, start, _ in events]
+    idle = [events[i][2].elapsed_time(events[i + 1][0]) * 1e3 for i in range(count - 1)]
+    host = [(clock[i + 1][0] - clock[i][0]) * 1e6 for i in range(count - 1)]
+    gpu = [events[i][0].elapsed_time(events[i + 1][0]) * 1e3 for i in range(count - 1)]
+    step = lambda a, b: med([(c[b] - c[a]) * 1e6 for c in clock])  # noqa: E731
+    return dict(iterations=count, call=med(call), flush=med(flush), gpu_idle=med(idle), host_iteration=med(host),
+                gpu_iteration=med(gpu), host_flush=step(0, 1), host_start_event=step(1, 2), host_call=step(2, 3),
+                host_end_event=step(3, 4), host_bound_share=sum(h > g for h, g in zip(host, gpu)) / len(host))
+
+
 def graph_of(fn, torch):
     """A CUDA graph of one call of fn, or None where the call cannot be captured."""
     try:
@@ -220,6 +274,7 @@ def main() -> int:
     p.add_argument("--delays", nargs="*", type=float, default=[],
                    help="host busy-waits (us) added to each call: do_bench of each system so delayed, a row per delay")
     p.add_argument("--breakdown", action="store_true", help="the host time of each step of a flashx call (see above)")
+    p.add_argument("--loop", action="store_true", help="do_bench's timed loop with host and GPU timelines (see above)")
     p.add_argument("--profile", action="store_true", help="also print cProfile's 25 costliest functions (own time) over 200 flashx calls a case")
     args = p.parse_args()
 
@@ -237,6 +292,9 @@ def main() -> int:
                 print(f"| {name} | {us:.1f} | {busy:.1f} |", flush=True)
         return 0
     rows = []
+    if args.loop:
+        print("| case | system | iterations | call (do_bench) | flush | GPU idle | GPU iteration | host iteration "
+              "| host: flush | start event | call | end event | host-bound share |\n|---|---|" + "---:|" * 11)
     for b, n, h, d, causal in args.cases:
         text = f"{b},{n},{h},{d},{int(causal)}"
         q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -251,6 +309,15 @@ def main() -> int:
                 ms = do_bench(delayed(fn, delay), warmup=25, rep=args.rep_ms, return_mode="median")
                 print(f"  host delay {delay:6.0f} us  {text}  {name:7s} do_bench {ms * 1e3:8.1f} us", flush=True)
         if args.delays:
+            continue
+        if args.loop:
+            for name, fn in systems.items():
+                common.settle()
+                t = loop_timeline(fn, torch, args.rep_ms)
+                print(f"| {text} | {name} | {t['iterations']} | " + " | ".join(
+                    f"{t[key]:.1f}" for key in ("call", "flush", "gpu_idle", "gpu_iteration", "host_iteration", "host_flush",
+                                                "host_start_event", "host_call", "host_end_event"))
+                      + f" | {t['host_bound_share']:.2f} |", flush=True)
             continue
         for name, fn in systems.items():
             fn()
