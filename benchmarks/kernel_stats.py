@@ -21,8 +21,10 @@ marks them, jax-triton's own, the tl kernels', does not) and reads registers and
 bytes from ptxas's output through the cuobjdump Triton bundles. Where the H200 runs the Gluon forward instead
 (core.plan.GLUON_FORWARD_ROUTE), a "Gluon forward" line follows the forward's: its registers are
 the launch's, which the kernel then splits between its warp groups (setmaxnreg); where torch's
-launches take a TMA tile instead (core.plan.GLUON_TMA_ROUTE; needs torch for the descriptors), a
-"Gluon TMA fwd" line. A kernel whose wgmma ptxas serializes (warning C7514: an instruction reads
+launches take a TMA tile with host descriptors (core.plan.GLUON_TMA_ROUTE; needs torch for the
+descriptors), a "Gluon TMA fwd" line. Below core.plan.HOST_DESCRIPTORS_FROM_KEYS keys torch's
+launches build the descriptors on the device instead, which this mode does not compile: --jax
+compiles that build (but for JAX's scratch pointer and specialization). A kernel whose wgmma ptxas serializes (warning C7514: an instruction reads
 a wgmma's accumulator while it is in flight, which undoes any overlap) is flagged "WGMMA
 SERIALIZED". With the GPU's Triton (3.6.0) installed it gives
 the H200's figures exactly (checked on main at 03f9c36: 126/127 and 255 registers, the same
