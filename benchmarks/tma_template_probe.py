@@ -23,7 +23,7 @@ descriptors built in the kernel (as JAX's launches build them, gluon_forward_che
 and built in the kernel with the fields the driver derives stored in too (with_derived_fields:
 box bytes and swizzle span, then also L2 promotion), timed in turn (the order reversed every
 other round) after common.settle, `rounds` times each; and with every program's maps in one
-scratch slot (flashx.jax.gluon.with_one_scratch_slot, the form JAX's launches take); all must
+scratch slot (flashx.core.compile_hook.with_one_scratch_slot, the form flashx's launches take); all must
 give bit-equal outputs.
 """
 from __future__ import annotations
@@ -190,7 +190,7 @@ DESCRIPTOR_VARIANTS = ("host", "device", "device+fields", "device+fields+l2", "d
 def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
     """Each variant of DESCRIPTOR_VARIANTS compiled apart (its own in-memory kernel cache, no disk
     cache), the "+fields" ones through with_derived_fields, "+one-slot" through
-    flashx.jax.gluon.with_one_scratch_slot (a Triton stage hook on the PTX)."""
+    flashx.core.compile_hook.with_one_scratch_slot (a Triton stage hook on the PTX)."""
     from collections import defaultdict
 
     import torch
@@ -201,8 +201,7 @@ def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
     import common
     from gluon_forward_check import launch_torch
 
-    from flashx.core import gluon_forward
-    from flashx.jax import gluon
+    from flashx.core import compile_hook, gluon_forward
 
     kernel = gluon_forward.gluon_attention_forward_kernel
     compiling = ["host"]  # the variant whose kernel is being compiled
@@ -215,7 +214,7 @@ def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
         if "+fields" in compiling[0]:
             stages["ptx"] = lambda src, md: with_derived_fields(make_ptx(src, md), l2=compiling[0].endswith("+l2"))
         elif compiling[0].endswith("+one-slot"):
-            stages["ptx"] = lambda src, md: gluon.with_one_scratch_slot(make_ptx(src, md), md["name"],
+            stages["ptx"] = lambda src, md: compile_hook.with_one_scratch_slot(make_ptx(src, md), md["name"],
                                                                         md["global_scratch_size"])
 
     knobs.runtime.add_stages_inspection_hook = hook
@@ -258,9 +257,9 @@ def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
 
 
 def frontends(slot: str) -> int:
-    """JAX's frontend beside torch's on the descriptors cases and the D = 128 backward, JAX's maps
-    in one shared scratch slot (slot "shared", flashx's default) or in a slot a program
-    ("program"); one line a case."""
+    """JAX's frontend beside torch's on the descriptors cases and the D = 128 backward, device-built
+    maps (JAX's, and torch's below plan.HOST_DESCRIPTORS_FROM_KEYS) in one shared scratch slot
+    (slot "shared", flashx's default) or in a slot a program ("program"); one line a case."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
     import jax.numpy as jnp
@@ -272,10 +271,10 @@ def frontends(slot: str) -> int:
 
     import flashx.jax as fj
     import flashx.torch as ft
-    from flashx.jax import gluon
+    from flashx.core import compile_hook
 
     if slot == "program":
-        gluon.SHARED_SLOT_KERNELS = frozenset()
+        compile_hook.SHARED_SLOT_KERNELS = frozenset()
     for b, n, h, d, causal in ((4, 4096, 16, 128, False), (16, 1024, 16, 128, False), (4, 4096, 32, 64, False),
                                (4, 4096, 16, 128, True)):
         arrays = [np.random.default_rng(0).standard_normal((b, h, n, d), dtype=np.float32) for _ in range(3)]

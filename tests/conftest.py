@@ -330,3 +330,20 @@ def assert_lse_close(got, want) -> None:
     if (~empty).any():
         err = rel_error(got[~empty], want[~empty])
         assert err <= LSE_TOLERANCE, f"lse error {err:.3e} > {LSE_TOLERANCE:.0e}"
+
+
+def check_in_fresh_process(tmp_path, name: str, script_text: str) -> None:
+    """Run a check script (it prints "checked" last) in a fresh Python process with flashx's src
+    on its path and its own Triton cache folder."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / f"{name}.py"  # Triton reads a kernel's source from its file
+    script.write_text(script_text)
+    env = dict(os.environ)
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("checked"), done.stderr[-3000:]

@@ -19,6 +19,7 @@ from conftest import (  # noqa: E402
     assert_error_within,
     assert_lse_close,
     causal_mask,
+    check_in_fresh_process,
     random_qkv,
     reference_attention,
     rel_error,
@@ -328,7 +329,7 @@ def test_descriptor_scratch_sized_by_slot_sharing(monkeypatch):
     for kernel in (gluon_forward.gluon_attention_forward_kernel, gluon_backward.gluon_attention_dkdv_kernel):
         call = types.SimpleNamespace(kernel=kernel, grid=(17, 4, 2))
         assert gluon.descriptor_scratch_bytes(call) == slot + 127
-        monkeypatch.setattr(gluon, "SHARED_SLOT_KERNELS", frozenset())
+        monkeypatch.setattr(core.compile_hook, "SHARED_SLOT_KERNELS", frozenset())
         assert gluon.descriptor_scratch_bytes(call) == 17 * 4 * 2 * slot + 127
         monkeypatch.undo()
 
@@ -338,9 +339,8 @@ def test_scratch_taken_from_the_argument(monkeypatch):
     own, which jaxlib does not fill) at its DESCRIPTOR_SCRATCH argument, rounded up to 128 bytes,
     less Triton's per-program offset for kernels that share one slot (SHARED_SLOT_KERNELS); a
     kernel without that argument, or needing more scratch than it is sized for, is refused.
-    with_one_scratch_slot takes the same offset off Triton's own scratch parameter."""
+    core.compile_hook.with_one_scratch_slot takes the same offset off Triton's own scratch parameter."""
     from flashx import core
-    from flashx.jax import gluon
     from flashx.jax.gluon import _scratch_in_argument
 
     names = ("Q", "n", "BLOCK", "O", "DESCRIPTOR_SCRATCH")
@@ -348,7 +348,7 @@ def test_scratch_taken_from_the_argument(monkeypatch):
     params = ",\n".join(f"\t.param .u64 k_param_{i}" for i in range(6))
     ptx = (f".visible .entry k(\n{params}\n)\n{{\n\tld.param.b64 \t%rd3, [k_param_0];\n"
            "\tld.param.b64 \t%rd7, [k_param_4];\n\tadd.s64 %rd8, %rd7, %rd2;\n}\n")
-    monkeypatch.setattr(gluon, "SHARED_SLOT_KERNELS", frozenset({"k"}))
+    monkeypatch.setattr(core.compile_hook, "SHARED_SLOT_KERNELS", frozenset({"k"}))
     rewritten = _scratch_in_argument(ptx, "k", names, signature, 384)
     assert "[k_param_4]" not in rewritten.split(")", 1)[1]
     assert "ld.param.b64 %rd7, [k_param_3];\n\tadd.s64 %rd7, %rd7, 127;\n\tand.b64 %rd7, %rd7, -128;" in rewritten
@@ -356,15 +356,15 @@ def test_scratch_taken_from_the_argument(monkeypatch):
     # every program's slot at the base: Triton's (linear program id) x 384 taken off first
     assert "mul.wide.s32 %fxs_offset, %fxs5, 384; sub.s64 %rd7, %rd7, %fxs_offset; }" in rewritten
     assert "mad.lo.s32 %fxs5, %fxs2, %fxs4, %fxs1; mad.lo.s32 %fxs5, %fxs5, %fxs3, %fxs0;" in rewritten
-    monkeypatch.setattr(gluon, "SHARED_SLOT_KERNELS", frozenset())
+    monkeypatch.setattr(core.compile_hook, "SHARED_SLOT_KERNELS", frozenset())
     assert "%fxs" not in _scratch_in_argument(ptx, "k", names, signature, 384)
     # For Triton's own launcher (the probe's timing from torch): its hidden parameter kept, the
     # same offset taken off after it.
-    one_slot = gluon.with_one_scratch_slot(ptx, "k", 384)
+    one_slot = core.compile_hook.with_one_scratch_slot(ptx, "k", 384)
     assert ("ld.param.b64 \t%rd7, [k_param_4];\n\t{ .reg .b32 %fxs<6>;" in one_slot
             and "mul.wide.s32 %fxs_offset, %fxs5, 384; sub.s64 %rd7, %rd7, %fxs_offset; }" in one_slot)
     with pytest.raises(ValueError, match="ld.param"):
-        gluon.with_one_scratch_slot(ptx.replace("[k_param_4]", "[k_param_3]"), "k", 384)
+        core.compile_hook.with_one_scratch_slot(ptx.replace("[k_param_4]", "[k_param_3]"), "k", 384)
     with pytest.raises(ValueError, match="DESCRIPTOR_SCRATCH"):
         _scratch_in_argument(ptx, "k", names[:-1], signature, 384)
     bound = core.plan.GLUON_DESCRIPTOR_BYTES
@@ -420,30 +420,13 @@ print("checked")
 """
 
 
-def _check_in_fresh_process(tmp_path, name: str, script_text: str) -> None:
-    """Run a check script (it prints "checked" last) in a fresh Python process with flashx's src
-    on its path and its own Triton cache folder."""
-    import os
-    import subprocess
-    import sys
-
-    script = tmp_path / f"{name}.py"  # Triton reads a kernel's source from its file
-    script.write_text(script_text)
-    env = dict(os.environ)
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip().endswith("checked"), done.stderr[-3000:]
-
-
 def test_compile_to_ptx(tmp_path):
     """compile_to_ptx (flashx/jax/gluon.py) stops at PTX, which jaxlib assembles itself: the cubin
     is empty, the stage hook installed before it still runs and is put back, and a full Triton
     compile of the same kernel gets a real cubin, not the PTX-only cache entry (nor the other way
     round). Compiled offline for sm_90 with Triton's own ptxas, in a fresh process: a kernel run
     through Triton's interpreter (the other CPU tests) leaves the tl frontend patched."""
-    _check_in_fresh_process(tmp_path, "compile_to_ptx_check", _COMPILE_TO_PTX_CHECK)
+    check_in_fresh_process(tmp_path, "compile_to_ptx_check", _COMPILE_TO_PTX_CHECK)
 
 
 _SPECIALIZER_CHECK = """
@@ -479,7 +462,7 @@ def test_specializer_starts_without_torch(tmp_path):
     and, once imported, torch's tensors their types and alignments. A fresh process: this one has
     torch imported."""
     pytest.importorskip("torch")  # the point is a process where torch could be imported
-    _check_in_fresh_process(tmp_path, "specializer_check", _SPECIALIZER_CHECK)
+    check_in_fresh_process(tmp_path, "specializer_check", _SPECIALIZER_CHECK)
 
 
 _NO_TORCH_ON_GPU_CHECK = """
@@ -519,7 +502,7 @@ def test_gpu_compiles_without_importing_torch(tmp_path):
     kernel: start_specializer_without_torch); the forward agrees with float64. A fresh process,
     as a JAX user's would be."""
     pytest.importorskip("torch")  # where torch is missing there is nothing to import
-    _check_in_fresh_process(tmp_path, "no_torch_check", _NO_TORCH_ON_GPU_CHECK)
+    check_in_fresh_process(tmp_path, "no_torch_check", _NO_TORCH_ON_GPU_CHECK)
 
 
 @pytest.fixture(params=[False, True], ids=["cp-async", "device-descriptors"])
@@ -551,7 +534,7 @@ def traced_as_hopper(request, monkeypatch):
 
 def test_forward_asks_for_descriptor_scratch(traced_as_hopper):
     """The JAX forward's Gluon launch asks for O, LSE and DESCRIPTOR_SCRATCH:
-    one program's slot of descriptors (its programs share one: gluon.SHARED_SLOT_KERNELS) where its
+    one program's slot of descriptors (its programs share one: core.compile_hook.SHARED_SLOT_KERNELS) where its
     TMA tile builds descriptors on the device (plan.GLUON_DEVICE_DESCRIPTORS), else one byte for
     the cp.async tile; the caller gets O and LSE only."""
     from flashx.core import plan as plan_mod

@@ -1055,3 +1055,105 @@ def test_gluon_forward_walks_block_maps_and_windows(gpu_plans, window):
     other = plan_mod.plan_block_mask(documents, None, 4, 900, 900, **mask, blocks=(64, 128))
     plan = core.plan_attention(q, q, q, **mask, mask_mod=documents, block_mask=other)
     assert plan.gluon_forward_tile(descriptors="host") is None
+
+
+_COMPILE_HOOK_CHECK = '''
+from flashx.core import compile_hook  # flashx first: without a GPU it sets up the interpreter
+
+import threading
+
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import compiler as triton_compiler
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import GluonASTSource
+from triton.experimental.gluon.language.nvidia.hopper import tma
+
+# Triton 3.9 renamed the TMA store (3.6, the GPU image's, has the old name).
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+
+@gluon.jit
+def store_through_device_map(X, rows):
+    # A tile of zeros stored by TMA through a map built on the device, in Triton's global scratch.
+    layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    desc = tma.make_tensor_descriptor(X, [rows, 64], [64, 1], [64, 64], layout)
+    values = gl.zeros([64, 64], gl.float16, gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0]))
+    tile = gl.allocate_shared_memory(gl.float16, [64, 64], layout, values)
+    tma_store(desc, [0, 0], tile)
+    tma.store_wait(0)
+
+
+seen = []
+
+
+def earlier_hook(*args):  # Triton >= 3.7 also calls it with nothing, for its part of a cache key
+    if not args:
+        return "earlier", "earlier"
+    seen.append(args[1]["ptx"])
+
+
+def compiled(variant, hook=True, ptx_only=False):
+    source = GluonASTSource(store_through_device_map, {"X": "*fp16", "rows": "i32"}, {})
+    # Each variant its own cache entry (Triton 3.6's key does not see the hook).
+    env = {**triton_compiler.get_cache_invalidating_env_vars(), "FLASHX_CHECK_VARIANT": variant}
+    options = dict(target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4), _env_vars=env)
+    if not hook:
+        return triton_compiler.compile(source, **options)
+    with compile_hook.installed(ptx_only=ptx_only):
+        assert knobs.runtime.add_stages_inspection_hook is compile_hook._stage_hook
+        assert knobs.runtime.add_stages_inspection_hook()[0] == "earlier" + compile_hook.HOOK_KEY
+        return triton_compiler.compile(source, **options)
+
+
+knobs.runtime.add_stages_inspection_hook = earlier_hook
+name = "store_through_device_map"
+plain = compiled("plain", hook=False)
+scratch = plain.metadata.global_scratch_size
+assert scratch >= 128 and "%fxs" not in plain.asm["ptx"], scratch
+assert compiled("not-shared").asm["ptx"] == plain.asm["ptx"]  # not in SHARED_SLOT_KERNELS: untouched
+assert knobs.runtime.add_stages_inspection_hook is earlier_hook and len(seen) == 2  # chained, then put back
+
+compile_hook.SHARED_SLOT_KERNELS = frozenset({name})
+one_slot = compiled("one-slot")
+assert one_slot.asm["ptx"] == compile_hook.with_one_scratch_slot(plain.asm["ptx"], name, scratch)
+assert f"mul.wide.s32 %fxs_offset, %fxs5, {scratch};" in one_slot.asm["ptx"] and len(one_slot.asm["cubin"]) > 0
+ptx_only = compiled("ptx-only", ptx_only=True)  # JAX's builder points the scratch elsewhere itself
+assert ptx_only.asm["ptx"] == plain.asm["ptx"] and ptx_only.asm["cubin"] == b""
+
+# Overlapping users: the hook stays until the last leaves; a thread's ptx_only is its own.
+inside, leave = threading.Event(), threading.Event()
+flags = []
+
+
+def other_thread():
+    with compile_hook.installed(ptx_only=True):
+        flags.append(compile_hook._state.ptx_only)
+        inside.set()
+        leave.wait(60)
+
+
+worker = threading.Thread(target=other_thread)
+with compile_hook.installed():
+    worker.start()
+    inside.wait(60)
+    assert flags == [True] and not compile_hook._state.ptx_only
+assert knobs.runtime.add_stages_inspection_hook is compile_hook._stage_hook  # the thread is still inside
+leave.set()
+worker.join(60)
+assert knobs.runtime.add_stages_inspection_hook is earlier_hook
+print("checked")
+'''
+
+
+def test_compile_hook_puts_device_maps_in_one_slot(tmp_path):
+    """core.compile_hook, installed while flashx compiles for Triton's own launcher: a
+    SHARED_SLOT_KERNELS kernel that builds a TMA map on the device gets its PTX with every
+    program's scratch in one slot (with_one_scratch_slot), others are untouched, a PTX-only compile
+    (JAX's) keeps Triton's PTX and drops the cubin, the earlier hook runs first and is put back
+    once the last user leaves. A small Gluon kernel compiled offline for sm_90 (Triton's own
+    ptxas), in a fresh process: a kernel run through Triton's interpreter leaves the frontend patched."""
+    from conftest import check_in_fresh_process
+
+    check_in_fresh_process(tmp_path, "compile_hook_check", _COMPILE_HOOK_CHECK)

@@ -3,7 +3,7 @@
 Imports triton and the standard library only; the frontends (flashx.torch, flashx.jax)
 turn their arrays into `ArraySpec`s, ask for a plan and launch the calls it returns.
 """
-from . import launch, runtime
+from . import compile_hook, launch, runtime
 from .plan import (
     ArraySpec,
     AttentionPlan,
@@ -32,6 +32,7 @@ __all__ = [
     "plan_attention",
     "plan_block_mask",
     "plan_call",
+    "compile_hook",
     "launch",
     "runtime",
 ]

@@ -7,7 +7,8 @@ Triton specializes on that can still change are the device and each array's dtyp
 alignment. `CompiledRunners` keeps, per plan launch and per such key, the runner of the kernel
 Triton compiled on the first call, and later calls go straight to it. (This path skips Triton's
 check that the global values a kernel read have not changed since it compiled: flashx's kernels
-read none, and a mask_mod's or score_mod's globals must stay fixed anyway.)
+read none, and a mask_mod's or score_mod's globals must stay fixed anyway.) Every launch that
+may compile does so under flashx's stage hook (compile_hook: device-built descriptors in one slot).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from . import runtime
+from . import compile_hook, runtime
 
 
 @functools.lru_cache(maxsize=None)
@@ -135,15 +136,18 @@ class KernelCall:
         runtime.warn_once_if_interpreted()
         runners = self.runners
         if runners is None or not runners.enabled:
-            self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
+            with compile_hook.installed():
+                self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
             return
         key = runners.key((*inputs, *self.arrays, *outputs))
         runner = runners.get(key)
         if runner is not None:
             runner(*inputs, *self.args, *outputs, *self.constexprs.values())
             return
-        # First call with this key: Triton binds, specializes (compiling if needed) and launches.
-        compiled = self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
+        # First call with this key: Triton binds, specializes (compiling if needed, through
+        # flashx's stage hook) and launches.
+        with compile_hook.installed():
+            compiled = self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
         runners.remember(key, compiled, self.grid)
 
 
@@ -181,7 +185,8 @@ def compile_together(launches: Sequence[tuple]) -> None:
         set_device(device)  # the pool's threads start on the default device
         call.runners.remember(key, compiled, call.grid)
 
-    with ThreadPoolExecutor(max_workers=len(pending), thread_name_prefix="flashx-compile") as pool:
+    # The hook is installed for the whole block: the pool's threads compile under it.
+    with compile_hook.installed(), ThreadPoolExecutor(max_workers=len(pending), thread_name_prefix="flashx-compile") as pool:
         with async_mode(pool):
             # warmup compiles without launching; in this mode it hands the compile to the pool.
             kernels = [call.kernel.warmup(*args, grid=call.grid, **call.constexprs, **call.options)

@@ -11,10 +11,8 @@ DESCRIPTOR_SCRATCH output (_scratch_in_argument): jaxlib passes no scratch
 """
 import functools
 import os
-import re
 import sys
 import threading
-from typing import Optional
 
 from .. import core
 
@@ -76,24 +74,6 @@ SCRATCH_ARGUMENT = "DESCRIPTOR_SCRATCH"
 # Marks compile_to_ptx's entries in Triton's cache key, so that a PTX-only kernel (no cubin) and
 # a full compile of the same source never share a cache entry.
 PTX_ONLY_KEY = "FLASHX_PTX_ONLY"
-_ptx_only = threading.local()  # .active: this thread is inside compile_to_ptx
-_hook_lock = threading.Lock()
-_hook_users = 0
-_hook_before = None
-
-
-def _drop_cubin_stage(*args):
-    """Triton's pipeline-stage hook (knobs.runtime.add_stages_inspection_hook), chained after the
-    one installed before it. Called with a backend's stages (Triton 3.6 and later): on a thread
-    inside compile_to_ptx, the cubin stage (ptxas) yields an empty binary instead. Called with
-    nothing (Triton >= 3.7 asks for the hook's part of the cache key): the earlier hook's part."""
-    if not args:
-        return _hook_before() if _hook_before is not None else ("", "")
-    if _hook_before is not None:
-        _hook_before(*args)
-    stages = args[1]
-    if getattr(_ptx_only, "active", False) and "cubin" in stages:
-        stages["cubin"] = lambda module, metadata: b""
 
 
 def compile_to_ptx(source, cc: int, num_warps: int):
@@ -102,82 +82,22 @@ def compile_to_ptx(source, cc: int, num_warps: int):
     jaxlib assembles a kernel's PTX itself (at its first launch), so Triton's own ptxas run
     (0.3-1.5 s a Gluon kernel on the H200, NOTES v0.22) would be thrown away. Triton's cache still
     serves later processes, under a key of its own (PTX_ONLY_KEY). Returns the CompiledKernel:
-    metadata and asm["ptx"]; its asm["cubin"] is empty. The stage hook is installed only while
-    some thread is in here (on Triton >= 3.7 an installed hook is consulted at every launch)."""
-    global _hook_users, _hook_before
-    from triton import knobs
+    metadata and asm["ptx"]; its asm["cubin"] is empty. flashx's stage hook
+    (core.compile_hook) drops the cubin stage and is installed only for the compile."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import compiler as triton_compiler
 
-    with _hook_lock:
-        if _hook_users == 0:
-            _hook_before = knobs.runtime.add_stages_inspection_hook
-            knobs.runtime.add_stages_inspection_hook = _drop_cubin_stage
-        _hook_users += 1
     env_vars = {**triton_compiler.get_cache_invalidating_env_vars(), PTX_ONLY_KEY: "1"}
-    _ptx_only.active = True
-    try:
+    with core.compile_hook.installed(ptx_only=True):
         return triton_compiler.compile(source, target=GPUTarget("cuda", cc, 32), options=dict(num_warps=num_warps),
                                        _env_vars=env_vars)
-    finally:
-        _ptx_only.active = False
-        with _hook_lock:
-            _hook_users -= 1
-            if _hook_users == 0:
-                knobs.runtime.add_stages_inspection_hook = _hook_before
-                _hook_before = None
-
-
-# Every program of a launch builds the same tensor maps (each over a whole array, whatever the
-# program's tiles), so all may build them into one slot of scratch instead of one slot each: the
-# same kernels from torch read 0.95-0.97x with a slot a program against host descriptors, and
-# level with one slot (H200, 2026-12-02, NOTES v0.26). Programs rewriting a slot that others read
-# write the bytes already there. The kernels named here share a slot (empty: none, each program
-# its own); both ran so on the H200 (JAX's Gluon forward and dK/dV tests, NOTES v0.27).
-SHARED_SLOT_KERNELS = frozenset({"gluon_attention_forward_kernel", "gluon_attention_dkdv_kernel"})
 
 
 def descriptor_scratch_bytes(call: core.KernelCall) -> int:
     """The size of a DEVICE_DESCRIPTORS launch's DESCRIPTOR_SCRATCH output: one program's slot where
-    the kernel shares it (SHARED_SLOT_KERNELS), else a slot for every program of call.grid."""
-    shared = call.kernel.__name__ in SHARED_SLOT_KERNELS
+    the kernel shares it (core.compile_hook.SHARED_SLOT_KERNELS), else a slot for every program of call.grid."""
+    shared = call.kernel.__name__ in core.compile_hook.SHARED_SLOT_KERNELS
     return core.plan.descriptor_scratch_bytes((1,) if shared else call.grid)
-
-
-def _entry(ptx: str, kernel_name: str) -> "Optional[re.Match]":
-    """The kernel's .entry line in ptx (group 1: its parameter list), or None."""
-    return re.search(rf"\.entry\s+{kernel_name}\s*\(([^)]*)\)", ptx)
-
-
-def _pointer_load(kernel_name: str, index: int) -> "re.Pattern":
-    """The PTX load of a kernel's 64-bit parameter `index` into a register (group 1)."""
-    return re.compile(rf"ld\.param\.[bu]64\s+(%rd\d+),\s*\[{kernel_name}_param_{index}\];")
-
-
-def _program_offset_taken_off(register: str, scratch_bytes: int) -> str:
-    """PTX taking (linear program id) x scratch_bytes off the scratch base in `register`: Triton's
-    code adds that offset to the base, so with it taken off first every program's maps land in
-    one slot at the base."""
-    return ("\n\t{ .reg .b32 %fxs<6>; .reg .b64 %fxs_offset;\n\t"
-            "mov.u32 %fxs0, %ctaid.x; mov.u32 %fxs1, %ctaid.y; mov.u32 %fxs2, %ctaid.z;\n\t"
-            "mov.u32 %fxs3, %nctaid.x; mov.u32 %fxs4, %nctaid.y;\n\t"
-            "mad.lo.s32 %fxs5, %fxs2, %fxs4, %fxs1; mad.lo.s32 %fxs5, %fxs5, %fxs3, %fxs0;\n\t"
-            f"mul.wide.s32 %fxs_offset, %fxs5, {scratch_bytes}; sub.s64 {register}, {register}, %fxs_offset; }}")
-
-
-def with_one_scratch_slot(ptx: str, kernel_name: str, scratch_bytes: int) -> str:
-    """A kernel's PTX for Triton's own launcher (which fills the hidden global-scratch parameter)
-    with every program's scratch in one slot, as SHARED_SLOT_KERNELS have it through jax-triton:
-    the same maps built on the device, timed from torch (benchmarks/tma_template_probe.py)."""
-    entry = _entry(ptx, kernel_name)
-    if entry is None:
-        raise ValueError(f"no entry {kernel_name} in this PTX")
-    hidden = entry.group(1).count(".param") - 2  # Triton's global scratch, then profile scratch
-    load = _pointer_load(kernel_name, hidden)
-    rewritten, loads = load.subn(lambda m: m.group(0) + _program_offset_taken_off(m.group(1), scratch_bytes), ptx)
-    if loads == 0:
-        raise ValueError(f"{kernel_name}'s PTX does not load its global scratch by ld.param")
-    return rewritten
 
 
 def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict, scratch_bytes: int) -> str:
@@ -187,8 +107,9 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
     pointer parameter after its own, which Triton's launcher fills and jaxlib's does not. Here the
     kernel reads its scratch base from SCRATCH_ARGUMENT (an output the caller sized with
     plan.descriptor_scratch_bytes), rounded up to 128 bytes, a tensor map's alignment. Triton
-    offsets each program's scratch by its linear program id x scratch_bytes; in SHARED_SLOT_KERNELS
-    that offset is taken off the base first, so all programs share one slot.
+    offsets each program's scratch by its linear program id x scratch_bytes; in
+    core.compile_hook.SHARED_SLOT_KERNELS that offset is taken off the base first, so all programs
+    share one slot.
     signature: name -> Triton type or "constexpr"; only non-constexpr arguments are PTX parameters."""
     runtime_names = [name for name in arg_names if signature[name] != "constexpr"]
     if SCRATCH_ARGUMENT not in runtime_names:
@@ -198,18 +119,18 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
         raise ValueError(f"{kernel_name} needs {scratch_bytes} bytes of global scratch a program; "
                          f"{SCRATCH_ARGUMENT} is sized for {core.plan.GLUON_DESCRIPTOR_BYTES}")
     argument, hidden = runtime_names.index(SCRATCH_ARGUMENT), len(runtime_names)
-    entry = _entry(ptx, kernel_name)
+    entry = core.compile_hook.kernel_entry(ptx, kernel_name)
     if entry is None or entry.group(1).count(".param") != hidden + 2:
         raise ValueError(f"{kernel_name}'s PTX does not have {hidden} parameters and Triton's two hidden ones")
-    load = _pointer_load(kernel_name, hidden)
+    load = core.compile_hook.pointer_load(kernel_name, hidden)
 
     def from_argument(match) -> str:
         register = match.group(1)
         loaded = (f"ld.param.b64 {register}, [{kernel_name}_param_{argument}];\n\t"
                   f"add.s64 {register}, {register}, 127;\n\tand.b64 {register}, {register}, -128;")
-        if kernel_name not in SHARED_SLOT_KERNELS:
+        if kernel_name not in core.compile_hook.SHARED_SLOT_KERNELS:
             return loaded
-        return loaded + _program_offset_taken_off(register, scratch_bytes)
+        return loaded + core.compile_hook.program_offset_taken_off(register, scratch_bytes)
 
     rewritten, loads = load.subn(from_argument, ptx)
     body = rewritten[entry.end():]
