@@ -220,9 +220,10 @@ GLUON_DEVICE_TMA_ROUTE: dict = {
 # descriptors cost host time a call: at 512 keys, D = 128, 41-47 us more than the tl forward's
 # launch (H200, 2026-12-03, dobench_gap.py --breakdown, two readings: the 4 descriptors built in
 # Python 27-30 us, then encoded by the launcher 14-18 us), which limits short calls; device ones
-# cost a scratch allocation, and ~4% of the kernel (a slot a program; NOTES v0.26, v0.39). Such a
-# launcher takes device descriptors for calls with fewer keys than this (at 512 keys host ones
-# read 249-270 us by do_bench against 265-277, v0.39).
+# cost a scratch allocation, and nothing measurable in the kernel since all programs share one slot
+# (core.compile_hook; NOTES v0.40: 84.0-85.4 us at N = 256 either way). Such a launcher takes device
+# descriptors for calls with fewer keys than this (at 512 keys and at 1k the two read level within
+# do_bench's 3-12% spread, v0.39-v0.40).
 HOST_DESCRIPTORS_FROM_KEYS = 512
 
 
