@@ -28,7 +28,8 @@ which shows a step that waits for the GPU.
 --loop: instead, do_bench's timed loop replayed with the host's clock read between its steps and
 one more event before each flush, so that each iteration's host time can be set beside the GPU's
 (medians of the call as do_bench times it, the flush, the GPU's idle time before each flush, both
-iterations, the host's steps, and the share of iterations the host took longer than the GPU).
+iterations, the host's steps, and the share of iterations the host took longer than the GPU),
+after one shorter pass of the same loop that is not reported.
 
     python benchmarks/dobench_gap.py [--cases 4,4096,32,64,1 64,256,16,128,1] [--profile]
     python benchmarks/dobench_gap.py --delays 0 100 300 600   # do_bench with host time added
@@ -312,6 +313,9 @@ def main() -> int:
             continue
         if args.loop:
             for name, fn in systems.items():
+                # A first pass discarded: in session 47's run the process's first system ran its
+                # estimate calls slowly (46 iterations where later cases ran 185-460; NOTES v0.40).
+                loop_timeline(fn, torch, min(args.rep_ms, 20.0))
                 common.settle()
                 t = loop_timeline(fn, torch, args.rep_ms)
                 print(f"| {text} | {name} | {t['iterations']} | " + " | ".join(
