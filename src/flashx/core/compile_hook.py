@@ -28,7 +28,8 @@ import threading
 from typing import Optional
 
 # The kernels whose programs share one slot of descriptors (empty: each program its own). Both
-# ran so on the H200 from JAX (NOTES v0.27) and from torch (NOTES v0.40).
+# ran so on the H200 from JAX (NOTES v0.27), and the forward from torch (NOTES v0.40; torch's
+# dK/dV launches pass host descriptors).
 SHARED_SLOT_KERNELS = frozenset({"gluon_attention_forward_kernel", "gluon_attention_dkdv_kernel"})
 
 # A part of Triton's cache key (Triton >= 3.7 asks an installed hook for one): bump it when what

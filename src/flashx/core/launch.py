@@ -135,20 +135,19 @@ class KernelCall:
         runtime.repair_triton_cache_dir()
         runtime.warn_once_if_interpreted()
         runners = self.runners
-        if runners is None or not runners.enabled:
-            with compile_hook.installed():
-                self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
-            return
-        key = runners.key((*inputs, *self.arrays, *outputs))
-        runner = runners.get(key)
-        if runner is not None:
-            runner(*inputs, *self.args, *outputs, *self.constexprs.values())
-            return
-        # First call with this key: Triton binds, specializes (compiling if needed, through
-        # flashx's stage hook) and launches.
+        keeps_runners = runners is not None and runners.enabled
+        if keeps_runners:
+            key = runners.key((*inputs, *self.arrays, *outputs))
+            runner = runners.get(key)
+            if runner is not None:
+                runner(*inputs, *self.args, *outputs, *self.constexprs.values())
+                return
+        # No runner (yet): Triton binds, specializes (compiling if needed, through flashx's stage
+        # hook) and launches.
         with compile_hook.installed():
             compiled = self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
-        runners.remember(key, compiled, self.grid)
+        if keeps_runners:
+            runners.remember(key, compiled, self.grid)
 
 
 def compile_together(launches: Sequence[tuple]) -> None:
