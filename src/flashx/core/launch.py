@@ -94,7 +94,9 @@ def scratch_allocator_settable() -> bool:
     return _ALLOCATOR is not None
 
 
-@dataclass(frozen=True)
+# Not frozen, though never changed after it is made: a frozen dataclass's __init__ costs ~5x a
+# slotted one's, and one is made a launch (host time a call is what limits short sequences).
+@dataclass(slots=True)
 class KernelCall:
     """One launch: kernel, grid, runtime arguments (inputs and scalars), output names, constexprs, options.
 
@@ -132,8 +134,6 @@ class KernelCall:
             _ALLOCATOR.reset(token)
 
     def _launch(self, outputs: Sequence[Any], inputs: Sequence[Any]) -> None:
-        runtime.repair_triton_cache_dir()
-        runtime.warn_once_if_interpreted()
         runners = self.runners
         keeps_runners = runners is not None and runners.enabled
         if keeps_runners:
@@ -143,7 +143,9 @@ class KernelCall:
                 runner(*inputs, *self.args, *outputs, *self.constexprs.values())
                 return
         # No runner (yet): Triton binds, specializes (compiling if needed, through flashx's stage
-        # hook) and launches.
+        # hook) and launches. (A runner's launch reads no cache dir and is never interpreted.)
+        runtime.repair_triton_cache_dir()
+        runtime.warn_once_if_interpreted()
         with compile_hook.installed():
             compiled = self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
         if keeps_runners:

@@ -136,7 +136,9 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
     out = fill(plan.out_shape, dtype=q.dtype, device=q.device)
     lse = fill(plan.lse_shape, dtype=torch.float32, device=q.device)
     if plan.needs_launch:
-        arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias)
+        arrays = {"Q": q, "K": k, "V": v, "BIAS": bias}
+        if tensors is not _NO_TENSORS:  # a dense call's list: all absent (building the dict costs host time)
+            arrays.update(zip(_OPTIONAL_INPUTS, tensors))
         with _on_device(q):
             descriptors = plan.either_descriptors if core.launch.scratch_allocator_settable() else "host"
             # The Gluon forward copies 16 bytes (cp.async or TMA): a view that starts off a boundary takes tl.
@@ -333,7 +335,8 @@ def _run(
 
 
 def _run_eager(plan: core.AttentionPlan, q, k, v, bias, tensor_list: list, return_lse: bool):
-    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, bias)):
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
+                                    or (bias is not None and bias.requires_grad)):
         out, lse = _EagerAttention.apply(plan, q, k, v, bias, tensor_list)
     else:  # nothing to differentiate: no autograd node
         out, lse = _forward_impl(plan, q, k, v, bias, tensor_list)
