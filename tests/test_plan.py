@@ -4,6 +4,7 @@ tile table's lookups, and the plan cache (which must never let a bad call throug
 import ast
 import dataclasses
 import math
+import os
 import warnings
 
 import pytest
@@ -272,6 +273,35 @@ def test_kernel_call_reuses_the_compiled_runner_per_alignment(monkeypatch):
     assert kernel.log[1][2][1:] == (7, 1.5, kernel.log[1][2][3], 64, True)
     assert kernel.log[1][2][0].address == 2048
     assert compiled_grids == [(3, 2, 1), (3, 2, 1)]
+
+
+def test_first_launch_repairs_the_cache_dir_before_the_key_starts_the_driver(monkeypatch):
+    """A runner key asks Triton's driver for the current device, and a first such call starts the
+    driver, which builds a module in the cache dir: jax_triton's empty TRITON_CACHE_DIR must be
+    undone before it (as on the GPU: torch, then jax_triton's import, then torch), on a plan's
+    first launch and in compile_together alike."""
+    def key(arrays):
+        if os.environ.get("TRITON_CACHE_DIR") == "":
+            raise RuntimeError("Could not create or locate cache dir")  # Triton's driver, starting
+        return tuple((a.dtype, a.data_ptr() % 16 == 0) for a in arrays)
+
+    monkeypatch.setattr(core.launch.CompiledRunners, "key", staticmethod(key))
+    monkeypatch.setattr(core.launch, "_async_compile_active", lambda: False)
+    kernel = _FakeKernel()
+
+    def first_call():
+        runners = core.launch.CompiledRunners()
+        runners.enabled = True  # as on a GPU
+        q = _FakeArray(1024)
+        return core.KernelCall(kernel, (1, 1, 1), (q, 7), ("O",), {}, {}, arrays=(q,), runners=runners)
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", "")
+    first_call().launch((_FakeArray(2048),))
+    assert "TRITON_CACHE_DIR" not in os.environ
+    assert [entry[0] for entry in kernel.log] == ["dispatch"]
+    monkeypatch.setenv("TRITON_CACHE_DIR", "")
+    core.launch.compile_together([(first_call(), (_FakeArray(2048),), ())])  # keyed, then left to its launch
+    assert "TRITON_CACHE_DIR" not in os.environ
 
 
 class _FakeFuture:

@@ -136,20 +136,20 @@ class KernelCall:
     def _launch(self, outputs: Sequence[Any], inputs: Sequence[Any]) -> None:
         runners = self.runners
         keeps_runners = runners is not None and runners.enabled
-        if keeps_runners:
-            key = runners.key((*inputs, *self.arrays, *outputs))
-            runner = runners.get(key)
+        arrays = (*inputs, *self.arrays, *outputs)
+        if keeps_runners and runners:  # the hot path: Triton's driver is up, and no cache dir is read
+            runner = runners.get(runners.key(arrays))
             if runner is not None:
                 runner(*inputs, *self.args, *outputs, *self.constexprs.values())
                 return
         # No runner (yet): Triton binds, specializes (compiling if needed, through flashx's stage
-        # hook) and launches. (A runner's launch reads no cache dir and is never interpreted.)
+        # hook) and launches. Its driver, which a first call starts, builds a module in the cache dir.
         runtime.repair_triton_cache_dir()
         runtime.warn_once_if_interpreted()
         with compile_hook.installed():
             compiled = self.kernel[self.grid](*inputs, *self.args, *outputs, **self.constexprs, **self.options)
         if keeps_runners:
-            runners.remember(key, compiled, self.grid)
+            runners.remember(runners.key(arrays), compiled, self.grid)
 
 
 def compile_together(launches: Sequence[tuple]) -> None:
@@ -167,6 +167,7 @@ def compile_together(launches: Sequence[tuple]) -> None:
     """
     import triton
 
+    runtime.repair_triton_cache_dir()  # before a key starts Triton's driver (see KernelCall._launch)
     pending = []
     for call, outputs, inputs in launches:
         # Later launches (warm, the hot path) skip the key; one with new alignments compiles at
@@ -177,7 +178,6 @@ def compile_together(launches: Sequence[tuple]) -> None:
     async_mode = getattr(triton, "AsyncCompileMode", None)
     if len(pending) < 2 or async_mode is None or _async_compile_active():
         return
-    runtime.repair_triton_cache_dir()
     get_device, set_device = _device_functions()
     device = get_device()
 
