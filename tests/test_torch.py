@@ -247,19 +247,22 @@ def test_every_output_element_is_written(rng, monkeypatch):
     """Outputs are allocated uninitialized: make that allocation NaN-filled, then expect every element written."""
     case = Case(2, 37, 29, 3, 1, 40, 24, causal=True, layout="bhnd")
     q, k, v = make_inputs(rng, case, "float16")
-    empty, poisoned = torch.empty, []
+    poisoned = []
 
-    def poisoned_empty(*args, **kwargs):
-        t = empty(*args, **kwargs)
-        if t.is_floating_point():
-            t.fill_(float("nan"))
-            poisoned.append(tuple(t.shape))
-        return t
+    def poisoning(allocate):
+        def poisoned_allocate(*args, **kwargs):
+            t = allocate(*args, **kwargs)
+            if t.is_floating_point():
+                t.fill_(float("nan"))
+                poisoned.append(tuple(t.shape))
+            return t
+        return poisoned_allocate
 
-    monkeypatch.setattr(torch, "empty", poisoned_empty)
+    monkeypatch.setattr(torch, "empty", poisoning(torch.empty))
+    monkeypatch.setattr(torch.Tensor, "new_empty", poisoning(torch.Tensor.new_empty))
     out, lse = flashx.torch.attention(q, k, v, causal=True, layout="bhnd", return_lse=True)
     monkeypatch.undo()
-    assert {(2, 3, 37, 24), (2, 3, 37)} <= set(poisoned), f"out and lse were not allocated with torch.empty: {poisoned}"
+    assert {(2, 3, 37, 24), (2, 3, 37)} <= set(poisoned), f"out and lse were not allocated uninitialized: {poisoned}"
     assert torch.isfinite(out).all()
     assert not torch.isnan(lse).any()
     check_against_references(q, k, v, out, lse, "float16", causal=True, layout="bhnd")

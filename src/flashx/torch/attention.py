@@ -112,8 +112,10 @@ def _scratch_allocator(device: torch.device):
     """Triton's launcher asks this for the global scratch of a kernel that builds its TMA
     descriptors on the device: a buffer from torch's caching allocator on the current stream
     (512-byte aligned, more than the 128 a tensor map needs), freed as the call returns."""
+    prototype = torch.empty(0, dtype=torch.int8, device=device)
+
     def allocate(size: int, alignment: int, stream: Any) -> torch.Tensor:
-        return torch.empty(size, dtype=torch.int8, device=device)
+        return prototype.new_empty(size)
     return allocate
 
 
@@ -132,9 +134,10 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
                   backward_ahead: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """backward_ahead: autograd records this call (without a bias gradient); at the plan's first
     forward the backward's kernels then compile side by side with the forward's."""
-    fill = torch.zeros if plan.varlen else torch.empty  # varlen padding rows belong to no sequence
-    out = fill(plan.out_shape, dtype=q.dtype, device=q.device)
-    lse = fill(plan.lse_shape, dtype=torch.float32, device=q.device)
+    # q.new_empty: q's device and dtype without parsing them again (host time a call).
+    fill = q.new_zeros if plan.varlen else q.new_empty  # varlen padding rows belong to no sequence
+    out = fill(plan.out_shape)
+    lse = fill(plan.lse_shape, dtype=torch.float32)
     if plan.needs_launch:
         arrays = {"Q": q, "K": k, "V": v, "BIAS": bias}
         if tensors is not _NO_TENSORS:  # a dense call's list: all absent (building the dict costs host time)
