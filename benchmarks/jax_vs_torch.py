@@ -8,7 +8,9 @@ forward); --cases picks among these, the D = 128 non-causal backward, the D = 25
 the D = 128 forward + backward (fb128, fb128c: JAX's one jitted jax.vjp applied to dO, and, by
 device time only, jax.grad of sum(out * dO) beside it; torch: autograd.grad of a fresh forward);
 --dkdv-tile forces the backward's dK/dV tile (or a variant of it, --dkdv-set) in both frontends,
---tile-set changes a field of any Gluon tile in place (both frontends), --route sets both
+--tile-set changes a field of any Gluon tile in place (both frontends), --torch-descriptors
+device makes torch's Gluon backward launches build their TMA descriptors on the device as JAX's
+do (one shared slot; Triton's global scratch from torch's allocator), --route sets both
 frontends' TMA forward route for a head dim and --device-route the JAX frontend's own
 (GLUON_DEVICE_TMA_ROUTE); --window W (a causal sliding window of W keys) or --docs K (K equal
 causal documents: mask_mod with a block mask built once in each frontend) masks every causal
@@ -159,6 +161,36 @@ def set_tile_fields(specs) -> None:
         print(f"tile {name}: {assignment}", flush=True)
 
 
+def torch_device_descriptors() -> None:
+    """In this process only, torch's backward launches ask the plan for device-built descriptors
+    (as JAX's launches do) where they ask for host ones, and Triton's launcher takes their global
+    scratch from torch's allocator: what of JAX's dK/dV kernel time is the
+    in-kernel build rather than JAX."""
+    import torch
+
+    from flashx import core
+
+    backward_calls = core.AttentionPlan.backward_calls
+
+    def on_device(self, *args, **kwargs):
+        if kwargs.get("descriptors") == "host":
+            kwargs["descriptors"] = "device"
+        return backward_calls(self, *args, **kwargs)
+
+    core.AttentionPlan.backward_calls = on_device
+    # Not triton.set_allocator: its context variable does not reach autograd's backward thread.
+    launch = core.launch.KernelCall.launch
+
+    def scratch(size: int, alignment: int, stream) -> torch.Tensor:
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    def with_scratch(self, outputs, inputs=(), allocator=None):
+        return launch(self, outputs, inputs, allocator or scratch)
+
+    core.launch.KernelCall.launch = with_scratch
+    print("torch's backward: descriptors built on the device", flush=True)
+
+
 def set_routes(table_name: str, specs) -> None:
     """Each "DIM[c]:KEYS=TILE[,KEYS=TILE...]" (c: causal) sets plan.`table_name`'s entry for that
     head dim, in this process only ("None" as TILE: no TMA tile from that length on).
@@ -197,6 +229,8 @@ def main() -> int:
     parser.add_argument("--device-route", nargs="+", default=[], metavar="DIM[c]:KEYS=TILE,...",
                         help="the JAX frontend's own forward route for a head dim (c: causal), "
                              "e.g. 256c:1024=d256-tma-trim-ts")
+    parser.add_argument("--torch-descriptors", choices=("host", "device"), default="host",
+                        help="device: torch's Gluon backward builds its TMA descriptors on the device, as JAX's")
     masks = parser.add_mutually_exclusive_group()
     masks.add_argument("--window", type=int, default=None, help="causal cases: a sliding window of this many keys")
     masks.add_argument("--docs", type=int, default=None, help="causal cases: this many equal documents (mask_mod)")
@@ -223,6 +257,8 @@ def main() -> int:
     set_routes("GLUON_DEVICE_TMA_ROUTE", args.device_route)
     if args.dkdv_tile:
         force_dkdv_tile(args.dkdv_tile, args.dkdv_set)
+    if args.torch_descriptors == "device":
+        torch_device_descriptors()
 
     for d, causal, kind in (CASES[case] for case in args.cases):
         h = HIDDEN // d

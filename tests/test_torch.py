@@ -79,11 +79,13 @@ def sdpa(q, k, v, *, causal=False, scale=None, layout="bnhd", upcast=False):
     return to_bhnd(out, layout)
 
 
-def check_causal_gradients(q, k, v, out, dtype: str, what: str) -> None:
+def check_causal_gradients(q, k, v, out, dtype: str, what: str, grad=None, grads=None) -> None:
     """out = causal attention of q, k, v (bnhd, requiring grad) and its gradients for a random dO
-    against SDPA in float64, within the dtype's bound of SDPA's own error."""
-    grad = torch.randn_like(out)
-    grads = torch.autograd.grad(out, (q, k, v), grad)
+    against SDPA in float64, within the dtype's bound of SDPA's own error. grad, grads: a dO and
+    the gradients of out already taken for it (else both are made here)."""
+    if grads is None:
+        grad = torch.randn_like(out)
+        grads = torch.autograd.grad(out, (q, k, v), grad)
     ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
     ref = sdpa(*ref_in, causal=True, upcast=True)
     ref_grads = torch.autograd.grad(ref, ref_in, grad.double())
@@ -243,10 +245,9 @@ def test_fp16_scores_beyond_fp16_range(rng, scale):
     assert_lse_close(to_numpy(lse), ref_lse)
 
 
-def test_every_output_element_is_written(rng, monkeypatch):
-    """Outputs are allocated uninitialized: make that allocation NaN-filled, then expect every element written."""
-    case = Case(2, 37, 29, 3, 1, 40, 24, causal=True, layout="bhnd")
-    q, k, v = make_inputs(rng, case, "float16")
+def _poison_uninitialized_allocations(monkeypatch) -> list:
+    """From here on torch.empty and Tensor.new_empty fill floating-point tensors with NaN; returns
+    the list of the poisoned tensors' shapes, which grows as they are allocated."""
     poisoned = []
 
     def poisoning(allocate):
@@ -260,6 +261,14 @@ def test_every_output_element_is_written(rng, monkeypatch):
 
     monkeypatch.setattr(torch, "empty", poisoning(torch.empty))
     monkeypatch.setattr(torch.Tensor, "new_empty", poisoning(torch.Tensor.new_empty))
+    return poisoned
+
+
+def test_every_output_element_is_written(rng, monkeypatch):
+    """Outputs are allocated uninitialized: make that allocation NaN-filled, then expect every element written."""
+    case = Case(2, 37, 29, 3, 1, 40, 24, causal=True, layout="bhnd")
+    q, k, v = make_inputs(rng, case, "float16")
+    poisoned = _poison_uninitialized_allocations(monkeypatch)
     out, lse = flashx.torch.attention(q, k, v, causal=True, layout="bhnd", return_lse=True)
     monkeypatch.undo()
     assert {(2, 3, 37, 24), (2, 3, 37)} <= set(poisoned), f"out and lse were not allocated uninitialized: {poisoned}"
@@ -267,6 +276,24 @@ def test_every_output_element_is_written(rng, monkeypatch):
     assert not torch.isnan(lse).any()
     check_against_references(q, k, v, out, lse, "float16", causal=True, layout="bhnd")
 
+
+
+def test_every_gradient_element_is_written(rng, monkeypatch):
+    """Gradients and the backward's row statistics are allocated uninitialized: with those
+    allocations NaN-filled, dq, dk and dv must still match float64 SDPA (every element written,
+    no padding row of delta or lse_log2 read unwritten)."""
+    case = Case(2, 29, 37, 2, 2, 24, 24, causal=True)  # Nq < Nkv: bottom-right; rows padded to a block
+    q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
+    out = flashx.torch.attention(q, k, v, causal=True)
+    grad = torch.randn_like(out)
+    poisoned = _poison_uninitialized_allocations(monkeypatch)
+    grads = torch.autograd.grad(out, (q, k, v), grad)
+    monkeypatch.undo()
+    assert {tuple(q.shape), tuple(k.shape), tuple(v.shape)} <= set(poisoned), \
+        f"the gradients were not allocated uninitialized: {poisoned}"
+    for name, g in zip("qkv", grads):
+        assert torch.isfinite(g).all(), f"d{name} has unwritten (NaN) elements"
+    check_causal_gradients(q, k, v, out, "float32", "poisoned allocations", grad, grads)
 
 # ----------------------------------------------------------------------------------------------
 # Strided inputs

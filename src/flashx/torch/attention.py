@@ -201,13 +201,13 @@ def _backward_op(
 
 def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad: bool) -> tuple:
     # The kernels write every gradient row but varlen's padding rows, which belong to no sequence.
-    fill = torch.zeros if plan.varlen or not plan.needs_backward_launch else torch.empty
-    dq = fill(plan.q_shape, dtype=q.dtype, device=q.device)
-    dk = fill(plan.k_shape, dtype=k.dtype, device=k.device)
-    dv = fill(plan.v_shape, dtype=v.dtype, device=v.device)
-    dbias = torch.zeros(plan.bias_grad_shape if bias_grad else (0,), dtype=torch.float32, device=q.device)
+    # x.new_empty: x's device and dtype without parsing them again (host time a call, as the forward's).
+    zeroed = plan.varlen or not plan.needs_backward_launch
+    dq, dk, dv = ((x.new_zeros if zeroed else x.new_empty)(shape)
+                  for x, shape in ((q, plan.q_shape), (k, plan.k_shape), (v, plan.v_shape)))
+    dbias = q.new_zeros(plan.bias_grad_shape if bias_grad else (0,), dtype=torch.float32)
     if plan.needs_backward_launch:
-        row_stats = tuple(torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device) for _ in range(2))
+        row_stats = tuple(q.new_empty(plan.row_stats_shape, dtype=torch.float32) for _ in range(2))
         with _on_device(q):
             launches = _backward_launches(plan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad,
                                           dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias), row_stats)
