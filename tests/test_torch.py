@@ -277,7 +277,6 @@ def test_every_output_element_is_written(rng, monkeypatch):
     check_against_references(q, k, v, out, lse, "float16", causal=True, layout="bhnd")
 
 
-
 def test_every_gradient_element_is_written(rng, monkeypatch):
     """Gradients and the backward's row statistics are allocated uninitialized: with those
     allocations NaN-filled, dq, dk and dv must still match float64 SDPA (every element written,
@@ -294,6 +293,7 @@ def test_every_gradient_element_is_written(rng, monkeypatch):
     for name, g in zip("qkv", grads):
         assert torch.isfinite(g).all(), f"d{name} has unwritten (NaN) elements"
     check_causal_gradients(q, k, v, out, "float32", "poisoned allocations", grad, grads)
+
 
 # ----------------------------------------------------------------------------------------------
 # Strided inputs
