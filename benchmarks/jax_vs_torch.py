@@ -169,6 +169,7 @@ def torch_device_descriptors() -> None:
     import torch
 
     from flashx import core
+    from flashx.torch.attention import _scratch_allocator
 
     backward_calls = core.AttentionPlan.backward_calls
 
@@ -180,9 +181,7 @@ def torch_device_descriptors() -> None:
     core.AttentionPlan.backward_calls = on_device
     # Not triton.set_allocator: its context variable does not reach autograd's backward thread.
     launch = core.launch.KernelCall.launch
-
-    def scratch(size: int, alignment: int, stream) -> torch.Tensor:
-        return torch.empty(size, dtype=torch.int8, device="cuda")
+    scratch = _scratch_allocator(torch.device("cuda", torch.cuda.current_device()))  # the forward's own
 
     def with_scratch(self, outputs, inputs=(), allocator=None):
         return launch(self, outputs, inputs, allocator or scratch)
