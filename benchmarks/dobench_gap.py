@@ -34,11 +34,18 @@ after one shorter pass of the same loop that is not reported.
     python benchmarks/dobench_gap.py [--cases 4,4096,32,64,1 64,256,16,128,1] [--profile]
     python benchmarks/dobench_gap.py --delays 0 100 300 600   # do_bench with host time added
     python benchmarks/dobench_gap.py --breakdown --cases 64,256,16,128,1   # host time by step
+--flush-kinds: instead, do_bench of each system as it stands (its L2 flush writes 256 MB of
+zeros, which leave L2 full of dirty lines that the call's own reads must first write back to
+DRAM) beside do_bench with a flush that reads the same 256 MB (L2 left holding clean lines, which
+are dropped without a write), and calls back to back; `--rounds` rounds, the systems alternated.
+
     python benchmarks/dobench_gap.py --loop --cases 64,256,16,128,1   # do_bench's loop, host beside GPU
+    python benchmarks/dobench_gap.py --flush-kinds --cases 64,256,16,128,1   # dirty vs clean L2 flush
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -267,6 +274,52 @@ def traced(bench, torch) -> tuple:
     return result, (statistics.median(gaps) if gaps else float("nan")), table
 
 
+@contextlib.contextmanager
+def reading_flush(torch, driver=None):
+    """do_bench, inside, flushes L2 by reading its 256 MB buffer instead of zeroing it: the same
+    bytes pass through L2, but what they leave there is clean (--flush-kinds). driver: Triton's
+    active one unless given."""
+    if driver is None:
+        import triton
+
+        driver = triton.runtime.driver.active
+
+    def clear_cache(cache):
+        return torch.amax(cache)  # reads every byte, writes one element elsewhere
+
+    driver.clear_cache = clear_cache  # shadows the class's cache.zero_()
+    try:
+        yield
+    finally:
+        del driver.clear_cache
+
+
+def flush_kinds(text: str, systems: dict, flops: float, torch, rep_ms: float, rounds: int) -> None:
+    """Print a row per round and system: do_bench with its own (writing) flush, with a reading
+    flush, and back to back, us; then the medians and each system's time over FA2's by each."""
+    from triton.testing import do_bench
+
+    times: dict = {name: ([], [], []) for name in systems}
+    for r in range(rounds):
+        for name, fn in systems.items():
+            fn()
+            common.settle()
+            writing = do_bench(fn, warmup=25, rep=rep_ms, return_mode="median") * 1e3
+            common.settle()
+            with reading_flush(torch):
+                reading = do_bench(fn, warmup=25, rep=rep_ms, return_mode="median") * 1e3
+            b2b = common.time_torch_back_to_back(fn, 25, rep_ms) * 1e3
+            for column, us in zip(times[name], (writing, reading, b2b)):
+                column.append(us)
+            print(f"| {text} | {name} | {r + 1} | {writing:.1f} | {reading:.1f} | {b2b:.1f} |", flush=True)
+    medians = {name: [statistics.median(c) for c in columns] for name, columns in times.items()}
+    for name, (writing, reading, b2b) in medians.items():
+        over = [fa2 / us for us, fa2 in zip((writing, reading, b2b), medians["FA2"])]
+        print(f"| {text} | {name} | median | {writing:.1f} | {reading:.1f} | {b2b:.1f} | "
+              f"{flops / writing * 1e-6:.1f} / {flops / reading * 1e-6:.1f} TFLOP/s | "
+              + " / ".join(f"{x:.2f}x" for x in over) + " FA2 |", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", type=common.parse_shape, default=list(DEFAULT_CASES),
@@ -276,6 +329,9 @@ def main() -> int:
                    help="host busy-waits (us) added to each call: do_bench of each system so delayed, a row per delay")
     p.add_argument("--breakdown", action="store_true", help="the host time of each step of a flashx call (see above)")
     p.add_argument("--loop", action="store_true", help="do_bench's timed loop with host and GPU timelines (see above)")
+    p.add_argument("--flush-kinds", action="store_true",
+                   help="do_bench with its writing L2 flush beside a reading one, and back to back (see above)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of --flush-kinds")
     p.add_argument("--profile", action="store_true", help="also print cProfile's 25 costliest functions (own time) over 200 flashx calls a case")
     args = p.parse_args()
 
@@ -293,6 +349,9 @@ def main() -> int:
                 print(f"| {name} | {us:.1f} | {busy:.1f} |", flush=True)
         return 0
     rows = []
+    if args.flush_kinds:
+        print("| case | system | round | do_bench (writing flush) | do_bench (reading flush) | back to back "
+              "| TFLOP/s writing / reading | over FA2: writing / reading / b2b |\n|---|---|---|---:|---:|---:|---|---|")
     if args.loop:
         print("| case | system | iterations | call (do_bench) | flush | GPU idle | GPU iteration | host iteration "
               "| host: flush | start event | call | end event | host-bound share |\n|---|---|" + "---:|" * 11)
@@ -304,6 +363,11 @@ def main() -> int:
         systems = {"flashx": lambda: flashx.torch.attention(q, k, v, causal=causal, layout="bhnd"),
                    "FA2": common.sdpa_call(SDPBackend.FLASH_ATTENTION, q, k, v, is_causal=causal),
                    "cuDNN": common.sdpa_call(SDPBackend.CUDNN_ATTENTION, q, k, v, is_causal=causal)}
+        if args.flush_kinds:
+            flush_kinds(text, systems, flops, torch, args.rep_ms, args.rounds)
+            del q, k, v
+            torch.cuda.empty_cache()
+            continue
         for delay in args.delays:
             for name, fn in systems.items():
                 common.settle()
@@ -356,6 +420,8 @@ def main() -> int:
         del q, k, v
         torch.cuda.empty_cache()
 
+    if args.flush_kinds:
+        return 0
     print()
     print("| case B,N,H,D,causal | system | host us | do_bench us | graph us | b2b us | flush-to-kernel us | do_bench TFLOP/s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")

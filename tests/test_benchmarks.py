@@ -174,3 +174,23 @@ def test_probe_shapes_and_dobench_gap_host_delay():
     begin = time.perf_counter()
     assert delayed() == "out"
     assert time.perf_counter() - begin >= 3e-3 and calls == [1]
+
+
+def test_dobench_gap_reading_flush_leaves_the_buffer_and_restores_the_driver():
+    """--flush-kinds' reading flush: inside the context the driver's clear_cache reads the buffer
+    (its maximum) and leaves it as it was; afterwards the driver's own method is back."""
+    torch = pytest.importorskip("torch")
+    dobench_gap = benchmark_module("dobench_gap")
+
+    class Driver:
+        def clear_cache(self, cache):
+            cache.zero_()
+
+    driver = Driver()
+    cache = torch.randint(1, 100, (1000,), dtype=torch.int32)
+    before = cache.clone()
+    with dobench_gap.reading_flush(torch, driver):
+        assert driver.clear_cache(cache).item() == before.max().item()
+    assert torch.equal(cache, before)
+    driver.clear_cache(cache)
+    assert not cache.any()
