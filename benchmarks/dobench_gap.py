@@ -30,15 +30,14 @@ one more event before each flush, so that each iteration's host time can be set 
 (medians of the call as do_bench times it, the flush, the GPU's idle time before each flush, both
 iterations, the host's steps, and the share of iterations the host took longer than the GPU),
 after one shorter pass of the same loop that is not reported.
-
-    python benchmarks/dobench_gap.py [--cases 4,4096,32,64,1 64,256,16,128,1] [--profile]
-    python benchmarks/dobench_gap.py --delays 0 100 300 600   # do_bench with host time added
-    python benchmarks/dobench_gap.py --breakdown --cases 64,256,16,128,1   # host time by step
 --flush-kinds: instead, do_bench of each system as it stands (its L2 flush writes 256 MB of
 zeros, which leave L2 full of dirty lines that the call's own reads must first write back to
 DRAM) beside do_bench with a flush that reads the same 256 MB (L2 left holding clean lines, which
 are dropped without a write), and calls back to back; `--rounds` rounds, the systems alternated.
 
+    python benchmarks/dobench_gap.py [--cases 4,4096,32,64,1 64,256,16,128,1] [--profile]
+    python benchmarks/dobench_gap.py --delays 0 100 300 600   # do_bench with host time added
+    python benchmarks/dobench_gap.py --breakdown --cases 64,256,16,128,1   # host time by step
     python benchmarks/dobench_gap.py --loop --cases 64,256,16,128,1   # do_bench's loop, host beside GPU
     python benchmarks/dobench_gap.py --flush-kinds --cases 64,256,16,128,1   # dirty vs clean L2 flush
 """
