@@ -194,3 +194,53 @@ def test_dobench_gap_reading_flush_leaves_the_buffer_and_restores_the_driver():
     assert torch.equal(cache, before)
     driver.clear_cache(cache)
     assert not cache.any()
+
+
+def test_order_probe_samples_the_card_during_a_timing(monkeypatch):
+    """order_probe.py --sample-ms: the sampler reads the clock and power on its thread until
+    stopped and reports their medians; with no reading to be had (no pynvml) it gives NaNs."""
+    import math
+    import time
+
+    torch = pytest.importorskip("torch")
+    order_probe = benchmark_module("order_probe")
+    clocks = iter([1500, 1700, 1600] + [1600] * 1000)
+    monkeypatch.setattr(torch.cuda, "clock_rate", lambda: next(clocks))
+    monkeypatch.setattr(torch.cuda, "power_draw", lambda: 650_000)  # mW, as pynvml gives it
+    sampler = order_probe.CardSampler(period_ms=1.0)
+    sampler.start()
+    time.sleep(0.05)
+    mhz, watts = sampler.stop()
+    assert len(sampler.readings) >= 3 and mhz == 1600 and watts == 650
+
+    def no_pynvml():
+        raise ModuleNotFoundError("pynvml")
+
+    monkeypatch.setattr(torch.cuda, "clock_rate", no_pynvml)
+    sampler.start()
+    assert all(math.isnan(x) for x in sampler.stop())
+
+
+def test_settled_median_settles_before_each_of_the_rounds(monkeypatch):
+    """--rounds: each timing follows its own settle(), and the median of the readings is kept; the
+    CPU's debug timing takes one; a round count below one is refused."""
+    common = benchmark_module("common")
+    events = []
+    monkeypatch.setattr(common, "settle", lambda: events.append("settle"))
+    readings = iter([5.0, 1.0, 3.0])
+
+    def measure():
+        events.append("time")
+        return next(readings)
+
+    monkeypatch.setattr(common, "_DEBUG_TIMING", False)
+    monkeypatch.setattr(common, "ROUNDS", 1)
+    assert common.set_rounds(3) == 3
+    assert common.settled_median(measure) == 3.0
+    assert events == ["settle", "time"] * 3
+    assert common.rounds_note(3) == "each figure the median of 3 such timings (--rounds)"
+    monkeypatch.setattr(common, "_DEBUG_TIMING", True)
+    events.clear()
+    assert common.settled_median(lambda: 7.0) == 7.0 and events == ["settle"]
+    with pytest.raises(ValueError, match="rounds"):
+        common.set_rounds(0)
