@@ -73,7 +73,7 @@ Shape = common.Shape
 QUICK_HEAD_DIMS = (64, 128)
 QUICK_SEQLENS = (4096,)
 CPU_HEAD_DIMS, CPU_SEQLENS = (16,), (32,)
-QUICK_BUDGET_S = 80.0  # run_all.sh --quick runs four scripts in about six minutes
+QUICK_BUDGET_S = 140.0  # alone; run_all.sh --quick passes its own --budget-s (caps there)
 BWD_FACTOR = 2.5  # backward FLOPs over forward FLOPs
 MODES = {"fwd_bwd": "fwd+bwd", "bwd": "bwd"}
 MEMORY_FLAG = 8  # flashx's extra memory above this many times 4*B*H*N bytes (plus 1 MiB) is flagged
@@ -352,7 +352,8 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
         " JAX: jitted, compile and warm-up excluded, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls,"
         " each call's dQ its next call's q (fwd+bwd) or dO (bwd), median ms a call over loops of ~20 ms (at most 128 calls); every timing after "
-        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit)",
+        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
+        f" {common.rounds_note(settings.get('rounds', 1))}",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"
         " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"
         " jax.experimental.pallas.ops.gpu.attention.mha (default block sizes); both on a (B, N, H, D) copy",
@@ -498,7 +499,8 @@ def main(argv=None) -> int:
 
     env = common.environment(torch, device)
     settings = dict(
-        dtype=common.DTYPES[args.dtype], warmup_ms=warmup_ms, rep_ms=rep_ms, err_limit=ctx["err_limit"],
+        dtype=common.DTYPES[args.dtype], warmup_ms=warmup_ms, rep_ms=rep_ms, rounds=common.ROUNDS,
+        err_limit=ctx["err_limit"],
         gpu=env["gpu"].split(" (")[0], tokens=tokens, hidden=hidden, budget_s=deadline.seconds, device=device,
         bwd_factor=BWD_FACTOR,
     )

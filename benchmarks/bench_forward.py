@@ -75,7 +75,7 @@ SHORT_BATCH, SHORT_HEAD_DIM, SHORT_SEQLENS = 64, 128, (256, 512)
 # --device cpu (debug): tiny shapes the interpreter gets through quickly.
 CPU_TOKENS, CPU_HIDDEN, CPU_HEAD_DIMS, CPU_SEQLENS = common.CPU_TOKENS, common.CPU_HIDDEN, (16,), (32,)
 CPU_SHORT_BATCH, CPU_SHORT_HEAD_DIM, CPU_SHORT_SEQLENS = 4, 16, (16, 32)
-QUICK_BUDGET_S = 80.0  # run_all.sh --quick runs four scripts in about six minutes
+QUICK_BUDGET_S = 120.0  # alone; run_all.sh --quick passes its own --budget-s (caps there)
 
 SYSTEMS, JAX_SYSTEMS, RATIOS = common.DENSE_SYSTEMS, common.JAX_SYSTEMS, common.DENSE_RATIOS
 ERR_COLUMNS = ("flashx_torch", "flashx_jax")  # the table's err columns; the peers' errors are printed
@@ -280,7 +280,8 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
         " JAX: jitted, compile and warm-up excluded, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls,"
         " each call's output its next call's q, median ms a call over loops of ~20 ms (at most 128 calls); every timing after "
-        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit)",
+        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
+        f" {common.rounds_note(settings.get('rounds', 1))}",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"
         " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"
         " jax.experimental.pallas.ops.gpu.attention.mha (default block sizes)",
@@ -383,7 +384,8 @@ def main(argv=None) -> int:
 
     env = common.environment(torch, device)
     settings = dict(
-        dtype=DTYPES[args.dtype], warmup_ms=warmup_ms, rep_ms=rep_ms, err_limit=ctx["err_limit"], gpu=env["gpu"].split(" (")[0],
+        dtype=DTYPES[args.dtype], warmup_ms=warmup_ms, rep_ms=rep_ms, rounds=common.ROUNDS, err_limit=ctx["err_limit"],
+        gpu=env["gpu"].split(" (")[0],
         tokens=tokens, hidden=hidden, budget_s=deadline.seconds, device=device,
     )
     log(f"{env['gpu']}, driver {env['driver']}; torch {env['torch']}, triton {env['triton']}, jax {env['jax']}, "

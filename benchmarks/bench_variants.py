@@ -60,7 +60,7 @@ Result = common.Result
 
 BWD_FACTOR = 2.5
 MODES = ("fwd", "bwd")
-QUICK_BUDGET_S = 70.0  # run_all.sh --quick runs three scripts in about four minutes
+QUICK_BUDGET_S = 95.0  # alone; run_all.sh --quick passes its own --budget-s (caps there)
 
 SYSTEMS = {
     "flashx_torch": "flashx (torch)",
@@ -434,7 +434,8 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         f"- timing: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
         " JAX: jitted, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls, each call's output (dQ) its"
         " next call's q (dO), median ms a call; every timing after "
-        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit)",
+        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
+        f" {common.rounds_note(settings.get('rounds', 1))}",
         "- flashx: window=(W-1, 0) with causal=True; documents: mask_mod=document_mask with causal=True and a block mask"
         " built once by flashx.torch.create_block_mask; FlexAttention: torch.compile(flex_attention, dynamic=False), the"
         " same masks as mask_mod, create_block_mask built once; SDPA: is_causal (enable_gqa for GQA); n/a: no such mask"
@@ -502,7 +503,8 @@ def main(argv=None) -> int:
 
     env = common.environment(torch, device)
     settings = dict(
-        dtype=common.DTYPES[args.dtype], warmup_ms=warmup_ms, rep_ms=rep_ms, err_limit=ctx["err_limit"],
+        dtype=common.DTYPES[args.dtype], warmup_ms=warmup_ms, rep_ms=rep_ms, rounds=common.ROUNDS,
+        err_limit=ctx["err_limit"],
         gpu=env["gpu"].split(" (")[0], budget_s=deadline.seconds, device=device, bwd_factor=BWD_FACTOR,
     )
     log(f"{env['gpu']}, driver {env['driver']}; torch {env['torch']}, triton {env['triton']}, jax {env['jax']}, "

@@ -382,20 +382,51 @@ def settle(ms: float = SETTLE_MS) -> None:
         torch.cuda.synchronize()
 
 
+# Settled timings a measurement takes the median of (the scripts' --rounds; set_rounds).
+ROUNDS = 1
+
+
+def set_rounds(rounds: int) -> int:
+    """Time each system `rounds` times (each after settle()) and keep the median; returns it."""
+    global ROUNDS
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    ROUNDS = rounds
+    return rounds
+
+
+def rounds_note(rounds: int) -> str:
+    """The reports' words for --rounds."""
+    return "each figure one such timing" if rounds == 1 else f"each figure the median of {rounds} such timings (--rounds)"
+
+
+def settled_median(measure: Callable[[], float]) -> float:
+    """The median of ROUNDS readings of `measure()` (ms), each after settle(); one on the CPU.
+
+    One do_bench reads the card in whatever state its ~0.1 s leaves: on the H200, 2026-12-04
+    (NOTES v0.44), single timings of SDPA FA2 at D = 64, N = 4k causal spread 1063-1281 us over
+    five processes, where each of four processes' three-round medians read 1097-1125 us."""
+    times = []
+    for _ in range(1 if _DEBUG_TIMING else ROUNDS):
+        settle()
+        times.append(measure())
+    return statistics.median(times)
+
+
 def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
     """Median ms of `fn`: triton.testing.do_bench on the GPU (CUDA events, L2 flushed between
-    calls), after settle(); a wall-clock median on the CPU (debug runs only)."""
+    calls), after settle(), the median of ROUNDS such timings (settled_median); a wall-clock
+    median on the CPU (debug runs only)."""
     if device != "cuda":
         return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
     from triton.testing import do_bench
 
-    settle()
-    return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    return settled_median(lambda: float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")))
 
 
 def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
     """Median ms of `fn` called back to back, by the wall clock over samples of ~20 ms each ended by
-    one synchronize (time_wall), after settle(): what time_jax's loop measures, for torch.
+    one synchronize (time_wall), after settle() (settled_median): what time_jax's loop measures, for torch.
 
     do_bench flushes L2 with a 256 MB write before each call and times each call alone; how far
     that lands from back-to-back calls depends on the shape and the card's clock. On the H200,
@@ -409,13 +440,12 @@ def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, devic
         return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
     import torch
 
-    settle()
-    return time_wall(fn, lambda out: torch.cuda.synchronize(), warmup_ms, rep_ms)
+    return settled_median(lambda: time_wall(fn, lambda out: torch.cuda.synchronize(), warmup_ms, rep_ms))
 
 
 def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: Optional[int] = None) -> float:
     """Median ms of a jitted `fn(*args)` (any pytree output); compile and warm-up excluded, the
-    card settle()d after compiling.
+    card settle()d after compiling, the median of ROUNDS such timings (settled_median).
 
     feed=None: each sample runs calls back to back from the host and waits for the last with
     block_until_ready (time_wall). feed=i: block_until_ready around a jitted loop of calls
@@ -431,12 +461,10 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: O
     jax.block_until_ready(fn(*args))  # compile
     back_to_back = functools.partial(time_wall, lambda: fn(*args), jax.block_until_ready)
     if feed is None or _DEBUG_TIMING:
-        settle()
-        return back_to_back(warmup_ms, rep_ms)
+        return settled_median(lambda: back_to_back(warmup_ms, rep_ms))
     places = _feed_places(jax.tree_util.tree_leaves(jax.eval_shape(fn, *args)), args, feed)
     if places is None:
-        settle()
-        return back_to_back(warmup_ms, rep_ms)
+        return settled_median(lambda: back_to_back(warmup_ms, rep_ms))
     _, treedef = jax.tree_util.tree_flatten(args)
 
     def step(_, carried):
@@ -452,13 +480,15 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: O
     # Unrolled: XLA's GPU while loop brings its condition back to the host on every trip.
     loop = jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a, unroll=True))
     jax.block_until_ready(loop(*args))  # compile
-    settle()
-    times, begin = [], time.perf_counter()
-    while len(times) < 5 or (time.perf_counter() - begin) * 1e3 < warmup_ms + rep_ms:
-        start = time.perf_counter()
-        jax.block_until_ready(loop(*args))
-        times.append((time.perf_counter() - start) * 1e3 / trips)
-    return statistics.median(times[1:])  # the first loop is warm-up
+
+    def loops() -> float:
+        times, begin = [], time.perf_counter()
+        while len(times) < 5 or (time.perf_counter() - begin) * 1e3 < warmup_ms + rep_ms:
+            start = time.perf_counter()
+            jax.block_until_ready(loop(*args))
+            times.append((time.perf_counter() - start) * 1e3 / trips)
+        return statistics.median(times[1:])  # the first loop is warm-up
+    return settled_median(loops)
 
 
 def _feed_places(outputs: list, args: tuple, feed: int) -> Optional[list]:
@@ -517,9 +547,11 @@ def time_wall(call: Callable, wait: Callable, warmup_ms: float, rep_ms: float) -
 
 def timing_defaults(args, quick_warmup: float = 10.0, quick_rep: float = 50.0,
                     full_warmup: float = 25.0, full_rep: float = 100.0) -> tuple:
-    """(warmup_ms, rep_ms) from --warmup-ms/--rep-ms or the mode's defaults."""
+    """(warmup_ms, rep_ms) from --warmup-ms/--rep-ms or the mode's defaults; --rounds set (set_rounds;
+    one for --device cpu, whose timings are single calls)."""
     warmup = args.warmup_ms if args.warmup_ms is not None else (quick_warmup if args.quick else full_warmup)
     rep = args.rep_ms if args.rep_ms is not None else (quick_rep if args.quick else full_rep)
+    set_rounds(1 if args.device == "cpu" else args.rounds)
     return warmup, rep
 
 
@@ -746,6 +778,8 @@ def add_common_args(p, name: str, quick_note: str, budget_quick: float) -> None:
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16", help="input dtype (default: %(default)s)")
     p.add_argument("--warmup-ms", type=float, default=None, help="warm-up per timing (default 25, --quick 10)")
     p.add_argument("--rep-ms", type=float, default=None, help="timed time per timing (default 100, --quick 50)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="settled timings per system and shape, their median kept (default: %(default)s; 1 on the CPU)")
     p.add_argument("--budget-s", type=float, default=None,
                    help=f"soft time budget: cases not started once it is spent are skipped and reported "
                    f"(default: {budget_quick:g} s with --quick, none otherwise)")

@@ -7,11 +7,12 @@
 #
 #   bash benchmarks/run_all.sh [--quick | --full] [ARGS...]
 #
-# --quick (the default): each script's --quick mode, about seven minutes in all on an H200 (most of
-#   it compiling); each script gets a soft time budget (--budget-s, cases not started once it is
-#   spent are skipped and listed) and a hard timeout (SIGTERM: the script writes what it measured),
-#   both cut from a total of FLASHX_BENCH_TOTAL_S seconds (default 400): at most 125 s forward,
-#   125 s backward, 80 s variants, 70 s compile, each budget 25 s under its timeout.
+# --quick (the default): each script's --quick mode, about eight minutes in all on an H200 (compiling,
+#   and three settled timings of each system and shape: --rounds); each script gets a soft time
+#   budget (--budget-s, cases not started once it is spent are skipped and listed) and a hard
+#   timeout (SIGTERM: the script writes what it measured), both cut from a total of
+#   FLASHX_BENCH_TOTAL_S seconds (default 540, inside the GPU tool's 10 minutes): at most 165 s
+#   forward, 185 s backward, 120 s variants, 70 s compile, each budget 25 s under its timeout.
 # --full: the full sweeps, without budgets or timeouts (much longer than the GPU tool's 10 minutes:
 #   run the scripts one per call instead).
 # ARGS go to every script after the mode (e.g. --dtype fp16, --out DIR, --device cpu).
@@ -56,8 +57,8 @@ mkdir -p "$LOG_DIR"
 
 scripts=(bench_forward bench_backward bench_variants bench_compile)
 names=(forward backward variants compile)
-caps=(125 125 80 70)   # hard timeout per script in --quick mode, seconds (then cut to fit the total)
-TOTAL="${FLASHX_BENCH_TOTAL_S:-400}"
+caps=(165 185 120 70)  # hard timeout per script in --quick mode, seconds (then cut to fit the total)
+TOTAL="${FLASHX_BENCH_TOTAL_S:-540}"
 MIN_S=40           # kept for each script still to run
 start_all=$(date +%s)
 declare -a status secs
