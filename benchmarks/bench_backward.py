@@ -44,7 +44,7 @@ DIR/backward.json and DIR/backward.png (TFLOP/s vs N per D and causal flag); DIR
 benchmarks/results/h200. Prints the markdown last.
 
     python benchmarks/bench_backward.py            # full sweep (18 shapes)
-    python benchmarks/bench_backward.py --quick    # D in {64, 128}, N = 4k: ~1.5-2 minutes on an H200
+    python benchmarks/bench_backward.py --quick    # D in {64, 128}, N = 4k: ~3 minutes on an H200
     python benchmarks/bench_backward.py --device cpu   # debug pass: interpreter, tiny shapes
 
 Needs a CUDA GPU (but --device cpu); importing this module does no work.
@@ -121,7 +121,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         epilog=f"Shapes: B*N={common.TOKENS}, H*D={common.HIDDEN}; full sweep D in {common.HEAD_DIMS}, "
         f"N in {common.SEQLENS}; --quick: D in {QUICK_HEAD_DIMS}, N in {QUICK_SEQLENS}; causal and not.",
     )
-    common.add_common_args(p, "backward", "D in {64, 128}, N = 4k, shorter timing (~1.5-2 minutes on an H200)",
+    common.add_common_args(p, "backward", "D in {64, 128}, N = 4k, shorter timing (~3 minutes on an H200)",
                            QUICK_BUDGET_S)
     p.add_argument("--d", type=int, nargs="+", metavar="D", help="head dims to run (overrides the sweep's)")
     p.add_argument("--n", type=int, nargs="+", metavar="N", help="sequence lengths to run (overrides the sweep's)")

@@ -37,7 +37,7 @@ DIR/forward.json (raw numbers) and DIR/forward.png (the sweep's TFLOP/s vs N, on
 and causal flag), DIR defaulting to benchmarks/results/h200; prints the markdown tables last.
 
     python benchmarks/bench_forward.py            # short shapes and the full sweep (2 + 18 shapes)
-    python benchmarks/bench_forward.py --quick    # short shapes, D in {64, 128} at N = 4k; ~1.5 minutes on an H200
+    python benchmarks/bench_forward.py --quick    # short shapes, D in {64, 128} at N = 4k; ~2 minutes on an H200
     python benchmarks/bench_forward.py --short    # the short shapes only
     python benchmarks/bench_forward.py --device cpu   # debug pass: interpreter, tiny shapes
 
@@ -106,7 +106,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         f"causal; sweep: B*N={TOKENS}, H*D={HIDDEN}, D in {HEAD_DIMS}, N in {SEQLENS} (--quick: D in {QUICK_HEAD_DIMS}, "
         f"N in {QUICK_SEQLENS}), causal and not. --d/--n replace the sweep's and drop the short shapes.",
     )
-    common.add_common_args(p, "forward", "the short shapes, a subset of the sweep and shorter timing (~1.5 minutes on an H200)",
+    common.add_common_args(p, "forward", "the short shapes, a subset of the sweep and shorter timing (~2 minutes on an H200)",
                            QUICK_BUDGET_S)
     p.add_argument("--short", action="store_true", help="only the short shapes (B=64, N in {256, 512}, D=128, causal)")
     p.add_argument("--d", type=int, nargs="+", metavar="D", help="head dims to run (overrides the sweep's)")
