@@ -40,7 +40,8 @@ def card_state() -> str:
 
 class CardSampler:
     """Reads (SM MHz, W) every `period_ms` on a thread between start() and stop(); stop() gives
-    their medians ((nan, nan) where pynvml gave no reading)."""
+    their medians ((nan, nan) where pynvml gave no reading). The clock is read as it is; NVML's
+    power is its own running average, so it carries what ran before the timing (the settle)."""
 
     def __init__(self, period_ms: float):
         self.period_s = period_ms / 1e3
