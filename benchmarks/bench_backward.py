@@ -353,7 +353,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " JAX: jitted, compile and warm-up excluded, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls,"
         " each call's dQ its next call's q (fwd+bwd) or dO (bwd), median ms a call over loops of ~20 ms (at most 128 calls); every timing after "
         f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
-        f" {common.rounds_note(settings.get('rounds', 1))}",
+        f" {common.rounds_note(settings['rounds'])}",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"
         " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"
         " jax.experimental.pallas.ops.gpu.attention.mha (default block sizes); both on a (B, N, H, D) copy",

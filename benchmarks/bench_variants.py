@@ -435,7 +435,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " JAX: jitted, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls, each call's output (dQ) its"
         " next call's q (dO), median ms a call; every timing after "
         f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
-        f" {common.rounds_note(settings.get('rounds', 1))}",
+        f" {common.rounds_note(settings['rounds'])}",
         "- flashx: window=(W-1, 0) with causal=True; documents: mask_mod=document_mask with causal=True and a block mask"
         " built once by flashx.torch.create_block_mask; FlexAttention: torch.compile(flex_attention, dynamic=False), the"
         " same masks as mask_mod, create_block_mask built once; SDPA: is_causal (enable_gqa for GQA); n/a: no such mask"

@@ -296,17 +296,13 @@ def reading_flush(torch, driver=None):
 def flush_kinds(text: str, systems: dict, flops: float, torch, rep_ms: float, rounds: int) -> None:
     """Print a row per round and system: do_bench with its own (writing) flush, with a reading
     flush, and back to back, us; then the medians and each system's time over FA2's by each."""
-    from triton.testing import do_bench
-
     times: dict = {name: ([], [], []) for name in systems}
     for r in range(rounds):
         for name, fn in systems.items():
             fn()
-            common.settle()
-            writing = do_bench(fn, warmup=25, rep=rep_ms, return_mode="median") * 1e3
-            common.settle()
+            writing = common.time_torch(fn, 25, rep_ms) * 1e3
             with reading_flush(torch):
-                reading = do_bench(fn, warmup=25, rep=rep_ms, return_mode="median") * 1e3
+                reading = common.time_torch(fn, 25, rep_ms) * 1e3
             b2b = common.time_torch_back_to_back(fn, 25, rep_ms) * 1e3
             for column, us in zip(times[name], (writing, reading, b2b)):
                 column.append(us)
@@ -333,6 +329,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3, help="rounds of --flush-kinds")
     p.add_argument("--profile", action="store_true", help="also print cProfile's 25 costliest functions (own time) over 200 flashx calls a case")
     args = p.parse_args()
+    common.set_rounds(1)  # each figure one do_bench (common.time_torch): what this script accounts for
 
     import torch
     from torch.nn.attention import SDPBackend
@@ -369,8 +366,7 @@ def main() -> int:
             continue
         for delay in args.delays:
             for name, fn in systems.items():
-                common.settle()
-                ms = do_bench(delayed(fn, delay), warmup=25, rep=args.rep_ms, return_mode="median")
+                ms = common.time_torch(delayed(fn, delay), 25, args.rep_ms)
                 print(f"  host delay {delay:6.0f} us  {text}  {name:7s} do_bench {ms * 1e3:8.1f} us", flush=True)
         if args.delays:
             continue
@@ -398,11 +394,9 @@ def main() -> int:
                 profiler.runcall(host_us, fn, torch)
                 print(f"== cProfile, 200 flashx calls, {text}")
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
-            common.settle()
-            bench = do_bench(fn, warmup=25, rep=args.rep_ms, return_mode="median")
+            bench = common.time_torch(fn, 25, args.rep_ms)
             graph = graph_of(fn, torch)
-            common.settle()
-            graphed = do_bench(graph.replay, warmup=25, rep=args.rep_ms, return_mode="median") if graph else float("nan")
+            graphed = common.time_torch(graph.replay, 25, args.rep_ms) if graph else float("nan")
             b2b = common.time_torch_back_to_back(fn, 25, args.rep_ms)
             for label, call in (("direct", fn), ("graph", graph.replay if graph else None)):
                 if call is None:
