@@ -258,7 +258,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
 
         grad_fn = jax.jit(forward_backward)
         results = {}
-        value, why = common.guarded(lambda: (common.time_jax(grad_fn, (jq, jk, jv, jdo), warmup_ms, rep_ms, feed=0),
+        value, why = common.guarded(lambda: (common.time_jax(grad_fn, (jq, jk, jv, jdo), warmup_ms, rep_ms),
                                              grad_fn(jq, jk, jv, jdo)), ctx)
         if why is None:
             results["fwd_bwd"] = common.measured(value[0], flops["fwd_bwd"])
@@ -269,7 +269,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         def bwd_only():
             _, vjp_fn = jax.jit(lambda a, b, c: jax.vjp(attn, a, b, c))(jq, jk, jv)
             apply = jax.jit(lambda f, ct: f(ct))
-            return common.time_jax(apply, (vjp_fn, jdo), warmup_ms, rep_ms, feed=1)
+            return common.time_jax(apply, (vjp_fn, jdo), warmup_ms, rep_ms)
 
         results["bwd"] = time_mode("bwd", bwd_only)
         row.results[system] = results
@@ -350,8 +350,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         "- fwd+bwd: out = attention(q, k, v) then torch.autograd.grad(out, (q, k, v), dO) (JAX: jit of jax.vjp(attention, q, k, v), its pullback applied to dO);"
         " bwd: torch.autograd.grad(..., retain_graph=True) on one saved forward (JAX: the jitted vjp function)",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
-        " JAX: jitted, compile and warm-up excluded, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls,"
-        " each call's dQ its next call's q (fwd+bwd) or dO (bwd), median ms a call over loops of ~20 ms (at most 128 calls); every timing after "
+        f" {common.JAX_TIMING_NOTE}; every timing after "
         f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
         f" {common.rounds_note(settings['rounds'])}",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"

@@ -21,10 +21,9 @@ Systems (the JAX ones jitted):
 
 FLOPs: 4 * B * H * Nq * Nkv * D, halved when causal.
 Timing: torch with triton.testing.do_bench (median, L2 flushed between calls); JAX with a
-jitted function, warm-up (compile included) excluded: block_until_ready around a jitted,
-unrolled loop (lax.fori_loop) of calls, each call's output its next call's q (so XLA cannot
-hoist the call, and host dispatch is not counted as kernel time), median ms a call over loops
-of ~20 ms (at most 128 calls).
+jitted function, warm-up (compile included) excluded: calls issued back to back on the same
+random inputs, block_until_ready on the last of each ~20 ms sample, median ms a call
+(common.time_jax says why not a jitted loop).
 
 A system that fails on a shape (a backend not available, an error, out of memory) is shown as
 "-" and its reason is printed and listed under the table; the run goes on. Every system's output
@@ -215,7 +214,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
             if device == "cuda":
                 torch.cuda.synchronize()  # these buffers are torch's (and maybe copies): written before JAX reads them
             fn = jax.jit(make_attention())
-            ms = common.time_jax(fn, args, warmup_ms, rep_ms, feed=0)
+            ms = common.time_jax(fn, args, warmup_ms, rep_ms)
             out = jax.block_until_ready(fn(*args))
             back = common.torch_bhnd_from_jax if bnhd else common.torch_from_jax
             return ms, back(torch, out, device), None
@@ -278,8 +277,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " buffers; flashx's JAX frontend: the same buffers through DLPack); jax.nn cuDNN and Pallas GPU: a (B, N, H, D) copy",
         "- TFLOP/s = 4*B*H*N*N*D / time, halved when causal",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
-        " JAX: jitted, compile and warm-up excluded, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls,"
-        " each call's output its next call's q, median ms a call over loops of ~20 ms (at most 128 calls); every timing after "
+        f" {common.JAX_TIMING_NOTE}; every timing after "
         f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
         f" {common.rounds_note(settings['rounds'])}",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"

@@ -351,13 +351,13 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
             return flashx.jax.attention(q_, k_, v_, block_mask=bm, **options)
 
         fwd = jax.jit(attn)
-        results = {"fwd": timed("fwd", lambda: common.time_jax(fwd, (jq, jk, jv, block_mask), warmup_ms, rep_ms, feed=0))}
+        results = {"fwd": timed("fwd", lambda: common.time_jax(fwd, (jq, jk, jv, block_mask), warmup_ms, rep_ms))}
         saved = {}
 
         def bwd_only():
             out, vjp_fn = jax.jit(lambda a, b, c, bm: jax.vjp(lambda x, y, z: attn(x, y, z, bm), a, b, c))(jq, jk, jv, block_mask)
             apply = jax.jit(lambda f, ct: f(ct))
-            ms = common.time_jax(apply, (vjp_fn, jdo), warmup_ms, rep_ms, feed=1)
+            ms = common.time_jax(apply, (vjp_fn, jdo), warmup_ms, rep_ms)
             saved["values"] = (out,) + tuple(apply(vjp_fn, jdo))
             return ms
 
@@ -432,8 +432,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         "- forward: one call (inputs require grad); backward: torch.autograd.grad(out, (q, k, v), dO, retain_graph=True)"
         " on one saved forward (JAX: the jitted vjp function)",
         f"- timing: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
-        " JAX: jitted, block_until_ready around a jitted, unrolled loop (lax.fori_loop) of calls, each call's output (dQ) its"
-        " next call's q (dO), median ms a call; every timing after "
+        f" {common.JAX_TIMING_NOTE}; every timing after "
         f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
         f" {common.rounds_note(settings['rounds'])}",
         "- flashx: window=(W-1, 0) with causal=True; documents: mask_mod=document_mask with causal=True and a block mask"

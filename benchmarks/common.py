@@ -7,8 +7,8 @@ from torch, which shares the process), which must happen before JAX is imported.
 
 Conventions every script follows:
 - a system that fails on a case is shown as "-" and its reason is logged and listed under the table;
-- timing: torch with triton.testing.do_bench (median), JAX jitted with block_until_ready (median:
-  around a jitted loop where the call's output can feed its next input, else back-to-back calls);
+- timing: torch with triton.testing.do_bench (median), JAX jitted, calls back to back on the same
+  random inputs, block_until_ready on the last (median);
 - results: DIR/<name>.md (header with date, GPU, driver, versions), DIR/<name>.json, maybe a .png;
 - --device cpu is a debug mode (Triton's interpreter, tiny shapes, wall-clock timing): it runs
   the code paths without a GPU; its numbers mean nothing.
@@ -426,7 +426,7 @@ def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cud
 
 def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
     """Median ms of `fn` called back to back, by the wall clock over samples of ~20 ms each ended by
-    one synchronize (time_wall), after settle() (settled_median): what time_jax's loop measures, for torch.
+    one synchronize (time_wall), after settle() (settled_median): what time_jax measures, for torch.
 
     do_bench flushes L2 with a 256 MB write before each call and times each call alone; how far
     that lands from back-to-back calls depends on the shape and the card's clock. On the H200,
@@ -434,7 +434,7 @@ def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, devic
     N = 4k 7.9% / 8.6% (non-causal / causal) faster by do_bench than back to back, with its
     kernels 11-15% longer back to back than one at a time; the --quick suite (23:05, 50 ms reps)
     read it 0.2% faster / 1.4% slower by do_bench, and the other forward shapes 3-9% slower. A
-    JAX / torch ratio of do_bench against time_jax's loop carries that difference; timed alike
+    JAX / torch ratio of do_bench against time_jax's back-to-back calls carries that difference; timed alike
     (ratio_back_to_back), it holds only what each frontend adds and how its kernels run."""
     if device != "cuda":
         return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
@@ -443,73 +443,30 @@ def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, devic
     return settled_median(lambda: time_wall(fn, lambda out: torch.cuda.synchronize(), warmup_ms, rep_ms))
 
 
-def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float, feed: Optional[int] = None) -> float:
-    """Median ms of a jitted `fn(*args)` (any pytree output); compile and warm-up excluded, the
-    card settle()d after compiling, the median of ROUNDS such timings (settled_median).
+# How time_jax times, for the reports' timing lines.
+JAX_TIMING_NOTE = ("JAX: jitted, compile and warm-up excluded, calls issued back to back on the same random inputs,"
+                   " block_until_ready on the last of each sample of ~20 ms, median ms a call (common.time_jax)")
 
-    feed=None: each sample runs calls back to back from the host and waits for the last with
-    block_until_ready (time_wall). feed=i: block_until_ready around a jitted loop of calls
-    (lax.fori_loop), each call's outputs taking its inputs' places in the next, so that XLA can
-    neither hoist a call out of the loop nor drop any of its work, and host dispatch is not
-    counted: the first output leaf takes args[i]'s place, every other one the first input leaf
-    left (args' leaves in order, a vjp function's residuals included) of its shape and dtype. An
-    output leaf that feeds nothing would be dead code, and XLA drops the kernels that only it
-    needs (a backward's dK/dV), so where one has no place the back-to-back method is used.
+
+def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> float:
+    """Median ms of a jitted `fn(*args)` (any pytree output): compile and warm-up excluded, calls
+    issued back to back from the host on the same inputs, each sample of ~20 ms ended by
+    block_until_ready (time_wall); after settle(), the median of ROUNDS such timings
+    (settled_median). JAX dispatches asynchronously, so the host stays ahead of any call the suite
+    times (H200, 2026-12-04: 96.7 us a call at B = 64, N = 256, against 98.6 in a jitted loop).
+
+    Not a jitted loop of calls: XLA would merge or hoist calls on unchanged inputs, so such a loop
+    must feed each call's outputs to the next call, and then every call but the first runs on
+    outputs, not random inputs. Measured on the H200 (NOTES v0.45): in a forward + backward loop,
+    q and k fell to ~1e-20 within three calls and the softmax went flat; the forward kernel ran
+    822 and 1020 us there (two rounds) against 888-895 and 1063-1098 on random inputs, and a
+    backward loop ran 3-5% faster than on random inputs. Kept unchanged, the inputs stay the
+    random ones every system is timed on.
     """
     import jax
 
     jax.block_until_ready(fn(*args))  # compile
-    back_to_back = functools.partial(time_wall, lambda: fn(*args), jax.block_until_ready)
-    if feed is None or _DEBUG_TIMING:
-        return settled_median(lambda: back_to_back(warmup_ms, rep_ms))
-    places = _feed_places(jax.tree_util.tree_leaves(jax.eval_shape(fn, *args)), args, feed)
-    if places is None:
-        return settled_median(lambda: back_to_back(warmup_ms, rep_ms))
-    _, treedef = jax.tree_util.tree_flatten(args)
-
-    def step(_, carried):
-        leaves = jax.tree_util.tree_leaves(carried)
-        for out, place in zip(jax.tree_util.tree_leaves(fn(*carried)), places):
-            leaves[place] = out
-        return jax.tree_util.tree_unflatten(treedef, leaves)
-
-    estimate_ms = back_to_back(min(warmup_ms, 20.0), min(rep_ms, 20.0))
-    # Loops of ~20 ms where calls are long enough (at most 128 calls), so that the one host round
-    # trip a loop is spread over its calls.
-    trips = max(2, min(128, int(20.0 / max(estimate_ms, 1e-3))))
-    # Unrolled: XLA's GPU while loop brings its condition back to the host on every trip.
-    loop = jax.jit(lambda *a: jax.lax.fori_loop(0, trips, step, a, unroll=True))
-    jax.block_until_ready(loop(*args))  # compile
-
-    def loops() -> float:
-        times, begin = [], time.perf_counter()
-        while len(times) < 5 or (time.perf_counter() - begin) * 1e3 < warmup_ms + rep_ms:
-            start = time.perf_counter()
-            jax.block_until_ready(loop(*args))
-            times.append((time.perf_counter() - start) * 1e3 / trips)
-        return statistics.median(times[1:])  # the first loop is warm-up
-    return settled_median(loops)
-
-
-def _feed_places(outputs: list, args: tuple, feed: int) -> Optional[list]:
-    """For time_jax: the index, among args' flattened leaves, that each output leaf replaces in
-    the next call (the first: args[feed]'s; the others: the first unclaimed one of their shape and
-    dtype), or None where one has no place or args[feed] is not a single array."""
-    import jax
-
-    leaves = jax.tree_util.tree_leaves(args)
-    first = len(jax.tree_util.tree_leaves(args[:feed]))
-    if len(jax.tree_util.tree_leaves(args[feed])) != 1:
-        return None
-    kinds = [(getattr(x, "shape", None), getattr(x, "dtype", None)) for x in leaves]
-    places = []
-    for i, out in enumerate(outputs):
-        kind = (out.shape, out.dtype)
-        free = [j for j in ([first] if i == 0 else range(len(leaves))) if j not in places and kinds[j] == kind]
-        if not free:
-            return None
-        places.append(free[0])
-    return places
+    return settled_median(lambda: time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms))
 
 
 # Set by start() for --device cpu: one warm-up call and one timed call (the interpreter is slow
@@ -720,7 +677,7 @@ def ratio(a: Optional[Result], b: Optional[Result]) -> str:
 BACK_TO_BACK_LABEL = "flashx jax/torch b2b"
 BACK_TO_BACK_NOTE = ("flashx's JAX frontend over its torch frontend with both timed back to back (torch: calls issued"
                      " back to back, the wall clock over samples of ~20 ms each ended by one synchronize), where the"
-                     " jax/torch column sets JAX's loop against do_bench (each call alone after an L2 flush), a method"
+                     " jax/torch column sets JAX's back-to-back calls against do_bench (each call alone after an L2 flush), a method"
                      " that read up to 9% either side of back-to-back calls on 2026-12-02 (common.time_torch_back_to_back)")
 
 

@@ -284,7 +284,7 @@ def frontends(slot: str) -> int:
         jitted = jax.jit(lambda q, k, v: fj.attention(q, k, v, causal=causal, layout="bhnd"))
         err = common.rel_err(common.torch_from_jax(torch, jitted(jq, jk, jv), "cuda").float(),
                              ft.attention(tq, tk, tv, causal=causal, layout="bhnd").float())
-        jax_ms = common.time_jax(jitted, (jq, jk, jv), 100, 500, feed=0)
+        jax_ms = common.time_jax(jitted, (jq, jk, jv), 100, 500)
         torch_ms = common.time_torch(lambda: ft.attention(tq, tk, tv, causal=causal, layout="bhnd"), 25, 200)
         print(f"slot {slot} B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}: jax {flops / jax_ms * 1e-9:.0f} "
               f"torch {flops / torch_ms * 1e-9:.0f} jax/torch {torch_ms / jax_ms:.3f} err vs torch {err:.1e}", flush=True)
@@ -302,7 +302,7 @@ def frontends(slot: str) -> int:
         torch_grads = torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True)
         err = max(common.rel_err(common.torch_from_jax(torch, g, "cuda").float(), t.float())
                   for g, t in zip(apply(vjp_fn, jdo), torch_grads))
-        jax_ms = common.time_jax(apply, (vjp_fn, jdo), 100, 500, feed=1)
+        jax_ms = common.time_jax(apply, (vjp_fn, jdo), 100, 500)
         torch_ms = common.time_torch(lambda: torch.autograd.grad(out, (tq, tk, tv), tdo, retain_graph=True), 25, 200)
         print(f"slot {slot} backward B={b} N={n} H={h} D={d} {'causal' if causal else 'full'}: jax {flops / jax_ms * 1e-9:.0f} "
               f"torch {flops / torch_ms * 1e-9:.0f} jax/torch {torch_ms / jax_ms:.3f} max grad err vs torch {err:.1e}",

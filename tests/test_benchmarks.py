@@ -91,35 +91,28 @@ def test_gluon_backward_tiles_are_checked_variants():
     assert (dq["BLOCK_M"], dq["BLOCK_N"], dq["PRODUCER_WARPS"]) == (128, 64, 4)  # what launch_dq() passes
 
 
-def test_jax_timing_loop_feeds_every_output():
-    """common.time_jax's loop hands every output leaf of a call to the next call (XLA drops work
-    whose results nothing reads, a backward's dK/dV kernels with dQ alone fed): dQ takes the
-    cotangent's place, dK and dV the places of vjp residuals of their shapes; where an output has
-    no such place, None (the back-to-back method)."""
+def test_jax_timing_calls_on_the_same_inputs(monkeypatch):
+    """common.time_jax calls the jitted function on the inputs it was given every time, never on
+    a previous call's outputs (a fed loop's inputs fell to ~1e-20 within three calls on the
+    H200, NOTES v0.45), compiles before timing, and returns the median of its settled rounds."""
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
     common = benchmark_module("common")
-
-    @jax.checkpoint  # residuals q, k and v, as flashx's own vjp keeps (with out and lse)
-    def attend(q, k, v):
-        return jax.nn.softmax(q @ k.T) @ v
-
+    monkeypatch.setattr(common, "settle", lambda: None)
+    monkeypatch.setattr(common, "_DEBUG_TIMING", False)
+    monkeypatch.setattr(common, "ROUNDS", 3)
     rng = np.random.default_rng(0)
-    q, k, v = (jnp.asarray(rng.standard_normal(shape), jnp.float32) for shape in ((3, 5), (4, 5), (4, 5)))
-    _, vjp_fn = jax.vjp(attend, q, k, v)
-    args = (vjp_fn, jnp.ones((3, 5), jnp.float32))
-    outputs = jax.tree_util.tree_leaves(jax.eval_shape(lambda f, ct: f(ct), *args))
-    places = common._feed_places(outputs, args, feed=1)
-    leaves = jax.tree_util.tree_leaves(args)
-    assert places is not None and places[0] == len(leaves) - 1 and len(set(places)) == 3
-    assert all(leaves[p].shape == o.shape for p, o in zip(places, outputs))
-    # Forward and backward from (q, k, v, dO): each gradient takes its input's place.
-    grads = jax.tree_util.tree_leaves(jax.eval_shape(
-        jax.grad(lambda q, k, v, do: jnp.sum(attend(q, k, v) * do), argnums=(0, 1, 2)), q, k, v, q))
-    assert common._feed_places(grads, (q, k, v, q), feed=0) == [0, 1, 2]
-    # A second output of a shape no input has: no loop.
-    assert common._feed_places(outputs + [jax.ShapeDtypeStruct((7,), jnp.float32)], args, feed=1) is None
+    q, k = (jnp.asarray(rng.standard_normal((5, 3)), jnp.float32) for _ in range(2))
+    seen = []
+
+    def call(a, b):
+        seen.append((np.asarray(a).copy(), np.asarray(b).copy()))
+        return jnp.tanh(a @ b.T)
+
+    ms = common.time_jax(call, (q, k), warmup_ms=1.0, rep_ms=2.0)
+    assert ms > 0 and len(seen) > 10
+    assert all(np.array_equal(a, q) and np.array_equal(b, k) for a, b in seen)
 
 
 def test_like_for_like_ratio_is_jax_over_torch_back_to_back():
