@@ -34,17 +34,23 @@ after one shorter pass of the same loop that is not reported.
 zeros, which leave L2 full of dirty lines that the call's own reads must first write back to
 DRAM) beside do_bench with a flush that reads the same 256 MB (L2 left holding clean lines, which
 are dropped without a write), and calls back to back; `--rounds` rounds, the systems alternated.
+--jax-init: instead, flashx's call with TMA descriptors built on the host and on the device (the
+plan's HOST_DESCRIPTORS_FROM_KEYS set around the call, which the plan reads at each call) beside
+FA2: host us a call and do_bench (settled, the median of `--rounds`), first with torch alone in
+the process, then again after JAX is initialized in it, as the suite's processes have it.
 
     python benchmarks/dobench_gap.py [--cases 4,4096,32,64,1 64,256,16,128,1] [--profile]
     python benchmarks/dobench_gap.py --delays 0 100 300 600   # do_bench with host time added
     python benchmarks/dobench_gap.py --breakdown --cases 64,256,16,128,1   # host time by step
     python benchmarks/dobench_gap.py --loop --cases 64,256,16,128,1   # do_bench's loop, host beside GPU
     python benchmarks/dobench_gap.py --flush-kinds --cases 64,256,16,128,1   # dirty vs clean L2 flush
+    python benchmarks/dobench_gap.py --jax-init --cases 64,512,16,128,1   # JAX's presence, host / device descriptors
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import statistics
 import sys
 import time
@@ -315,6 +321,53 @@ def flush_kinds(text: str, systems: dict, flops: float, torch, rep_ms: float, ro
               + " / ".join(f"{x:.2f}x" for x in over) + " FA2 |", flush=True)
 
 
+@contextlib.contextmanager
+def descriptors_from(keys: int):
+    """Torch's launches take host-built TMA descriptors from `keys` keys (plan.HOST_DESCRIPTORS_FROM_KEYS)
+    inside the block; the value before is back after it."""
+    from flashx.core import plan as plan_mod
+
+    before = plan_mod.HOST_DESCRIPTORS_FROM_KEYS
+    plan_mod.HOST_DESCRIPTORS_FROM_KEYS = keys
+    try:
+        yield
+    finally:
+        plan_mod.HOST_DESCRIPTORS_FROM_KEYS = before
+
+
+def jax_presence(cases, torch, rep_ms: float) -> None:
+    """--jax-init: each case's flashx call with host and with device descriptors (where the route has
+    a TMA tile for them), and FA2: host us a call and do_bench (common.time_torch), with torch alone
+    in the process, then with JAX initialized in it."""
+    from torch.nn.attention import SDPBackend
+
+    import flashx.torch
+
+    print("| case | process | system | host us | do_bench us | FA2 / system |\n|---|---|---|---:|---:|---:|")
+    inputs = [(case, [torch.randn(case[0], case[2], case[1], case[3], device="cuda", dtype=torch.bfloat16)
+                      for _ in range(3)]) for case in cases]
+    for phase in ("torch only", "JAX initialized"):
+        if phase == "JAX initialized":
+            import jax.numpy as jnp
+
+            x = jnp.ones((1024, 1024), jnp.float32)
+            (x @ x).block_until_ready()  # XLA's client, its streams and threads, up
+        for (b, n, h, d, causal), (q, k, v) in inputs:
+            flashx_call = functools.partial(flashx.torch.attention, q, k, v, causal=causal, layout="bhnd")
+            # (system, call, HOST_DESCRIPTORS_FROM_KEYS while it is timed)
+            systems = (("flashx, host descriptors", flashx_call, 0), ("flashx, device descriptors", flashx_call, 1 << 30),
+                       ("FA2", common.sdpa_call(SDPBackend.FLASH_ATTENTION, q, k, v, is_causal=causal), None))
+            times = {}
+            for name, fn, keys in systems:
+                with descriptors_from(keys) if keys is not None else contextlib.nullcontext():
+                    fn()
+                    torch.cuda.synchronize()
+                    times[name] = (host_us(fn, torch), common.time_torch(fn, 25, rep_ms) * 1e3)
+            for name, (host, bench) in times.items():
+                print(f"| {b},{n},{h},{d},{int(causal)} | {phase} | {name} | {host:.1f} | {bench:.1f} | "
+                      f"{times['FA2'][1] / bench:.3f} |", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", type=common.parse_shape, default=list(DEFAULT_CASES),
@@ -326,7 +379,9 @@ def main() -> int:
     p.add_argument("--loop", action="store_true", help="do_bench's timed loop with host and GPU timelines (see above)")
     p.add_argument("--flush-kinds", action="store_true",
                    help="do_bench with its writing L2 flush beside a reading one, and back to back (see above)")
-    p.add_argument("--rounds", type=int, default=3, help="rounds of --flush-kinds")
+    p.add_argument("--jax-init", action="store_true",
+                   help="host and device descriptors beside FA2, before and after JAX is initialized (see above)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of --flush-kinds; --jax-init's do_bench: the median of this many")
     p.add_argument("--profile", action="store_true", help="also print cProfile's 25 costliest functions (own time) over 200 flashx calls a case")
     args = p.parse_args()
     common.set_rounds(1)  # each figure one do_bench (common.time_torch): what this script accounts for
@@ -337,6 +392,10 @@ def main() -> int:
 
     import flashx.torch
 
+    if args.jax_init:
+        common.set_rounds(args.rounds)
+        jax_presence(args.cases, torch, args.rep_ms)
+        return 0
     if args.breakdown:
         for case in args.cases:
             print(f"\n| host us a call, (1, {case[1]}, 2, {case[3]}) causal {int(case[4])} | us | with the GPU busy |\n"

@@ -189,6 +189,26 @@ def test_dobench_gap_reading_flush_leaves_the_buffer_and_restores_the_driver():
     assert not cache.any()
 
 
+def test_dobench_gap_descriptors_from_routes_the_plan_and_restores_it():
+    """--jax-init's descriptors_from: inside it, a plan of 512 keys asks torch's launcher for host
+    descriptors from 0 keys and for device ones from 2**30; afterwards (an exception included) the
+    plan's own threshold is back."""
+    dobench_gap = benchmark_module("dobench_gap")
+    from flashx import core
+
+    before = plan_mod.HOST_DESCRIPTORS_FROM_KEYS
+    shape = (64, 512, 16, 128)
+    spec = core.ArraySpec(shape, core.dense_strides(shape), "bfloat16", "cuda:0")
+    plan = core.plan_call(core.CallOptions(causal=True), spec, spec, spec, {})
+    with dobench_gap.descriptors_from(0):
+        assert plan.either_descriptors == "host"
+    with pytest.raises(RuntimeError):
+        with dobench_gap.descriptors_from(1 << 30):
+            assert plan.either_descriptors == "device"
+            raise RuntimeError("inside")
+    assert plan_mod.HOST_DESCRIPTORS_FROM_KEYS == before
+
+
 def test_order_probe_samples_the_card_during_a_timing(monkeypatch):
     """order_probe.py --sample-ms: the sampler reads the clock and power on its thread until
     stopped and reports their medians; with no reading to be had (no pynvml) it gives NaNs."""
