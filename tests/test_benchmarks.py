@@ -99,19 +99,23 @@ def test_jax_timing_calls_on_the_same_inputs(monkeypatch):
     import jax.numpy as jnp
 
     common = benchmark_module("common")
-    monkeypatch.setattr(common, "settle", lambda: None)
+    events = []
+    monkeypatch.setattr(common, "settle", lambda: events.append("settle"))
     monkeypatch.setattr(common, "_DEBUG_TIMING", False)
     monkeypatch.setattr(common, "ROUNDS", 3)
+    readings = iter([5.0, 1.0, 3.0])
+    monkeypatch.setattr(common, "time_wall", lambda call, wait, warmup_ms, rep_ms: [wait(call()), next(readings)][1])
     rng = np.random.default_rng(0)
     q, k = (jnp.asarray(rng.standard_normal((5, 3)), jnp.float32) for _ in range(2))
     seen = []
 
     def call(a, b):
+        events.append("call")
         seen.append((np.asarray(a).copy(), np.asarray(b).copy()))
         return jnp.tanh(a @ b.T)
 
-    ms = common.time_jax(call, (q, k), warmup_ms=1.0, rep_ms=2.0)
-    assert ms > 0 and len(seen) > 10
+    assert common.time_jax(call, (q, k), warmup_ms=1.0, rep_ms=2.0) == 3.0  # the median of the rounds
+    assert events == ["call"] + ["settle", "call"] * 3  # compiled before the first settle
     assert all(np.array_equal(a, q) and np.array_equal(b, k) for a, b in seen)
 
 
