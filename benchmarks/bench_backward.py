@@ -350,8 +350,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         "- fwd+bwd: out = attention(q, k, v) then torch.autograd.grad(out, (q, k, v), dO) (JAX: jit of jax.vjp(attention, q, k, v), its pullback applied to dO);"
         " bwd: torch.autograd.grad(..., retain_graph=True) on one saved forward (JAX: the jitted vjp function)",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
-        f" {common.JAX_TIMING_NOTE}; every timing after "
-        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
+        f" {common.JAX_TIMING_NOTE}; {common.SETTLE_NOTE};"
         f" {common.rounds_note(settings['rounds'])}",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"
         " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"

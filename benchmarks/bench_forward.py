@@ -277,8 +277,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " buffers; flashx's JAX frontend: the same buffers through DLPack); jax.nn cuDNN and Pallas GPU: a (B, N, H, D) copy",
         "- TFLOP/s = 4*B*H*N*N*D / time, halved when causal",
         f"- timing: torch: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
-        f" {common.JAX_TIMING_NOTE}; every timing after "
-        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
+        f" {common.JAX_TIMING_NOTE}; {common.SETTLE_NOTE};"
         f" {common.rounds_note(settings['rounds'])}",
         "- FlexAttention: torch.compile(flex_attention, dynamic=False), block mask from create_block_mask(causal) when causal;"
         " jax.nn cuDNN: jax.nn.dot_product_attention(implementation=\"cudnn\"); Pallas GPU:"

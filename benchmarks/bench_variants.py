@@ -432,8 +432,7 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         "- forward: one call (inputs require grad); backward: torch.autograd.grad(out, (q, k, v), dO, retain_graph=True)"
         " on one saved forward (JAX: the jitted vjp function)",
         f"- timing: triton.testing.do_bench median (warmup {settings['warmup_ms']:g} ms, rep {settings['rep_ms']:g} ms);"
-        f" {common.JAX_TIMING_NOTE}; every timing after "
-        f"{common.SETTLE_MS:g} ms of bf16 matmuls (common.settle: the card's clock follows its power limit);"
+        f" {common.JAX_TIMING_NOTE}; {common.SETTLE_NOTE};"
         f" {common.rounds_note(settings['rounds'])}",
         "- flashx: window=(W-1, 0) with causal=True; documents: mask_mod=document_mask with causal=True and a block mask"
         " built once by flashx.torch.create_block_mask; FlexAttention: torch.compile(flex_attention, dynamic=False), the"

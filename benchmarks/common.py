@@ -352,34 +352,54 @@ def torch_from_jax(torch, x, device: str):
 # Timing
 
 
-# Every GPU timing starts from one state of the card: SETTLE_MS of bf16 matmuls first. The H200
-# runs at 700 W most of the time under flashx's and cuDNN's long shapes, and its SM clock follows
-# the load within a tenth of a second: 2026-12-01 14:36 UTC (order_probe.py), flashx at
-# B=4 N=4k H=16 D=128 read 673 TFLOP/s first after 5 s idle (1980 MHz), 607-616 in the next three
-# timings (1725 MHz), 539 in the sixth (1455 MHz), so whatever was timed first, or after a slow
-# peer, read high. FA2 (not power-bound) read 339-341 throughout. With 300 ms of matmuls before
-# each timing (14:39 UTC), the same sequence read 571-596 (cuDNN 582-596, FA2 317-333); with
-# 1000 ms 582-597 (cuDNN 594-596). 300 ms: most of the effect for a third of the cost.
+# Every GPU timing starts from one state of the card: SETTLE_MS of load first. The H200 runs at
+# 700 W most of the time under flashx's and cuDNN's long shapes, and its SM clock follows the load
+# within a tenth of a second: 2026-12-01 14:36 UTC (order_probe.py), flashx at B=4 N=4k H=16
+# D=128 read 673 TFLOP/s first after 5 s idle (1980 MHz), 607-616 in the next three timings
+# (1725 MHz), 539 in the sixth (1455 MHz), so whatever was timed first, or after a slow peer, read
+# high. 300 ms of bf16 matmuls before each timing (14:39 UTC) evened that out (cuDNN 582-596).
+# But matmuls hold the card at its power limit, and a lighter call then runs slow until the clock
+# climbs back: H200, 2026-12-04 (settle_probe.py, NOTES v0.46), calls timed alone after the
+# matmuls ran 15-30% over their steady time for the first ~60 ms and reached it by 100-200 ms
+# (B = 64, N = 512 causal: flashx 252-271 us in the --quick window of 10-60 ms against 224-231
+# from 300 ms on, FA2 412-474 against 356-361), by how much differing round to round. So the
+# timings' settle load is the timed call itself, back to back for SETTLE_MS: each system is
+# timed at the clock its own load holds, not partway through a climb from the matmuls' clock.
 SETTLE_MS = 300.0
+SETTLE_NOTE = (f"every timing after {SETTLE_MS:g} ms of the timed call itself, back to back (common.settle:"
+               " the card's clock follows its load)")
 _settle_operands = None
 
 
-def settle(ms: float = SETTLE_MS) -> None:
-    """Load the GPU with bf16 matmuls for `ms` (wall clock), so that the timing that follows starts
-    from the loaded card's clock and not from whatever ran (or idled) before it."""
+def _load_for(ms: float, load: Callable, wait: Callable) -> None:
+    """Call load() back to back for `ms` of wall clock, in batches of ~5 ms (by one waited call's
+    time) each ended by one wait(last result): the GPU's queue stays short (JAX's outputs of queued
+    calls stay allocated until they run) and never runs dry for long."""
+    begin = time.perf_counter()
+    wait(load())
+    batch = max(1, min(200, int(5e-3 / max(time.perf_counter() - begin, 1e-6))))
+    while (time.perf_counter() - begin) * 1e3 < ms:
+        for _ in range(batch):
+            out = load()
+        wait(out)
+
+
+def settle(ms: float = SETTLE_MS, load: Callable | None = None, wait: Callable | None = None) -> None:
+    """Load the GPU for `ms` (wall clock) so that the timing that follows starts from a loaded
+    card's clock and not from whatever ran (or idled) before it: with `load` (the call about to be
+    timed, `wait(out)` waiting for its result; torch.cuda.synchronize by default), that call back
+    to back; without, bf16 matmuls (the probes' common start)."""
     global _settle_operands
     import torch
 
     if ms <= 0 or _DEBUG_TIMING or not torch.cuda.is_available():
         return
-    if _settle_operands is None:
-        _settle_operands = [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
-    a, b = _settle_operands
-    begin = time.perf_counter()
-    while (time.perf_counter() - begin) * 1e3 < ms:
-        for _ in range(16):  # ~0.2 ms each on the H200
-            torch.mm(a, b)
-        torch.cuda.synchronize()
+    if load is None:
+        if _settle_operands is None:
+            _settle_operands = [torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+        a, b = _settle_operands
+        load = lambda: torch.mm(a, b)  # noqa: E731 (~0.2 ms each on the H200)
+    _load_for(ms, load, wait or (lambda out: torch.cuda.synchronize()))
 
 
 # Settled timings a measurement takes the median of (the scripts' --rounds; set_rounds).
@@ -400,33 +420,35 @@ def rounds_note(rounds: int) -> str:
     return "each figure one such timing" if rounds == 1 else f"each figure the median of {rounds} such timings (--rounds)"
 
 
-def settled_median(measure: Callable[[], float]) -> float:
-    """The median of ROUNDS readings of `measure()` (ms), each after settle(); one on the CPU.
+def settled_median(measure: Callable[[], float], load: Callable | None = None, wait: Callable | None = None) -> float:
+    """The median of ROUNDS readings of `measure()` (ms), each after settle(load=load, wait=wait);
+    one on the CPU.
 
     One do_bench reads the card in whatever state its ~0.1 s leaves: on the H200, 2026-12-04
     (NOTES v0.44), single timings of SDPA FA2 at D = 64, N = 4k causal spread 1063-1281 us over
     five processes, where each of four processes' three-round medians read 1097-1125 us."""
     times = []
     for _ in range(1 if _DEBUG_TIMING else ROUNDS):
-        settle()
+        settle(load=load, wait=wait)
         times.append(measure())
     return statistics.median(times)
 
 
 def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
     """Median ms of `fn`: triton.testing.do_bench on the GPU (CUDA events, L2 flushed between
-    calls), after settle(), the median of ROUNDS such timings (settled_median); a wall-clock
-    median on the CPU (debug runs only)."""
+    calls), after settle() with fn as its load, the median of ROUNDS such timings
+    (settled_median); a wall-clock median on the CPU (debug runs only)."""
     if device != "cuda":
         return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
     from triton.testing import do_bench
 
-    return settled_median(lambda: float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")))
+    return settled_median(lambda: float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")), load=fn)
 
 
 def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
     """Median ms of `fn` called back to back, by the wall clock over samples of ~20 ms each ended by
-    one synchronize (time_wall), after settle() (settled_median): what time_jax measures, for torch.
+    one synchronize (time_wall), after settle() with fn as its load (settled_median): what
+    time_jax measures, for torch.
 
     do_bench flushes L2 with a 256 MB write before each call and times each call alone; how far
     that lands from back-to-back calls depends on the shape and the card's clock. On the H200,
@@ -440,7 +462,7 @@ def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, devic
         return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
     import torch
 
-    return settled_median(lambda: time_wall(fn, lambda out: torch.cuda.synchronize(), warmup_ms, rep_ms))
+    return settled_median(lambda: time_wall(fn, lambda out: torch.cuda.synchronize(), warmup_ms, rep_ms), load=fn)
 
 
 # How time_jax times, for the reports' timing lines.
@@ -451,7 +473,7 @@ JAX_TIMING_NOTE = ("JAX: jitted, compile and warm-up excluded, calls issued back
 def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> float:
     """Median ms of a jitted `fn(*args)` (any pytree output): compile and warm-up excluded, calls
     issued back to back from the host on the same inputs, each sample of ~20 ms ended by
-    block_until_ready (time_wall); after settle(), the median of ROUNDS such timings
+    block_until_ready (time_wall); after settle() with the call as its load, the median of ROUNDS such timings
     (settled_median). JAX dispatches asynchronously, so the host stays ahead of any call the suite
     times (H200, 2026-12-04: 96.7 us a call at B = 64, N = 256, against 98.6 in a jitted loop).
 
@@ -466,7 +488,9 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> floa
     import jax
 
     jax.block_until_ready(fn(*args))  # compile
-    return settled_median(lambda: time_wall(lambda: fn(*args), jax.block_until_ready, warmup_ms, rep_ms))
+    call = lambda: fn(*args)  # noqa: E731
+    return settled_median(lambda: time_wall(call, jax.block_until_ready, warmup_ms, rep_ms),
+                          load=call, wait=jax.block_until_ready)
 
 
 # Set by start() for --device cpu: one warm-up call and one timed call (the interpreter is slow

@@ -94,13 +94,18 @@ def test_gluon_backward_tiles_are_checked_variants():
 def test_jax_timing_calls_on_the_same_inputs(monkeypatch):
     """common.time_jax calls the jitted function on the inputs it was given every time, never on
     a previous call's outputs (a fed loop's inputs fell to ~1e-20 within three calls on the
-    H200, NOTES v0.45), compiles before timing, and returns the median of its settled rounds."""
+    H200, NOTES v0.45), settles with that same call as the load, compiles before timing, and
+    returns the median of its settled rounds."""
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
     common = benchmark_module("common")
     events = []
-    monkeypatch.setattr(common, "settle", lambda: events.append("settle"))
+
+    def settle(load=None, wait=None):
+        events.append("settle")
+        wait(load())
+    monkeypatch.setattr(common, "settle", settle)
     monkeypatch.setattr(common, "_DEBUG_TIMING", False)
     monkeypatch.setattr(common, "ROUNDS", 3)
     readings = iter([5.0, 1.0, 3.0])
@@ -115,8 +120,9 @@ def test_jax_timing_calls_on_the_same_inputs(monkeypatch):
         return jnp.tanh(a @ b.T)
 
     assert common.time_jax(call, (q, k), warmup_ms=1.0, rep_ms=2.0) == 3.0  # the median of the rounds
-    assert events == ["call"] + ["settle", "call"] * 3  # compiled before the first settle
-    assert all(np.array_equal(a, q) and np.array_equal(b, k) for a, b in seen)
+    # compiled before the first settle; each round: the settle's load, then the timing's call
+    assert events == ["call"] + ["settle", "call", "call"] * 3
+    assert len(seen) == 7 and all(np.array_equal(a, q) and np.array_equal(b, k) for a, b in seen)
 
 
 def test_like_for_like_ratio_is_jax_over_torch_back_to_back():
@@ -243,7 +249,7 @@ def test_settled_median_settles_before_each_of_the_rounds(monkeypatch):
     CPU's debug timing takes one; a round count below one is refused."""
     common = benchmark_module("common")
     events = []
-    monkeypatch.setattr(common, "settle", lambda: events.append("settle"))
+    monkeypatch.setattr(common, "settle", lambda load=None, wait=None: events.append("settle"))
     readings = iter([5.0, 1.0, 3.0])
 
     def measure():
@@ -261,3 +267,50 @@ def test_settled_median_settles_before_each_of_the_rounds(monkeypatch):
     assert common.settled_median(lambda: 7.0) == 7.0 and events == ["settle"]
     with pytest.raises(ValueError, match="rounds"):
         common.set_rounds(0)
+
+
+def test_torch_timings_settle_with_the_timed_call(monkeypatch):
+    """time_torch and time_torch_back_to_back load the card with the call they time before each
+    round (H200, NOTES v0.46: after the matmul settle, calls ran 15-30% slow for ~60 ms)."""
+    import triton.testing
+
+    common = benchmark_module("common")
+    loads = []
+    monkeypatch.setattr(common, "settle", lambda load=None, wait=None: loads.append(load))
+    monkeypatch.setattr(common, "_DEBUG_TIMING", False)
+    monkeypatch.setattr(common, "ROUNDS", 2)
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup, rep, return_mode: 4.0)
+    monkeypatch.setattr(common, "time_wall", lambda call, wait, warmup_ms, rep_ms: 6.0)
+
+    def fn():
+        return None
+    assert common.time_torch(fn, 1.0, 2.0) == 4.0 and loads == [fn, fn]
+    loads.clear()
+    assert common.time_torch_back_to_back(fn, 1.0, 2.0) == 6.0 and loads == [fn, fn]
+
+
+def test_settle_load_runs_back_to_back_for_its_time_and_waits_for_the_last_call():
+    """common._load_for (settle's loop): one call waited alone, then batches each ended by a wait
+    on its last result, until the time is spent."""
+    import time
+
+    common = benchmark_module("common")
+    calls, waits = [], []
+
+    def load():
+        calls.append(1)
+        return len(calls)
+    begin = time.perf_counter()
+    common._load_for(30.0, load, waits.append)
+    assert (time.perf_counter() - begin) * 1e3 >= 30.0
+    assert waits[0] == 1 and waits[-1] == len(calls) and len(waits) >= 2
+    assert waits == sorted(waits) and len(calls) > len(waits)
+
+
+def test_settle_probe_window_medians():
+    """settle_probe.py's windows: each sample counted in the window its start falls in, [lo, hi)."""
+    probe = benchmark_module("settle_probe")
+    samples = [(0.0, 3.0), (5.0, 1.0), (9.9, 2.0), (10.0, 7.0), (40.0, 5.0)]
+    assert probe.window_medians(samples, (0, 10, 25, 60)) == [2.0, 7.0, 5.0]
+    assert probe.window_medians(samples, (60, 100)) == [None]
+    assert probe.fmt(None) == "-" and probe.fmt(0.2234) == "223.4"
