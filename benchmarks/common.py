@@ -360,11 +360,13 @@ def torch_from_jax(torch, x, device: str):
 # high. 300 ms of bf16 matmuls before each timing (14:39 UTC) evened that out (cuDNN 582-596).
 # But matmuls hold the card at its power limit, and a lighter call then runs slow until the clock
 # climbs back: H200, 2026-12-04 (settle_probe.py, NOTES v0.46), calls timed alone after the
-# matmuls ran 15-30% over their steady time for the first ~60 ms and reached it by 100-200 ms
-# (B = 64, N = 512 causal: flashx 252-271 us in the --quick window of 10-60 ms against 224-231
+# matmuls ran 8-33% over their steady time for the first ~10 ms and reached it by 100-200 ms
+# (B = 64, N = 512 causal: flashx 253-271 us in the --quick window of 10-60 ms against 224-231
 # from 300 ms on, FA2 412-474 against 356-361), by how much differing round to round. So the
 # timings' settle load is the timed call itself, back to back for SETTLE_MS: each system is
-# timed at the clock its own load holds, not partway through a climb from the matmuls' clock.
+# timed at the clock its own load holds, not partway through a climb from the matmuls' clock
+# (the same probe, settled so: the --quick window within 0-4% of the steady figure, cuDNN 4-7%
+# at N = 512).
 SETTLE_MS = 300.0
 SETTLE_NOTE = (f"every timing after {SETTLE_MS:g} ms of the timed call itself, back to back (common.settle:"
                " the card's clock follows its load)")
