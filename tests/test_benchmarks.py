@@ -96,7 +96,7 @@ def test_jax_timing_calls_on_the_same_inputs(monkeypatch):
     a previous call's outputs (a fed loop's inputs fell to ~1e-20 within three calls on the
     H200, NOTES v0.45), settles with that same call as the load, compiles before timing, and
     returns the median of its settled rounds."""
-    jax = pytest.importorskip("jax")
+    pytest.importorskip("jax")
     import jax.numpy as jnp
 
     common = benchmark_module("common")
