@@ -33,6 +33,8 @@ timings per case:
   session; their kernels' summed device time, and the first kernel's start to the last one's
   end, per call: the kernels at the sustained load's clock, and that plus the time between them.
 Prints TFLOP/s and jax/torch per case and timing, and each kernel's median device time.
+Each timing starts after 300 ms of the call it times, back to back (common.settle; after bf16
+matmuls until 2026-12-04, NOTES v0.46).
 
     python benchmarks/jax_vs_torch.py [--n 1024]   # on the GPU, with jax-triton installed (B = 16384 // N)
     python benchmarks/jax_vs_torch.py --cases bwd128 bwd128c --dkdv-tile dkdv-tma-ts --dkdv-set PRODUCER_REGS=24
@@ -68,7 +70,7 @@ def device_ms(call, wait, label: str, calls: int = 30) -> float:
     import common  # benchmarks/ (main put it on the path)
 
     wait(call())  # compiled and warm
-    common.settle()
+    common.settle(load=call, wait=wait)
     per_call, per_kernel = [], {}
     for _ in range(calls):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -92,14 +94,13 @@ def back_to_back_ms(call, wait, label: str, calls: int = 30) -> tuple:
     sustained load's clock (kernel time up) from time between kernels (span above kernel time).
     Prints each kernel's median device time and the median gap between consecutive kernels."""
     import numpy as np
-    import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     import common
 
     wait(call())
-    common.settle()
+    common.settle(load=call, wait=wait)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             out = call()
@@ -288,12 +289,14 @@ def main() -> int:
                 return ft.attention(tq, tk, tv, causal=causal, layout="bhnd", **torch_options)
 
             jax_ms = common.time_jax(jax.jit(attend), (jq, jk, jv), 200, 1000)
-            common.settle()
+            common.settle(load=torch_call)
             torch_ms = do_bench(torch_call, warmup=25, rep=200)
             jax_group = common.time_jax(jax.jit(lambda qs, k, v: [attend(q, k, v) for q in qs]), (tuple(jdos), jk, jv), 200, 1000)
-            common.settle()
-            torch_group = do_bench(lambda: [ft.attention(q, tk, tv, causal=causal, layout="bhnd", **torch_options)
-                                            for q in tdos], warmup=25, rep=400)
+
+            def torch_group_call():
+                return [ft.attention(q, tk, tv, causal=causal, layout="bhnd", **torch_options) for q in tdos]
+            common.settle(load=torch_group_call)
+            torch_group = do_bench(torch_group_call, warmup=25, rep=400)
         elif kind == "fwd_bwd":
             def forward_backward(q, k, v, do):
                 return jax.vjp(attend, q, k, v)[1](do)
@@ -308,12 +311,13 @@ def main() -> int:
             def torch_call():
                 return torch.autograd.grad(ft.attention(q, k, v, causal=causal, layout="bhnd"), (q, k, v), tdos[0])
 
-            common.settle()
+            def torch_group_call():
+                return [torch.autograd.grad(ft.attention(gq, k, v, causal=causal, layout="bhnd"), (gq, k, v), g)
+                        for gq, g in zip(group_qs, tdos)]
+            common.settle(load=torch_call)
             torch_ms = do_bench(torch_call, warmup=25, rep=200)
-            common.settle()
-            torch_group = do_bench(lambda: [torch.autograd.grad(ft.attention(gq, k, v, causal=causal, layout="bhnd"),
-                                                                (gq, k, v), g) for gq, g in zip(group_qs, tdos)],
-                                   warmup=25, rep=400)
+            common.settle(load=torch_group_call)
+            torch_group = do_bench(torch_group_call, warmup=25, rep=400)
         else:
             _, vjp_fn = jax.jit(lambda q, k, v: jax.vjp(attend, q, k, v))(jq, jk, jv)
             jax_ms = common.time_jax(jax.jit(lambda fn, ct: fn(ct)), (vjp_fn, jdos[0]), 200, 1000)
@@ -323,12 +327,13 @@ def main() -> int:
             def torch_call():
                 return torch.autograd.grad(out, (q, k, v), tdos[0], retain_graph=True)
 
-            common.settle()
+            def torch_group_call():
+                return [torch.autograd.grad(out, (q, k, v), g, retain_graph=True) for g in tdos]
+            common.settle(load=torch_call)
             torch_ms = do_bench(torch_call, warmup=25, rep=200)
-            common.settle()
-            torch_group = do_bench(lambda: [torch.autograd.grad(out, (q, k, v), g, retain_graph=True) for g in tdos],
-                                   warmup=25, rep=400)
-        common.settle()
+            common.settle(load=torch_group_call)
+            torch_group = do_bench(torch_group_call, warmup=25, rep=400)
+        common.settle(load=torch_call)
         torch_wall = common.time_wall(torch_call, lambda _: torch.cuda.synchronize(), 200, 1000)
         if kind == "fwd":
             jitted = jax.jit(attend)
