@@ -29,10 +29,10 @@ QUICK_WINDOW_MS = (10, 60)  # --quick: do_bench warm-up 10 ms, then 50 ms timed
 LATE_FROM_MS = 300
 
 
-def calls_after_settle(fn, torch, span_ms: float, estimate_ms: float, own: bool) -> list:
-    """settle() (own: with fn as its load, else matmuls), then calls of fn, each after a 256 MB L2
-    flush, for ~span_ms of GPU time: [(ms since the settle ended at the call's start, the call's ms)]."""
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+def calls_after_settle(fn, torch, flush, span_ms: float, estimate_ms: float, own: bool) -> list:
+    """settle() (own: with fn as its load, else matmuls), then calls of fn, each after zeroing
+    `flush` (256 MB: do_bench's L2 flush), for ~span_ms of GPU time: [(ms since the settle ended at
+    the call's start, the call's ms)]."""
     count = max(8, int(span_ms / estimate_ms))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
@@ -82,18 +82,20 @@ def main() -> int:
     print(f"| case | settle | system | round | {heads} | quick window {QUICK_WINDOW_MS[0]}-{QUICK_WINDOW_MS[1]} "
           f"| from {LATE_FROM_MS} |\n|---|---|---|---|" + "---:|" * (len(edges) + 1), flush=True)
     summary = {}
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
     for b, n, h, d, causal in args.cases:
         text = f"{b},{n},{h},{d},{int(causal)}"
         q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         systems = {"flashx": lambda: flashx.torch.attention(q, k, v, causal=causal, layout="bhnd"),
                    "FA2": common.sdpa_call(SDPBackend.FLASH_ATTENTION, q, k, v, is_causal=causal),
                    "cuDNN": common.sdpa_call(SDPBackend.CUDNN_ATTENTION, q, k, v, is_causal=causal)}
+        # a call and its flush (~0.07 ms on the H200), to size each pass to span_ms
         estimates = {name: do_bench(fn, warmup=10, rep=20, return_mode="median") + 0.07 for name, fn in systems.items()}
         for r in range(args.rounds):
             order = list(systems) if r % 2 == 0 else list(systems)[::-1]
             for name in order:
                 for how in settles:
-                    samples = calls_after_settle(systems[name], torch, args.span_ms, estimates[name], how == "own")
+                    samples = calls_after_settle(systems[name], torch, flush, args.span_ms, estimates[name], how == "own")
                     cells = window_medians(samples, edges)
                     quick, late = window_medians(samples, QUICK_WINDOW_MS) + window_medians(samples, (LATE_FROM_MS, 1e9))
                     summary.setdefault((text, how, name), []).append((quick, late))
