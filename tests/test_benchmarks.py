@@ -7,7 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
+from flashx.core import gluon_forward
 from flashx.core import plan as plan_mod
 
 pytest.importorskip("torch")  # the scripts launch through torch
@@ -315,3 +318,62 @@ def test_settle_probe_window_medians():
     assert probe.window_medians(samples, (0, 10, 25, 60)) == [2.0, 7.0, 5.0]
     assert probe.window_medians(samples, (60, 100)) == [None]
     assert probe.fmt(None) == "-" and probe.fmt(0.2234) == "223.4"
+
+
+# The Gluon forward's causal persistent walk (core/gluon_forward._causal_walk, which the Gluon
+# dK/dV kernel walks too) against its model in benchmarks/walk_balance.py.
+
+
+@gluon.jit
+def _causal_walk_kernel(TILES, COUNTS, num_tiles, num_heads, seqlen, max_tiles, ROWS: gl.constexpr):
+    """Each program's count of tiles into COUNTS and its tiles, (query block, head), into TILES
+    [programs, max_tiles, 2], walked as the Gluon kernels walk them (persistent, causal)."""
+    first, end, step = gluon_forward._tile_walk(num_tiles, seqlen, ROWS, True, True)
+    row = TILES + gl.program_id(0) * max_tiles * 2
+    gl.store(COUNTS + gl.program_id(0), end)
+    n = 0
+    for t in range(first, end, step):
+        block, head, batch = gluon_forward._tile(t, num_tiles, num_heads, 1, seqlen, ROWS, True, True)
+        if n < max_tiles:
+            gl.store(row + 2 * n, block)
+            gl.store(row + 2 * n + 1, head + batch * num_heads)
+        n += 1
+
+WALK_SHAPES = [  # (programs, query blocks a head, heads): the issue's causal shapes and odd ones
+    (132, 8, 512), (132, 22, 128), (132, 86, 32), (132, 4, 1024), (132, 128, 16), (132, 23, 131),
+    (7, 5, 3), (16, 3, 131), (40, 2, 20), (1, 4, 3), (5, 1, 5), (12, 3, 4),
+]
+
+
+def test_causal_walk_model_hands_out_every_tile_once_and_evenly():
+    """The model's walk gives every (block, head) to exactly one program (imbalance raises
+    otherwise), and on the issue's causal shapes no program carries more than 2% above the mean
+    key blocks (3.1% with the walk before, at D = 64, N = 1k)."""
+    walk = benchmark_module("walk_balance")
+    for programs, blocks, heads in WALK_SHAPES:
+        walk.imbalance("tail", programs, blocks, heads)
+    for blocks, heads in ((8, 512), (22, 128), (86, 32), (8, 256), (32, 64), (128, 16)):
+        assert walk.imbalance("tail", 132, blocks, heads) < 1.02, (blocks, heads)
+    assert walk.imbalance("pairs", 132, 8, 512) > 1.03
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("programs, blocks, heads", WALK_SHAPES)
+def test_gpu_causal_walk_is_its_model(programs, blocks, heads):
+    """What each program of a persistent causal launch walks, (query block, head) in order, read
+    from the kernel's own _tile_walk and _tile on the GPU, is what walk_balance.py's model says."""
+    import torch
+
+    model = benchmark_module("walk_balance")
+    expected = [[model.tail_walk(p, k, programs, blocks, heads)
+                 for k in range(model.tail_length(p, programs, blocks, heads))] for p in range(programs)]
+    longest = max(len(mine) for mine in expected)
+    tiles = torch.full((programs, longest, 2), -1, dtype=torch.int32, device="cuda")
+    counts = torch.full((programs,), -1, dtype=torch.int32, device="cuda")
+    rows = 64
+    seqlen = blocks * rows - 5  # a ragged last block
+    _causal_walk_kernel[(programs,)](tiles, counts, blocks * heads, heads, seqlen, longest, rows, num_warps=1)
+    assert counts.tolist() == [len(mine) for mine in expected]
+    got = tiles.tolist()
+    for p, mine in enumerate(expected):
+        assert [tuple(x) for x in got[p][:len(mine)]] == mine, p

@@ -165,7 +165,7 @@ def _dkdv_producer(Q, DO, strides, sizes, grid_sizes, rings, map_t,
     do_offs = offs_m[:, None] * stride_don + offs_d[None, :]
     offsets = (offs_m, q_offs, do_offs)
     s = gl.to_tensor(0)  # ring steps so far
-    num_tiles, first_tile, end_tile, step = _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N, PERSISTENT)
+    num_tiles, first_tile, end_tile, step = _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N, PERSISTENT, LIMIT_RIGHT)
     for t in range(first_tile, end_tile, step):
         tile = _dkdv_tile(t, num_tiles, grid_sizes, seqlen_kv, BLOCK_N, LIMIT_RIGHT, PERSISTENT)
         s = _dkdv_producer_tile(Q, DO, strides, sizes, offsets, rings, map_t, tile, s, BLOCK_N, STAGES,
@@ -173,12 +173,13 @@ def _dkdv_producer(Q, DO, strides, sizes, grid_sizes, rings, map_t,
 
 
 @gluon.jit
-def _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N: gl.constexpr, PERSISTENT: gl.constexpr):
+def _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N: gl.constexpr, PERSISTENT: gl.constexpr,
+                    LIMIT_RIGHT: gl.constexpr):
     """(tiles, first, end, step): the key-block tiles of every (kv head, batch) and this
     program's walk over them (_tile_walk), the same for the producer and each consumer."""
     num_heads_kv, num_batches = grid_sizes
     num_tiles = gl.cdiv(seqlen_kv, BLOCK_N) * num_heads_kv * num_batches
-    first, end, step = _tile_walk(num_tiles, PERSISTENT)
+    first, end, step = _tile_walk(num_tiles, seqlen_kv, BLOCK_N, PERSISTENT, LIMIT_RIGHT)
     return num_tiles, first, end, step
 
 
@@ -341,7 +342,7 @@ def _dkdv_consumer(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, grid_sizes, qk
     if TMA_STORE and DEVICE_DESCRIPTORS:
         DK, DV = _gradient_descriptors(DK, DV, strides, seqlen_kv, grid_sizes, BLOCK_D)
     s = gl.to_tensor(0)  # ring steps so far
-    num_tiles, first_tile, end_tile, step = _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N, PERSISTENT)
+    num_tiles, first_tile, end_tile, step = _dkdv_tile_walk(seqlen_kv, grid_sizes, BLOCK_N, PERSISTENT, LIMIT_RIGHT)
     for t in range(first_tile, end_tile, step):
         tile = _dkdv_tile(t, num_tiles, grid_sizes, seqlen_kv, BLOCK_N, LIMIT_RIGHT, PERSISTENT)
         s = _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings,

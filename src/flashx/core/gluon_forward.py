@@ -171,12 +171,19 @@ def _element_type(x, DESCRIPTOR):
 
 
 @gluon.jit
-def _tile_walk(num_tiles, PERSISTENT: gl.constexpr):
-    """(first, end, step) of this program's tiles: all of its share, or (not PERSISTENT) its one tile."""
+def _tile_walk(num_tiles, seqlen, BLOCK: gl.constexpr, PERSISTENT: gl.constexpr, LIMIT_RIGHT: gl.constexpr):
+    """(first, end, step) of this program's walk over tiles of BLOCK rows of `seqlen` (the values
+    _tile takes): all of its share (causal: 0 up to its count of tiles, as _causal_walk counts
+    them), or (not PERSISTENT) its one tile."""
     if PERSISTENT:
-        first = gl.program_id(0)
-        end = num_tiles
-        step = gl.num_programs(0)
+        if LIMIT_RIGHT:
+            first = 0
+            end = _causal_walk_length(num_tiles, gl.cdiv(seqlen, BLOCK))
+            step = 1
+        else:
+            first = gl.program_id(0)
+            end = num_tiles
+            step = gl.num_programs(0)
     else:
         first = 0
         end = 1
@@ -185,34 +192,39 @@ def _tile_walk(num_tiles, PERSISTENT: gl.constexpr):
 
 
 @gluon.jit
-def _causal_pair(t, num_tiles, num_blocks):
-    """(query block, head_batch) of causal persistent tile t. Each (batch, head)'s blocks are laid
-    out heaviest and lightest first, then the next heaviest and lightest, ... (with an odd block
-    count, every other head starts with its middle block, so that two middles pair up), and a
-    program takes two neighbouring places of that order in two consecutive rounds: equal work a
-    program every two rounds, and the programs in flight on few heads, whose K and V they then
-    share in L2. (Before: every head's last block, then every head's next, ... in rounds that
-    alternated direction: balanced, but 132 programs on 132 heads read K and V apart; at B = 64,
-    N = 512, D = 128 grouping heads read 11% faster where it kept the balance, 2026-12-01.) In the
-    last rounds (fewer than two a program), programs with two tiles take a pair, the others one.
-    benchmarks/walk_balance.py models this walk and the one before (balance, every tile once)."""
+def _causal_walk_sizes(num_tiles, num_blocks):
+    """(programs, tail heads, whole rounds of pairs, pairs left over, tail items) of the causal
+    persistent walk (_causal_walk). The tail holds enough heads for two tiles a program, and
+    (odd block counts) leaves an even number of heads to the pairs, which pair two middles."""
     programs = gl.num_programs(0)
-    paired = num_tiles // (2 * programs) * (2 * programs)  # tiles in whole pairs of rounds
-    if t < paired:
-        round_ = t // programs
-        place = (round_ // 2) * 2 * programs + 2 * (t % programs) + round_ % 2
-    else:
-        j = t - paired
-        twice = gl.maximum(num_tiles - paired - programs, 0)  # programs with two of the last tiles
-        if j >= programs:
-            place = paired + 2 * (j - programs) + 1
-        elif j < twice:
-            place = paired + 2 * j
-        else:
-            place = paired + twice + j
+    head_batches = num_tiles // num_blocks
+    tail = gl.minimum(head_batches, gl.cdiv(2 * programs, num_blocks))
+    tail += (num_blocks % 2) * ((head_batches - tail) % 2)
+    pairs = (head_batches - tail) * num_blocks // 2
+    rounds = pairs // programs
+    left = pairs - rounds * programs
+    return programs, tail, rounds, left, left + tail * num_blocks
+
+
+@gluon.jit
+def _causal_walk_length(num_tiles, num_blocks):
+    """How many tiles this program takes in _causal_walk."""
+    programs, tail, rounds, left, items = _causal_walk_sizes(num_tiles, num_blocks)
+    p = gl.program_id(0)
+    full = items // programs
+    rest = items - full * programs
+    in_last = gl.where(full % 2 == 0, p < rest, p >= programs - rest).to(gl.int32)
+    return 2 * rounds + full + in_last + (p < left).to(gl.int32)
+
+
+@gluon.jit
+def _paired_place(place, num_blocks):
+    """(query block, head_batch) at `place` of the pairs' order: each (batch, head)'s blocks
+    heaviest and lightest first, then the next heaviest and lightest, ...; with an odd block count
+    every other head starts with its middle block, so that two middles pair up."""
     head_batch = place // num_blocks
     s = place - head_batch * num_blocks
-    if (num_blocks % 2 == 1) and (head_batch % 2 == 1):  # this head starts with its middle block
+    if (num_blocks % 2 == 1) and (head_batch % 2 == 1):
         s = s - 1
     if s < 0:
         block = (num_blocks - 1) // 2
@@ -224,14 +236,42 @@ def _causal_pair(t, num_tiles, num_blocks):
 
 
 @gluon.jit
+def _causal_walk(k, num_tiles, num_blocks):
+    """(query block, head_batch) of this program's k-th causal persistent tile. First the pairs:
+    in each two rounds a program takes two neighbouring places of _paired_place's order (equal
+    work, and the programs in flight on few heads, whose K and V they share in L2). The last heads
+    (the tail, _causal_walk_sizes) go heaviest block first, over every head of the tail, to the
+    programs in rounds of alternating direction, after the pairs left over from the last round of
+    pairs, each to one program: a program's last tiles are its lightest, and the programs finish
+    within a block or two of each other. Until NOTES v0.48 the leftover tiles went one or two a
+    program in the pairs' order, heavy or light: the busiest program 3.1% above the mean at D = 64,
+    N = 1k, against 1.0% now, by benchmarks/walk_balance.py's model of this walk (balance, every
+    tile once; tests/test_benchmarks.py checks the kernel's walk against it on the GPU)."""
+    programs, tail, rounds, left, items = _causal_walk_sizes(num_tiles, num_blocks)
+    p = gl.program_id(0)
+    j = k - 2 * rounds
+    if k < 2 * rounds:
+        block, head_batch = _paired_place((k // 2) * 2 * programs + 2 * p + k % 2, num_blocks)
+    elif (p < left) and (j < 2):
+        block, head_batch = _paired_place(2 * rounds * programs + 2 * p + j, num_blocks)
+    else:
+        turn = j - (p < left).to(gl.int32)  # the program's round of tail items (a leftover pair is its first)
+        item = turn * programs + gl.where(turn % 2 == 1, programs - 1 - p, p)
+        u = item - left  # the tail's tiles, heaviest first
+        block = num_blocks - 1 - u // tail
+        head_batch = num_tiles // num_blocks - tail + u % tail
+    return block, head_batch
+
+
+@gluon.jit
 def _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
           PERSISTENT: gl.constexpr):
     """(query block, head, batch) of tile t. Under causal masks the last query blocks see the most
-    keys: they start first (not PERSISTENT); persistent programs take them in pairs (_causal_pair)."""
+    keys: they start first (not PERSISTENT); persistent programs walk as _causal_walk says, t its k."""
     if PERSISTENT:
         num_blocks = gl.cdiv(seqlen_q, BLOCK_M)
         if LIMIT_RIGHT:
-            block, head_batch = _causal_pair(t, num_tiles, num_blocks)
+            block, head_batch = _causal_walk(t, num_tiles, num_blocks)
         else:
             # Neighbouring programs on one head's blocks: they read the same K and V (L2).
             block = t % num_blocks
@@ -505,7 +545,7 @@ def _producer(Q, K, V, strides, sizes, masks, gqa_group, q_ring, rings,
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
     k_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
     v_offs = offs_n[:, None] * stride_vn + offs_d[None, :]
-    first, end, step = _tile_walk(num_tiles, PERSISTENT)
+    first, end, step = _tile_walk(num_tiles, seqlen_q, BLOCK_M, PERSISTENT, LIMIT_RIGHT)
     i = 0  # ring steps so far, over all of this program's tiles
     tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q goes to buffer set n % _q_sets)
     for t in range(first, end, step):
@@ -724,8 +764,9 @@ def _overlapped_tiles(O, LSE, strides, sizes, qk_scale_log2, q_ring, rings, o_sm
     offsets = (gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, o_layout)),
                gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, o_layout)), gl.arange(0, CONSUMER_ROWS, layout=row_s))
     s_zero = gl.zeros([CONSUMER_ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    BLOCK_M: gl.constexpr = NUM_CONSUMERS * CONSUMER_ROWS
 
-    first, end, step = _tile_walk(num_tiles, True)
+    first, end, step = _tile_walk(num_tiles, seqlen_q, BLOCK_M, True, CAUSAL)
     # A persistent program has at least one tile; all but its last hand over to a next one (the
     # last apart, so that no S_0 in flight merges with one that is not at a branch's end: ptxas
     # would serialize every wgmma).
@@ -913,7 +954,7 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
     offs_ml = gl.arange(0, CONSUMER_ROWS, layout=row_s)
     s_zero = gl.zeros([CONSUMER_ROWS, BLOCK_N], gl.float32, layout=s_layout)
 
-    first, end, step = _tile_walk(num_tiles, PERSISTENT)
+    first, end, step = _tile_walk(num_tiles, seqlen_q, BLOCK_M, PERSISTENT, CAUSAL)
     i = 0  # ring steps so far, over all of this program's tiles
     turn = 0  # turns taken so far
     tiles = 0  # tiles so far (Q_BY_PRODUCER: tile n's Q is in buffer set n % Q_SETS)
