@@ -635,6 +635,14 @@ class CallOptions:
     block_mask: Optional[BlockMaskSpec] = None
     bottom_right: bool = True  # False: causal/window top-left aligned (the SDPA and jax.nn drop-ins)
 
+    def as_keywords(self) -> dict:
+        """The options by name, as plan_attention takes them. By name, not vars(self):
+        torch.compile traces this, and its Dynamo in torch 2.11 cannot trace a frozen
+        dataclass's __dict__ (the GPU image's test_torch_compile_fullgraph, 2026-12-04)."""
+        return {name: getattr(self, name) for name in CALL_OPTION_NAMES}
+
+
+CALL_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(CallOptions))
 
 # Optional input arrays: kernel argument name -> plan_attention keyword.
 ARRAY_KEYWORDS = {
@@ -1526,13 +1534,14 @@ def plan_call(options: CallOptions, q: ArraySpec, k: ArraySpec, v: ArraySpec, ar
         if "unhashable" not in str(err):
             raise
         # Symbolic sizes (torch.compile's dynamic shapes) do not hash: plan without the cache.
-        return plan_attention(q, k, v, **vars(options), **dict(keywords))
+        return plan_attention(q, k, v, **options.as_keywords(), **dict(keywords))
 
 
 def option_types(options: CallOptions) -> tuple:
     """The types of the options' values (of a tuple's items too), for cache keys: True == 1 and
     (True, 0) == (1, 0), but only ints and bools of the right kind pass validation."""
-    return tuple(tuple(map(type, value)) if type(value) is tuple else type(value) for value in vars(options).values())
+    values = (getattr(options, name) for name in CALL_OPTION_NAMES)
+    return tuple(tuple(map(type, value)) if type(value) is tuple else type(value) for value in values)
 
 
 # clear() of the caches that keep plans beside _cached_plan (a frontend's fast path).
@@ -1554,7 +1563,7 @@ def clear_plan_cache() -> None:
 
 @functools.lru_cache(maxsize=512)
 def _cached_plan(options: CallOptions, types: tuple, q: ArraySpec, k: ArraySpec, v: ArraySpec, keywords: tuple) -> "AttentionPlan":
-    return plan_attention(q, k, v, **vars(options), **dict(keywords))
+    return plan_attention(q, k, v, **options.as_keywords(), **dict(keywords))
 
 
 def block_map_calls(spec: BlockMaskSpec) -> tuple:
