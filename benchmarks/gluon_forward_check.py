@@ -129,6 +129,8 @@ VARIANTS = {
     # 256-key blocks at D = 64 (session 22, prepared): half the key-block steps, so half the
     # per-step softmax bookkeeping and barriers, for a 64 x 256 S a consumer (two consumers).
     "d64-tma-persist-n256-ts": Variant(64, 128, 256, 2, False, True, 232, 48, True, True, tma_store=True),
+    "d64-tma-persist-n256-trim-ts": Variant(64, 128, 256, 2, False, True, 232, 48, True, True, trim=True,
+                                            tma_store=True),
     "d64-tma-n256-ts": Variant(64, 128, 256, 2, False, False, 232, 48, True, True, tma_store=True),
     # D = 64 causal from 2k keys (session 23, prepared): the trimmed diagonal with three consumers
     # (192-row tiles, no turns: a trimmed consumer skips steps), and the two-consumer trimmed tile
