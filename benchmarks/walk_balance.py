@@ -26,6 +26,17 @@ def rounds_walk(t: int, num_tiles: int, programs: int, num_blocks: int, heads: i
     return num_blocks - 1 - t // heads, t % heads
 
 
+def paired_place(place: int, num_blocks: int) -> tuple:
+    """_paired_place: (block, head) at `place` of the pairs' order."""
+    head = place // num_blocks
+    s = place - head * num_blocks
+    if num_blocks % 2 == 1 and head % 2 == 1:
+        s -= 1
+    if s < 0:
+        return (num_blocks - 1) // 2, head
+    return (num_blocks - 1 - s // 2 if s % 2 == 0 else s // 2), head
+
+
 def pairs_walk(t: int, num_tiles: int, programs: int, num_blocks: int, heads: int) -> tuple:
     paired = num_tiles // (2 * programs) * (2 * programs)
     if t < paired:
@@ -40,24 +51,7 @@ def pairs_walk(t: int, num_tiles: int, programs: int, num_blocks: int, heads: in
             place = paired + 2 * j
         else:
             place = paired + twice + j
-    head = place // num_blocks
-    s = place - head * num_blocks
-    if num_blocks % 2 == 1 and head % 2 == 1:
-        s -= 1
-    if s < 0:
-        return (num_blocks - 1) // 2, head
-    return (num_blocks - 1 - s // 2 if s % 2 == 0 else s // 2), head
-
-
-def paired_place(place: int, num_blocks: int) -> tuple:
-    """_paired_place: (block, head) at `place` of the pairs' order."""
-    head = place // num_blocks
-    s = place - head * num_blocks
-    if num_blocks % 2 == 1 and head % 2 == 1:
-        s -= 1
-    if s < 0:
-        return (num_blocks - 1) // 2, head
-    return (num_blocks - 1 - s // 2 if s % 2 == 0 else s // 2), head
+    return paired_place(place, num_blocks)
 
 
 def tail_sizes(programs: int, num_blocks: int, heads: int) -> tuple:
