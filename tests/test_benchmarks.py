@@ -12,6 +12,7 @@ from triton.experimental.gluon import language as gl
 
 from flashx.core import gluon_forward
 from flashx.core import plan as plan_mod
+from flashx.core import runtime
 
 pytest.importorskip("torch")  # the scripts launch through torch
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -372,6 +373,9 @@ def test_gpu_causal_walk_is_its_model(programs, blocks, heads):
     counts = torch.full((programs,), -1, dtype=torch.int32, device="cuda")
     rows = 64
     seqlen = blocks * rows - 5  # a ragged last block
+    # A launch outside flashx's own path: undo jax_triton's TRITON_CACHE_DIR="" (an earlier test's
+    # import) as flashx's launches do, or Triton's driver cannot start.
+    runtime.repair_triton_cache_dir()
     _causal_walk_kernel[(programs,)](tiles, counts, blocks * heads, heads, seqlen, longest, rows, num_warps=1)
     assert counts.tolist() == [len(mine) for mine in expected]
     got = tiles.tolist()

@@ -78,7 +78,7 @@ def test_backward_launches_where_measured_faster(d, hkv, writes):
     plan = dataclasses.replace(plan, tiles=gpu_tiles, _memo={})
     fused = writes == [BOTH]
     assert plan.fused_backward is fused
-    _, *launches = plan.backward_calls({}, None, False, q)
+    _, *launches = plan.backward_calls({}, None, False, q, gluon=False)  # the portable kernel's (Hopper: Gluon's, apart)
     assert [set(c.writes) for c in launches] == writes
     dkdv_programs = plan.dkdv_grid[0]
     if fused:
@@ -133,11 +133,11 @@ def test_split_backward_launches_keep_each_tiles_options():
     tiles = plan_mod.TileConfig(plan_mod.KernelTiles(128, 128, 8, 3), plan_mod.KernelTiles(64, 128, 8, 2),
                                 plan_mod.KernelTiles(128, 32, 4, 3))
     plan = dataclasses.replace(plan, tiles=tiles, _memo={})
-    _, dkdv, dq = plan.backward_calls({}, None, False, q, split=True)
+    _, dkdv, dq = plan.backward_calls({}, None, False, q, split=True, gluon=False)  # the portable kernel's
     assert (dkdv.options["num_warps"], dkdv.options["num_stages"]) == (8, 2)
     assert (dq.options["num_warps"], dq.options["num_stages"]) == (4, 3)
     with pytest.raises(ValueError, match="one warp count"):
-        plan.backward_calls({}, None, False, q, split=False)
+        plan.backward_calls({}, None, False, q, split=False, gluon=False)
 
 
 def test_backward_alignment_includes_grad_out():

@@ -399,7 +399,7 @@ def test_torch_compile_fullgraph_backward(rng, backend):
 
     case = Case(1, 23, 31, 4, 2, 24, 40, causal=True)
     q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
-    w = torch.from_numpy(rng.standard_normal((1, 23, 4, 40)).astype("float32"))
+    w = torch.from_numpy(rng.standard_normal((1, 23, 4, 40)).astype("float32")).to(DEVICE)
     compiled = torch.compile(loss, backend=backend, fullgraph=True)
     grads = torch.autograd.grad(compiled(q, k, v, w), (q, k, v))
     eager = torch.autograd.grad(loss(q, k, v, w), (q, k, v))
@@ -992,7 +992,7 @@ def test_first_recorded_forward_compiles_its_backward_ahead(monkeypatch, rng):
     monkeypatch.setattr(module.core.launch, "compile_together", compile_together)
     # On the interpreter no runner is ever kept: a launch counts as first until compile_together had it.
     monkeypatch.setattr(module.core.launch, "first_launch", lambda call: call.runners is not None and id(call.runners) not in compiled)
-    q, k, v = (torch.tensor(rng.standard_normal((1, n, h, 32)), dtype=torch.float32, requires_grad=True)
+    q, k, v = (torch.tensor(rng.standard_normal((1, n, h, 32)), dtype=torch.float32, device=DEVICE, requires_grad=True)
                for n, h in ((37, 4), (45, 2), (45, 2)))
     out = flashx.torch.attention(q, k, v, causal=True)
     (forward, *ahead), = batches

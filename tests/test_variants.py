@@ -636,12 +636,12 @@ def test_varlen_overlapping_cu_seqlens_is_finite(rng):
     """Decreasing offsets in the middle make clamped sequences overlap (rows written twice): no crash,
     finite outputs and gradients; rows outside every clamped sequence stay 0."""
     cu_q, cu_k = [0, 30, 10, 45], [0, 30, 5, 50]
-    q, k, v = (randn(rng, (t, 2, 16)).requires_grad_() for t in (TQ, TK, TK))
-    out, lse = flashx.torch.attention(q, k, v, cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32),
-                                      cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32), max_seqlen_q=TQ,
+    q, k, v = (randn(rng, (t, 2, 16)).to(DEVICE).requires_grad_() for t in (TQ, TK, TK))
+    out, lse = flashx.torch.attention(q, k, v, cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32, device=DEVICE),
+                                      cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32, device=DEVICE), max_seqlen_q=TQ,
                                       max_seqlen_k=TK, causal=True, return_lse=True)
     assert torch.isfinite(out).all() and torch.isfinite(lse).all()
-    (out * randn(rng, tuple(out.shape))).sum().backward()
+    (out * randn(rng, tuple(out.shape)).to(DEVICE)).sum().backward()
     assert all(torch.isfinite(x.grad).all() for x in (q, k, v))
 
 
@@ -661,7 +661,7 @@ def test_backward_is_deterministic(rng, shape, var):
     """Two backward passes give bitwise equal dq, dk, dv (no atomics), deterministic=True or not."""
     q, k, v = make_qkv(rng, shape, "float16")
     slopes = make_slopes(rng, var.alibi, shape.b, shape.hq)
-    w = randn(rng, (shape.b, shape.nq, shape.hq, shape.dv)).half()
+    w = randn(rng, (shape.b, shape.nq, shape.hq, shape.dv)).to(DEVICE).half()
     results = []
     for deterministic in (False, True):
         leaves = [x.clone().requires_grad_() for x in (q, k, v)]
@@ -927,8 +927,8 @@ def test_block_mask_under_torch_compile():
 
     torch._dynamo.reset()
     gen = torch.Generator().manual_seed(7)
-    q, k, v = (torch.randn(1, 37, 2, 16, generator=gen).requires_grad_() for _ in range(3))
-    block_mask = flashx.torch.create_block_mask(document_mask, None, None, 37, 37, causal=True, device="cpu")
+    q, k, v = (torch.randn(1, 37, 2, 16, generator=gen).to(DEVICE).requires_grad_() for _ in range(3))
+    block_mask = flashx.torch.create_block_mask(document_mask, None, None, 37, 37, causal=True, device=DEVICE)
 
     def loss(q, k, v):
         return flashx.torch.attention(q, k, v, causal=True, block_mask=block_mask).sum()

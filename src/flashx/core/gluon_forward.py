@@ -940,6 +940,11 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
     # the 192-row tile computed garbage even where no step was half (non-causal), and read shared
     # memory out of range (causal), on the H200 (NOTES v0.36-v0.37).
     HALF_BLOCKS: gl.constexpr = TRIM_DIAGONAL and NUM_CONSUMERS == 2
+    # The two trimmed consumers trade rows every persistent tile: a causal tile's second 64 rows
+    # walk half a block more than its first, and the consumer that walks less waited on the ring
+    # for the other at each tile's end. At D = 64 1k causal +2.3% (H200, NOTES v0.49); at D = 128
+    # (N = 256, B = 64) it lost 3%, so D = 128 keeps its rows.
+    ALTERNATE_ROWS: gl.constexpr = HALF_BLOCKS and PERSISTENT and Q_BY_PRODUCER and BLOCK_D == 64
     dtype: gl.constexpr = _element_type(O, TMA_STORE)
     s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
     o_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
@@ -961,19 +966,22 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
     for t in range(first, end, step):
         block, head, batch = _tile(t, num_tiles, num_heads, num_batches, seqlen_q, BLOCK_M, CAUSAL, PERSISTENT)
         tile_row0 = block * BLOCK_M
-        n_blocks, walk = _tile_keys(tile_row0, tile_row0 + CONSUMER * CONSUMER_ROWS, block, head, batch, sizes, masks,
+        rows = CONSUMER  # which 64 rows of the tile this consumer takes
+        if ALTERNATE_ROWS:
+            rows = (CONSUMER + tiles) % 2
+        n_blocks, walk = _tile_keys(tile_row0, tile_row0 + rows * CONSUMER_ROWS, block, head, batch, sizes, masks,
                                     BLOCK_M, BLOCK_N, CAUSAL, LIMIT_LEFT, BLOCK_MAP, MAP_STEPS)
         n_unmasked = walk[2]  # dense and causal tiles: blocks from n_unmasked on are masked
         # row0 after the walk, as before windows and maps came: computed first, it changed the
         # dense and causal kernels' PTX (NOTES v0.30 item 2).
-        row0 = tile_row0 + CONSUMER * CONSUMER_ROWS
+        row0 = tile_row0 + rows * CONSUMER_ROWS
         b64 = batch.to(gl.int64)
         h64 = head.to(gl.int64)
         r64 = row0.to(gl.int64)
 
         if Q_BY_PRODUCER:
             q_set = tiles % Q_SETS
-            q_tile = _as_tile(q_buffers.index(q_set * NUM_CONSUMERS + CONSUMER), CONSUMER_ROWS, BLOCK_D, TMA)
+            q_tile = _as_tile(q_buffers.index(q_set * NUM_CONSUMERS + rows), CONSUMER_ROWS, BLOCK_D, TMA)
             mbarrier.wait(q_ready.index(q_set), (tiles // Q_SETS) & 1)
         else:
             # Q through registers into shared memory (the wgmma A operand of S); rows past Nq read
