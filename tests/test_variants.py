@@ -939,3 +939,27 @@ def test_block_mask_under_torch_compile():
         assert torch.equal(got, want), f"d{name}"
     with pytest.raises(Exception, match="create_block_mask outside"):
         torch.compile(lambda q: flashx.torch.attention(q, k, v, mask_mod=document_mask), fullgraph=True, backend="eager")(q)
+
+
+def test_compiled_block_mask_passes_its_registry_key(monkeypatch):
+    """Under torch.compile a map from create_block_mask reaches the op by the key it was
+    registered under, not by a lookup of its spec: Dynamo (torch 2.11, GPU) could not hash a spec
+    holding a @triton.jit mask_mod. Forward equal to eager's, bit for bit."""
+    import importlib
+
+    from variants_common import document_mask
+
+    module = importlib.import_module("flashx.torch.attention")
+    torch._dynamo.reset()
+    q, k, v = (torch.randn(1, 29, 2, 16, generator=torch.Generator().manual_seed(s)).to(DEVICE) for s in (3, 4, 5))
+    block_mask = flashx.torch.create_block_mask(document_mask, None, None, 29, 29, causal=True, device=DEVICE)
+    assert module._functions[block_mask.registry_key] == (None, None, None, block_mask.spec)
+    lookup = module._function_key
+
+    def eager_only(options):
+        assert not torch.compiler.is_compiling(), "compiled code looked the block mask up"
+        return lookup(options)
+
+    monkeypatch.setattr(module, "_function_key", eager_only)
+    fn = lambda q: flashx.torch.attention(q, k, v, causal=True, block_mask=block_mask)  # noqa: E731
+    assert torch.equal(torch.compile(fn, fullgraph=True, backend="eager")(q), fn(q))

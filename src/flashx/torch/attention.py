@@ -42,12 +42,15 @@ def _function_key(options: core.CallOptions) -> int:
     return key
 
 
-def _encode(options: core.CallOptions) -> tuple:
+def _encode(options: core.CallOptions, functions_key: Optional[int] = None) -> tuple:
     """The op arguments that carry options: causal, scale, layout, window, softcap, max_seqlen_q,
-    max_seqlen_k, bottom_right, functions_key."""
+    max_seqlen_k, bottom_right, functions_key (given: the registry's key of the options' objects,
+    from a block mask's registry_key; else looked up)."""
     window = None if options.window is None else [int(w) for w in options.window]
+    if functions_key is None:
+        functions_key = _function_key(options)
     return (options.causal, options.scale, options.layout, window, options.softcap,
-            options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, _function_key(options))
+            options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, functions_key)
 
 
 def _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, functions_key) -> core.CallOptions:
@@ -310,11 +313,11 @@ class _EagerAttention(torch.autograd.Function):
 
 def _run(
     q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias: Optional[torch.Tensor] = None,
-    dense_key: Optional[tuple] = None,
+    dense_key: Optional[tuple] = None, functions_key: Optional[int] = None,
 ):
     """Validate (naming the argument) before any dispatch, build mask_mod's block map if the
     plan asks for one, then call the op (eager: its implementation). dense_key: where to keep
-    the plan for _DENSE_PLANS."""
+    the plan for _DENSE_PLANS. functions_key: as _encode's."""
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
     plan = _plan(q, k, v, bias, tensor_list, options)
     compiling = torch.compiler.is_compiling()
@@ -328,7 +331,7 @@ def _run(
         tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
         plan = _plan(q, k, v, bias, tensor_list, options)
     if compiling:
-        out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options))
+        out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options, functions_key))
         return (out, lse) if return_lse else out
     if dense_key is not None:
         if len(_DENSE_PLANS) >= _DENSE_PLANS_MAX:
@@ -409,8 +412,11 @@ def create_block_mask(
     blocks: (BLOCK_M, BLOCK_N) tiles of the map, which the attention kernels then use.
     """
     spec = core.plan_block_mask(mask_mod, B, H, Nq, Nkv, causal=causal, window=window, blocks=blocks)
-    _function_key(core.CallOptions(block_mask=spec))  # registered now, so compiled code can pass it
-    return _build_block_mask(spec, torch.device(device))
+    block_mask = _build_block_mask(spec, torch.device(device))
+    # Registered now, so that compiled code passes the key: Dynamo in torch 2.11 cannot hash a
+    # spec holding a @triton.jit mask_mod on the GPU (NOTES v0.49 item 3).
+    block_mask.registry_key = _function_key(core.CallOptions(block_mask=spec))
+    return block_mask
 
 
 def attention(
@@ -480,4 +486,7 @@ def attention(
     cu_seqlens_q, cu_seqlens_k = (x.contiguous() if isinstance(x, torch.Tensor) else x for x in (cu_seqlens_q, cu_seqlens_k))
     tensors = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k)
     tensors.update(_block_mask_tensors(block_mask))
-    return _run(q, k, v, tensors, options, return_lse, dense_key=dense_key)
+    functions_key = None
+    if isinstance(block_mask, core.BlockMask) and mask_mod is None and score_mod is None and score_mod_grad is None:
+        functions_key = block_mask.registry_key
+    return _run(q, k, v, tensors, options, return_lse, dense_key=dense_key, functions_key=functions_key)
