@@ -942,8 +942,8 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
     HALF_BLOCKS: gl.constexpr = TRIM_DIAGONAL and NUM_CONSUMERS == 2
     # The two trimmed consumers trade rows every persistent tile: a causal tile's second 64 rows
     # walk half a block more than its first, and the consumer that walks less waited on the ring
-    # for the other at each tile's end. At D = 64 1k causal +2.3% (H200, NOTES v0.49); at D = 128
-    # (N = 256, B = 64) it lost 3%, so D = 128 keeps its rows.
+    # for the other at each tile's end. At D = 64 1k causal +1.9-2.3% in two A/Bs (H200, NOTES
+    # v0.49); D = 128's trimmed tile (causal, 512 keys) read level, so it keeps its rows.
     ALTERNATE_ROWS: gl.constexpr = HALF_BLOCKS and PERSISTENT and Q_BY_PRODUCER and BLOCK_D == 64
     dtype: gl.constexpr = _element_type(O, TMA_STORE)
     s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
