@@ -31,15 +31,20 @@ TFLOP/s: 4*B*H*visible*D forward, 2.5x that backward.
 Order matters: identical kernels have differed by up to 4.5% between two trees of one run, the
 first slower (NOTES v0.5). --rounds 2 runs the trees in order, then in reverse (A B B A), and
 reports each tree's mean over its rounds, with the largest spread of one tree over its rounds
-beside each case: a difference smaller than that spread is not a result.
+beside each case: a difference smaller than that spread is not a result. Nor is one smaller than
+what two trees of identical kernels read apart: 0.968 at a short shape whose kernel two trees
+shared, with a spread of 0.2% (NOTES v0.49). --control times a copy of the first tree as one
+more tree ("control"), so that each case's control/first ratio shows that in the same run.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "host")
@@ -235,18 +240,32 @@ def main(argv=None) -> int:
                    help="run the trees this many times, alternating forward and reverse order (default 1)")
     p.add_argument("--calls", type=int, default=1,
                    help="calls back to back per timing, for calls shorter than the host's time per launch (default 1)")
+    p.add_argument("--control", action="store_true",
+                   help="also time a copy of the first tree, labelled control (identical kernels' tree-to-tree ratio)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
         print("RESULTS " + json.dumps(worker(args.cases, args.calls)))
         return 0
-    runs = {t.partition("=")[0]: [] for t in args.trees}
+    if args.control:
+        if not args.trees:
+            p.error("--control copies the first tree: name one")
+        with tempfile.TemporaryDirectory(prefix="ab-control-") as folder:
+            copy = os.path.join(folder, "src")
+            shutil.copytree(args.trees[0].partition("=")[2], copy, ignore=shutil.ignore_patterns("__pycache__"))
+            return _compare(args, args.trees + [f"control={copy}"])
+    return _compare(args, args.trees)
+
+
+def _compare(args, trees: list) -> int:
+    """Time `trees` (label=path) over args.rounds rounds and print the table."""
+    runs = {t.partition("=")[0]: [] for t in trees}
     for round_ in range(args.rounds):
-        for tree in args.trees if round_ % 2 == 0 else args.trees[::-1]:
+        for tree in trees if round_ % 2 == 0 else trees[::-1]:
             label, _, path = tree.partition("=")
             runs[label].append(_run_tree(path, args.cases, label, args.calls))
     table = {label: _mean_over_rounds(results) for label, results in runs.items()}
-    labels = [t.partition("=")[0] for t in args.trees]
+    labels = [t.partition("=")[0] for t in trees]
     names = list(dict.fromkeys(name for label in labels for name in table[label]))
     if args.json:
         with open(args.json, "w") as f:

@@ -346,6 +346,31 @@ WALK_SHAPES = [  # (programs, query blocks a head, heads): the issue's causal sh
 ]
 
 
+def test_ab_control_times_a_copy_of_the_first_tree(monkeypatch, tmp_path, capsys):
+    """ab.py --control adds a copy of the first tree (another path, the same files) as one more
+    tree, in the rounds' alternating order, and prints its ratio to the first beside the others."""
+    ab = benchmark_module("ab")
+    first, second = tmp_path / "head", tmp_path / "new"
+    for tree, text in ((first, "head = 1\n"), (second, "new = 2\n")):
+        (tree / "flashx").mkdir(parents=True)
+        (tree / "flashx" / "__init__.py").write_text(text)
+    order, speeds = [], {"head": 100.0, "new": 103.0, "control": 99.0}
+
+    def run_tree(path, cases, label, calls=1):
+        assert (Path(path) / "flashx" / "__init__.py").read_text() == (second if label == "new" else first).joinpath(
+            "flashx", "__init__.py").read_text()
+        assert label != "control" or Path(path) != first
+        order.append(label)
+        return {"fwd case": {"tflops": speeds[label]}}
+
+    monkeypatch.setattr(ab, "_run_tree", run_tree)
+    assert ab.main([f"head={first}", f"new={second}", "--cases", "d64c", "--rounds", "2", "--control"]) == 0
+    assert order == ["head", "new", "control", "control", "new", "head"]
+    table = capsys.readouterr().out
+    assert "| case | head | new | control | new/head | control/head | spread |" in table
+    assert "| fwd case | 100.0 | 103.0 | 99.0 | 1.030 | 0.990 | 0.000 |" in table
+
+
 def test_causal_walk_model_hands_out_every_tile_once_and_evenly():
     """The model's walk gives every (block, head) to exactly one program (imbalance raises
     otherwise), and on the issue's causal shapes no program carries more than 2% above the mean
