@@ -941,6 +941,23 @@ def test_block_mask_under_torch_compile():
         torch.compile(lambda q: flashx.torch.attention(q, k, v, mask_mod=document_mask), fullgraph=True, backend="eager")(q)
 
 
+def test_score_mod_under_torch_compile():
+    """A score_mod (with score_mod_grad) used once eagerly goes through torch.compile(fullgraph=True),
+    forward and backward, with eager's outputs and gradients bit for bit (README: "a score_mod used
+    inside a compiled region must have been used once eagerly first")."""
+    torch._dynamo.reset()
+    gen = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(1, 21, 2, 16, generator=gen).to(DEVICE).requires_grad_() for _ in range(3))
+
+    def loss(q, k, v):
+        return flashx.torch.attention(q, k, v, causal=True, score_mod=wobble_score, score_mod_grad=wobble_score_grad).sum()
+
+    eager = torch.autograd.grad(loss(q, k, v), (q, k, v))
+    compiled = torch.autograd.grad(torch.compile(loss, fullgraph=True, backend="aot_eager")(q, k, v), (q, k, v))
+    for name, got, want in zip("qkv", compiled, eager):
+        assert torch.equal(got, want), f"d{name}"
+
+
 def test_compiled_block_mask_passes_its_registry_key(monkeypatch):
     """Under torch.compile a map from create_block_mask reaches the op by the key it was
     registered under, not by a lookup of its spec: Dynamo (torch 2.11, GPU) could not hash a spec

@@ -321,6 +321,11 @@ def _run(
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
     plan = _plan(q, k, v, bias, tensor_list, options)
     compiling = torch.compiler.is_compiling()
+    if not compiling and functions_key is None:
+        # An eager call registers its mask_mod / score_mod objects, so that compiled code may
+        # pass them later (the eager path itself never encodes them; before NOTES v0.49 a
+        # score_mod used eagerly first still failed under torch.compile).
+        _function_key(options)
     if plan.auto_block_mask is not None:
         if compiling:
             raise RuntimeError("flashx under torch.compile: build the block mask with create_block_mask outside "
