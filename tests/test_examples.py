@@ -15,3 +15,32 @@ def test_demo_runs_and_every_check_passes():
     for section in ("flashx.torch.attention", "flashx.jax.attention", "NumPy", "Gradients"):
         assert section in run.stdout, f"demo printed no {section!r} section"
     assert run.stdout.count("  ok") >= 8
+
+
+GPU_TESTS = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "gpu_tests.py"
+
+
+def test_gpu_tests_script_splits_reports_and_stops_at_the_deadline(tmp_path):
+    """scripts/gpu_tests.py runs the given node ids over its processes, exits 1 when one fails or
+    is stopped at the deadline, prints each FAILED line, and keeps every process's summary (a
+    process stopped by SIGINT still prints pytest's) in the combined log."""
+    cases = tmp_path / "test_cases.py"
+    cases.write_text("import time\n\ndef test_passes():\n    assert True\n\n"
+                     "def test_fails():\n    assert 1 == 2\n\ndef test_sleeps():\n    time.sleep(120)\n")
+    ids = tmp_path / "ids.txt"
+    log = tmp_path / "tests.log"
+    ids.write_text(f"{cases}::test_passes\n{cases}::test_fails\n")
+    run = subprocess.run([sys.executable, str(GPU_TESTS), "--processes", "2", "--deadline", "60", "--ids", str(ids),
+                          "--log", str(log)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "test_cases.py::test_fails" in run.stdout and "FAILED" in run.stdout
+    text = log.read_text()
+    assert "1 passed" in text and "1 failed" in text and text.count("===== process") == 2
+    ids.write_text(f"{cases}::test_passes\n")
+    run = subprocess.run([sys.executable, str(GPU_TESTS), "--processes", "3", "--ids", str(ids), "--log", str(log)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "1 tests in 1 processes" in run.stdout, run.stdout + run.stderr
+    ids.write_text(f"{cases}::test_sleeps\n")
+    run = subprocess.run([sys.executable, str(GPU_TESTS), "--processes", "1", "--deadline", "3", "--ids", str(ids),
+                          "--log", str(log)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "KeyboardInterrupt" in log.read_text(), run.stdout + log.read_text()
