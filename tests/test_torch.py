@@ -408,6 +408,34 @@ def test_torch_compile_fullgraph_backward(rng, backend):
         assert got.abs().sum() > 0, f"d{name} is all zero"
 
 
+@pytest.mark.parametrize("arrays", ["alibi", "varlen"])
+def test_torch_compile_with_optional_arrays(rng, arrays):
+    """Calls with an optional array (ALiBi slopes, varlen offsets) trace under
+    torch.compile(fullgraph=True) and give eager's gradients bit for bit. Before NOTES v0.50 every
+    such call failed there: the plan's cache key sorted tuples holding ArraySpecs, which Dynamo
+    cannot sort."""
+    torch._dynamo.reset()
+    if arrays == "alibi":
+        q, k, v = (x.requires_grad_() for x in make_inputs(rng, Case(2, 19, 26, 4, 2, 24, 24, causal=True), "float32"))
+        slopes = torch.from_numpy(rng.uniform(0.1, 1.0, (4,)).astype("float32")).to(DEVICE)
+        call = dict(causal=True, alibi_slopes=slopes)
+    else:
+        lengths = (11, 4, 17)
+        q, k, v = (torch.from_numpy(rng.standard_normal((sum(lengths), 4, 24)).astype("float32")).to(DEVICE).requires_grad_()
+                   for _ in range(3))
+        offsets = torch.tensor(np.cumsum((0,) + lengths), dtype=torch.int32, device=DEVICE)
+        call = dict(causal=True, cu_seqlens_q=offsets, cu_seqlens_k=offsets, max_seqlen_q=17, max_seqlen_k=17)
+
+    def loss(q, k, v):
+        return (flashx.torch.attention(q, k, v, **call) ** 2).sum()
+
+    grads = torch.autograd.grad(torch.compile(loss, backend="aot_eager", fullgraph=True)(q, k, v), (q, k, v))
+    eager = torch.autograd.grad(loss(q, k, v), (q, k, v))
+    for name, got, want in zip("qkv", grads, eager):
+        assert torch.equal(got, want), f"d{name} differs between compiled and eager"
+        assert got.abs().sum() > 0, f"d{name} is all zero"
+
+
 @pytest.mark.parametrize("window", [None, (5, -1)])
 def test_backward_row_statistics_fill_their_padding(rng, window):
     """The backward's preprocess writes every row of its padded delta and lse_log2, which the

@@ -594,10 +594,14 @@ def _mask_scores_with(s, col0, row0, diag_offset, seqlen_kv, masking, s_layout: 
     q_idx, kv_idx) is False; masking: (window_left, batch, head)."""
     window_left, batch, head = masking
     rows = row0 + gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, s_layout))
-    cols = col0 + gl.arange(0, KEYS, layout=gl.SliceLayout(0, s_layout))
-    visible = cols[None, :] < seqlen_kv
+    offs = gl.arange(0, KEYS, layout=gl.SliceLayout(0, s_layout))
+    cols = col0 + offs
     if CAUSAL:
-        visible = visible & (cols[None, :] <= rows[:, None] + diag_offset)
+        # The sequence's end folded into each row's diagonal, compared with the offsets from
+        # col0: one compare and one select a score (two compares made ptxas select twice, v0.50).
+        visible = offs[None, :] <= gl.minimum(rows + diag_offset, seqlen_kv - 1)[:, None] - col0
+    else:
+        visible = cols[None, :] < seqlen_kv
     if LIMIT_LEFT:
         visible = visible & (cols[None, :] >= rows[:, None] + (diag_offset - window_left))
     if HAS_MASK_MOD:

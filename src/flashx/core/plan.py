@@ -1531,7 +1531,9 @@ def plan_call(options: CallOptions, q: ArraySpec, k: ArraySpec, v: ArraySpec, ar
     Plans are cached by their (hashable) inputs: a call at known shapes skips the validation,
     which would otherwise cost more host time than a short kernel takes on the GPU.
     """
-    keywords = tuple(sorted((ARRAY_KEYWORDS[name], spec) for name, spec in arrays.items() if name in ARRAY_KEYWORDS))
+    # In ARRAY_KEYWORDS' order, not sorted: torch.compile cannot sort tuples holding ArraySpecs
+    # (every call with an optional array failed under it before NOTES v0.50).
+    keywords = tuple((keyword, arrays[name]) for name, keyword in ARRAY_KEYWORDS.items() if name in arrays)
     try:
         return _cached_plan(options, option_types(options), q, k, v, keywords)
     except TypeError as err:

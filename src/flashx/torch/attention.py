@@ -24,21 +24,52 @@ _OPTIONAL_INPUTS = (
 # at their first eager use (or by create_block_mask), after which compiled code only reads it.
 _function_keys: dict = {}
 _functions: list = []
+# The same keys by the objects' ids, for compiled code: Dynamo cannot hash a @triton.jit function
+# (on a GPU host it is a TritonKernelVariable), but from torch 2.13 it takes its id(). _functions
+# keeps every registered object alive, so an id is never reused for another.
+_function_ids: dict = {}
+_DYNAMO_TAKES_TRITON_IDS = torch.__version__ >= (2, 13)
+_EAGER_FIRST = ("flashx under torch.compile: call attention once eagerly with these mask_mod/score_mod/block_mask "
+                "objects first (or build the block mask with create_block_mask outside the compiled region)")
+
+
+def _function_objects(options: core.CallOptions) -> tuple:
+    return (options.mask_mod, options.score_mod, options.score_mod_grad, options.block_mask)
 
 
 def _function_key(options: core.CallOptions) -> int:
-    objects = (options.mask_mod, options.score_mod, options.score_mod_grad, options.block_mask)
+    """The registry key of the options' objects, registering them at their first (eager) use; -1 for none."""
+    objects = _function_objects(options)
     if all(o is None for o in objects):
         return -1
     key = _function_keys.get(objects)
     if key is None:
         if torch.compiler.is_compiling():
-            raise RuntimeError(
-                "flashx under torch.compile: call attention once eagerly with these mask_mod/score_mod/block_mask "
-                "objects first (or build the block mask with create_block_mask outside the compiled region)"
-            )
+            raise RuntimeError(_EAGER_FIRST)
         key = _function_keys[objects] = len(_functions)
         _functions.append(objects)
+        _function_ids[tuple(None if o is None else id(o) for o in objects)] = key
+    return key
+
+
+def _compiled_function_key(options: core.CallOptions) -> int:
+    """_function_key inside torch.compile, which touches the objects only by `is None` and id()
+    (Dynamo in torch 2.11 and 2.13 on a GPU host can neither hash nor type a @triton.jit function)."""
+    objects = _function_objects(options)
+    if all(o is None for o in objects):
+        return -1
+    if options.mask_mod is not None and options.block_mask is None:
+        raise RuntimeError("flashx under torch.compile: build the block mask with create_block_mask outside "
+                           "the compiled region and pass block_mask= (not mask_mod=)")
+    functions = options.mask_mod is not None or options.score_mod is not None or options.score_mod_grad is not None
+    if functions and not _DYNAMO_TAKES_TRITON_IDS:
+        raise RuntimeError(
+            f"flashx under torch.compile: torch {torch.__version__}'s Dynamo cannot read a @triton.jit "
+            "score_mod/mask_mod passed inside the compiled region (torch 2.13 can): call flashx outside it, "
+            "or for a mask pass only a block_mask from create_block_mask")
+    key = _function_ids.get(tuple(None if o is None else id(o) for o in objects))
+    if key is None:
+        raise RuntimeError(_EAGER_FIRST)
     return key
 
 
@@ -319,25 +350,27 @@ def _run(
     plan asks for one, then call the op (eager: its implementation). dense_key: where to keep
     the plan for _DENSE_PLANS. functions_key: as _encode's."""
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
+    if torch.compiler.is_compiling():
+        if functions_key is None:
+            functions_key = _compiled_function_key(options)
+        # Planned without the functions, which Dynamo cannot inspect: the plan here only validates
+        # shapes (the op plans again with them, from the registry); they were checked eagerly.
+        _plan(q, k, v, bias, tensor_list, dataclasses.replace(options, mask_mod=None, score_mod=None,
+                                                             score_mod_grad=None))
+        out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options, functions_key))
+        return (out, lse) if return_lse else out
     plan = _plan(q, k, v, bias, tensor_list, options)
-    compiling = torch.compiler.is_compiling()
-    if not compiling and functions_key is None:
+    if functions_key is None:
         # An eager call registers its mask_mod / score_mod objects, so that compiled code may
         # pass them later (the eager path itself never encodes them; before NOTES v0.49 a
         # score_mod used eagerly first still failed under torch.compile).
         _function_key(options)
     if plan.auto_block_mask is not None:
-        if compiling:
-            raise RuntimeError("flashx under torch.compile: build the block mask with create_block_mask outside "
-                               "the compiled region and pass block_mask=")
         built = _build_block_mask(plan.auto_block_mask, q.device)
         options = dataclasses.replace(options, block_mask=built.spec)
         tensors = {**tensors, **built.kernel_arrays()}
         tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
         plan = _plan(q, k, v, bias, tensor_list, options)
-    if compiling:
-        out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options, functions_key))
-        return (out, lse) if return_lse else out
     if dense_key is not None:
         if len(_DENSE_PLANS) >= _DENSE_PLANS_MAX:
             _DENSE_PLANS.clear()
