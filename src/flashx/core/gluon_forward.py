@@ -579,27 +579,34 @@ def _producer(Q, K, V, strides, sizes, masks, gqa_group, q_ring, rings,
 
 @gluon.jit
 def _mask_scores(s, col0, row0, diag_offset, seqlen_kv, s_layout: gl.constexpr,
-                 KEYS: gl.constexpr, CAUSAL: gl.constexpr):
+                 KEYS: gl.constexpr, CAUSAL: gl.constexpr, OFFSET_COMPARE: gl.constexpr = True):
     """-inf where key col0 + c (of KEYS) is past the sequence or (CAUSAL) right of row r's diagonal."""
     return _mask_scores_with(s, col0, row0, diag_offset, seqlen_kv, (0, 0, 0), s_layout, KEYS, CAUSAL, False, False,
-                             None)
+                             None, OFFSET_COMPARE)
 
 
 @gluon.jit
 def _mask_scores_with(s, col0, row0, diag_offset, seqlen_kv, masking, s_layout: gl.constexpr, KEYS: gl.constexpr,
                       CAUSAL: gl.constexpr, LIMIT_LEFT: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
-                      MASK_MOD: gl.constexpr):
+                      MASK_MOD: gl.constexpr, OFFSET_COMPARE: gl.constexpr = True):
     """-inf where key col0 + c (of KEYS) is past the sequence, (CAUSAL) right of row r's diagonal,
     (LIMIT_LEFT) more than window_left left of it, or (HAS_MASK_MOD) where MASK_MOD(batch, head,
-    q_idx, kv_idx) is False; masking: (window_left, batch, head)."""
+    q_idx, kv_idx) is False; masking: (window_left, batch, head). CAUSAL folds the sequence's end
+    into each row's diagonal, one compare and one select a score (two compares made ptxas select
+    twice, NOTES v0.50); OFFSET_COMPARE compares the columns' offsets from col0 with each row's
+    bound less col0, which spares an add a column (the loop of the D = 64 two-consumer tile:
+    1,028 -> 864 instructions, against 971 without it) but spilled in the three-consumer tile,
+    whose consumers have 128 registers a thread."""
     window_left, batch, head = masking
     rows = row0 + gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, s_layout))
     offs = gl.arange(0, KEYS, layout=gl.SliceLayout(0, s_layout))
     cols = col0 + offs
     if CAUSAL:
-        # The sequence's end folded into each row's diagonal, compared with the offsets from
-        # col0: one compare and one select a score (two compares made ptxas select twice, v0.50).
-        visible = offs[None, :] <= gl.minimum(rows + diag_offset, seqlen_kv - 1)[:, None] - col0
+        last = gl.minimum(rows + diag_offset, seqlen_kv - 1)  # each row's last visible key
+        if OFFSET_COMPARE:
+            visible = offs[None, :] <= (last - col0)[:, None]
+        else:
+            visible = cols[None, :] <= last[:, None]
     else:
         visible = cols[None, :] < seqlen_kv
     if LIMIT_LEFT:
@@ -624,16 +631,16 @@ def _softmax_step(s, m_i, l_i, qk_scale_log2):
 @gluon.jit
 def _kv_step(q_tile, k_tile, v_tile, k_free, v_ready, v_phase, v_free, m_i, l_i, acc, col0, masked, row0, diag_offset,
              seqlen_kv, qk_scale_log2, s_layout: gl.constexpr, o_layout: gl.constexpr, KEYS: gl.constexpr,
-             CAUSAL: gl.constexpr):
+             CAUSAL: gl.constexpr, OFFSET_COMPARE: gl.constexpr = True):
     """One consumer's step on KEYS keys from col0 without turns: S = Q K^T, the online softmax
     (masked: -inf right of the diagonal and past the sequence), O += P V; K's and V's stages handed
     back (k_free, v_free) once read. k_tile / v_tile [KEYS, D]; m_i, l_i [64] in s_layout's rows,
-    acc [64, D] in o_layout: returned updated."""
+    acc [64, D] in o_layout: returned updated. OFFSET_COMPARE: as _mask_scores_with's."""
     s = warpgroup_mma(q_tile, k_tile.permute((1, 0)), gl.zeros([CONSUMER_ROWS, KEYS], gl.float32, layout=s_layout),
                       use_acc=False)
     mbarrier.arrive(k_free)
     if masked:
-        s = _mask_scores(s, col0, row0, diag_offset, seqlen_kv, s_layout, KEYS, CAUSAL)
+        s = _mask_scores(s, col0, row0, diag_offset, seqlen_kv, s_layout, KEYS, CAUSAL, OFFSET_COMPARE)
     p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
     acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
     mbarrier.wait(v_ready, v_phase)
@@ -646,7 +653,7 @@ def _kv_step(q_tile, k_tile, v_tile, k_free, v_ready, v_phase, v_free, m_i, l_i,
 @gluon.jit
 def _half_step(q_tile, k_tile, v_tile, k_free, v_ready, v_phase, v_free, m_i, l_i, acc, col0, row0, diag_offset,
                seqlen_kv, qk_scale_log2, s_layout: gl.constexpr, o_layout: gl.constexpr, BLOCK_N: gl.constexpr,
-               CAUSAL: gl.constexpr):
+               CAUSAL: gl.constexpr, OFFSET_COMPARE: gl.constexpr = True):
     """TRIM_DIAGONAL's half block: _kv_step (masked) on the first BLOCK_N // 2 keys of k_tile /
     v_tile [BLOCK_N, D] from col0; m_i, l_i [64] in s_layout's rows, acc [64, D]: returned updated."""
     HALF: gl.constexpr = BLOCK_N // 2
@@ -655,7 +662,8 @@ def _half_step(q_tile, k_tile, v_tile, k_free, v_ready, v_phase, v_free, m_i, l_
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     m_h, l_h, acc = _kv_step(q_tile, k_tile.slice(0, HALF), v_tile.slice(0, HALF), k_free, v_ready, v_phase, v_free,
                              gl.convert_layout(m_i, row_half), gl.convert_layout(l_i, row_half), acc, col0, True, row0,
-                             diag_offset, seqlen_kv, qk_scale_log2, half_layout, o_layout, HALF, CAUSAL)
+                             diag_offset, seqlen_kv, qk_scale_log2, half_layout, o_layout, HALF, CAUSAL,
+                             OFFSET_COMPARE)
     return gl.convert_layout(m_h, row_s), gl.convert_layout(l_h, row_s), acc
 
 
@@ -949,6 +957,9 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
     # for the other at each tile's end. At D = 64 1k causal +1.9-2.3% in two A/Bs (H200, NOTES
     # v0.49); D = 128's trimmed tile (causal, 512 keys) read level, so it keeps its rows.
     ALTERNATE_ROWS: gl.constexpr = HALF_BLOCKS and PERSISTENT and Q_BY_PRODUCER and BLOCK_D == 64
+    # The masks' cheaper compare (_mask_scores_with) spilled in the three-consumer tile; there it
+    # read 0.979-0.983x at D = 64 8k causal, the column compare 1.009x (H200 A/Bs, NOTES v0.50).
+    OFFSET_COMPARE: gl.constexpr = NUM_CONSUMERS < 3
     dtype: gl.constexpr = _element_type(O, TMA_STORE)
     s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
     o_layout: gl.constexpr = _wgmma_layout(BLOCK_D)
@@ -1022,7 +1033,8 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
                 if j > 0:
                     mbarrier.arrive(v_empty.index(_ring_slot(i + j - 1, STAGES)[0]))
                 if j >= n_unmasked:
-                    s = _mask_scores(s, j * BLOCK_N, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL)
+                    s = _mask_scores(s, j * BLOCK_N, row0, diag_offset, seqlen_kv, s_layout, BLOCK_N, CAUSAL,
+                                     OFFSET_COMPARE)
                 p32, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale_log2)
                 p = gl.convert_layout(p32.to(dtype), p_layout)
             last, last_phase = _ring_slot(i + n_blocks - 1, STAGES)
@@ -1058,7 +1070,7 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
                         q_tile, _as_tile(k_smem.index(stage), BLOCK_N, BLOCK_D, TMA),
                         _as_tile(v_smem.index(stage), BLOCK_N, BLOCK_D, TMA), k_empty.index(stage),
                         v_ready.index(stage), phase, v_empty.index(stage), m_i, l_i, acc, n_overlapped * BLOCK_N, row0,
-                        diag_offset, seqlen_kv, qk_scale_log2, s_layout, o_layout, BLOCK_N, CAUSAL)
+                        diag_offset, seqlen_kv, qk_scale_log2, s_layout, o_layout, BLOCK_N, CAUSAL, OFFSET_COMPARE)
             if TRIM_DIAGONAL:
                 _hand_back(k_ready, v_ready, k_empty, v_empty, i, n_steps, n_blocks, STAGES)
         else:
@@ -1084,12 +1096,12 @@ def _consumer_tiles(Q, O, LSE, strides, sizes, masks, qk_scale_log2, q_ring, rin
                         m_i, l_i, acc = _half_step(q_tile, k_tile, v_tile, k_empty.index(stage), v_ready.index(stage),
                                                    phase, v_empty.index(stage), m_i, l_i, acc, j * BLOCK_N, row0,
                                                    diag_offset, seqlen_kv, qk_scale_log2, s_layout, o_layout, BLOCK_N,
-                                                   CAUSAL)
+                                                   CAUSAL, OFFSET_COMPARE)
                 if full_step:
                     m_i, l_i, acc = _kv_step(q_tile, k_tile, v_tile, k_empty.index(stage), v_ready.index(stage), phase,
                                              v_empty.index(stage), m_i, l_i, acc, j * BLOCK_N, j >= n_unmasked, row0,
                                              diag_offset, seqlen_kv, qk_scale_log2, s_layout, o_layout, BLOCK_N,
-                                             CAUSAL)
+                                             CAUSAL, OFFSET_COMPARE)
             if TRIM_DIAGONAL:
                 _hand_back(k_ready, v_ready, k_empty, v_empty, i, n_steps, n_blocks, STAGES)
         i += n_blocks
