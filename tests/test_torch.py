@@ -408,13 +408,28 @@ def test_torch_compile_fullgraph_backward(rng, backend):
         assert got.abs().sum() > 0, f"d{name} is all zero"
 
 
-@pytest.mark.parametrize("arrays", ["alibi", "varlen"])
+@pytest.mark.parametrize("arrays", ["alibi", "varlen", "sdpa-bias", "sdpa-mask"])
 def test_torch_compile_with_optional_arrays(rng, arrays):
-    """Calls with an optional array (ALiBi slopes, varlen offsets) trace under
-    torch.compile(fullgraph=True) and give eager's gradients bit for bit. Before NOTES v0.50 every
-    such call failed there: the plan's cache key sorted tuples holding ArraySpecs, which Dynamo
-    cannot sort."""
+    """Calls with an optional array (ALiBi slopes, varlen offsets, the SDPA drop-in's float bias
+    or boolean mask) trace under torch.compile(fullgraph=True) and give eager's gradients bit for
+    bit. Before NOTES v0.50 every such call failed there: the plan's cache key sorted tuples
+    holding ArraySpecs, which Dynamo cannot sort."""
     torch._dynamo.reset()
+    if arrays.startswith("sdpa"):
+        q, k, v = (torch.from_numpy(rng.standard_normal((2, 3, n, 24)).astype("float32")).to(DEVICE).requires_grad_()
+                   for n in (21, 30, 30))
+        bias = rng.standard_normal((2, 3, 21, 30)).astype("float32")
+        attn_mask = torch.from_numpy(bias if arrays == "sdpa-bias" else bias > -1.0).to(DEVICE)
+
+        def loss(q, k, v):
+            return (flashx.torch.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask) ** 2).sum()
+
+        grads = torch.autograd.grad(torch.compile(loss, backend="aot_eager", fullgraph=True)(q, k, v), (q, k, v))
+        eager = torch.autograd.grad(loss(q, k, v), (q, k, v))
+        for name, got, want in zip("qkv", grads, eager):
+            assert torch.equal(got, want), f"d{name} differs between compiled and eager"
+            assert got.abs().sum() > 0, f"d{name} is all zero"
+        return
     if arrays == "alibi":
         q, k, v = (x.requires_grad_() for x in make_inputs(rng, Case(2, 19, 26, 4, 2, 24, 24, causal=True), "float32"))
         slopes = torch.from_numpy(rng.uniform(0.1, 1.0, (4,)).astype("float32")).to(DEVICE)
