@@ -595,7 +595,7 @@ def _mask_scores_with(s, col0, row0, diag_offset, seqlen_kv, masking, s_layout: 
     into each row's diagonal, one compare and one select a score (two compares made ptxas select
     twice, NOTES v0.50); OFFSET_COMPARE compares the columns' offsets from col0 with each row's
     bound less col0, which spares an add a column (the loop of the D = 64 two-consumer tile:
-    1,028 -> 864 instructions, against 971 without it) but spilled in the three-consumer tile,
+    1,028 -> 861 instructions, against 971 without it) but spilled in the three-consumer tile,
     whose consumers have 128 registers a thread."""
     window_left, batch, head = masking
     rows = row0 + gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, s_layout))

@@ -53,8 +53,9 @@ def _function_key(options: core.CallOptions) -> int:
 
 
 def _compiled_function_key(options: core.CallOptions) -> int:
-    """_function_key inside torch.compile, which touches the objects only by `is None` and id()
-    (Dynamo in torch 2.11 and 2.13 on a GPU host can neither hash nor type a @triton.jit function)."""
+    """_function_key inside torch.compile, which touches the objects only by `is None` and id():
+    on a GPU host Dynamo cannot hash a @triton.jit function (torch 2.13), nor type it or take its
+    id() (2.11; NOTES v0.50 item 4)."""
     objects = _function_objects(options)
     if all(o is None for o in objects):
         return -1
