@@ -5,6 +5,7 @@ tests marked `gpu` run larger shapes on the GPU only.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import zlib
@@ -420,29 +421,21 @@ def test_torch_compile_with_optional_arrays(rng, arrays):
                    for n in (21, 30, 30))
         bias = rng.standard_normal((2, 3, 21, 30)).astype("float32")
         attn_mask = torch.from_numpy(bias if arrays == "sdpa-bias" else bias > -1.0).to(DEVICE)
-
-        def loss(q, k, v):
-            return (flashx.torch.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask) ** 2).sum()
-
-        grads = torch.autograd.grad(torch.compile(loss, backend="aot_eager", fullgraph=True)(q, k, v), (q, k, v))
-        eager = torch.autograd.grad(loss(q, k, v), (q, k, v))
-        for name, got, want in zip("qkv", grads, eager):
-            assert torch.equal(got, want), f"d{name} differs between compiled and eager"
-            assert got.abs().sum() > 0, f"d{name} is all zero"
-        return
-    if arrays == "alibi":
+        attend = functools.partial(flashx.torch.scaled_dot_product_attention, attn_mask=attn_mask)
+    elif arrays == "alibi":
         q, k, v = (x.requires_grad_() for x in make_inputs(rng, Case(2, 19, 26, 4, 2, 24, 24, causal=True), "float32"))
         slopes = torch.from_numpy(rng.uniform(0.1, 1.0, (4,)).astype("float32")).to(DEVICE)
-        call = dict(causal=True, alibi_slopes=slopes)
+        attend = functools.partial(flashx.torch.attention, causal=True, alibi_slopes=slopes)
     else:
         lengths = (11, 4, 17)
         q, k, v = (torch.from_numpy(rng.standard_normal((sum(lengths), 4, 24)).astype("float32")).to(DEVICE).requires_grad_()
                    for _ in range(3))
         offsets = torch.tensor(np.cumsum((0,) + lengths), dtype=torch.int32, device=DEVICE)
-        call = dict(causal=True, cu_seqlens_q=offsets, cu_seqlens_k=offsets, max_seqlen_q=17, max_seqlen_k=17)
+        attend = functools.partial(flashx.torch.attention, causal=True, cu_seqlens_q=offsets, cu_seqlens_k=offsets,
+                                   max_seqlen_q=17, max_seqlen_k=17)
 
     def loss(q, k, v):
-        return (flashx.torch.attention(q, k, v, **call) ** 2).sum()
+        return (attend(q, k, v) ** 2).sum()
 
     grads = torch.autograd.grad(torch.compile(loss, backend="aot_eager", fullgraph=True)(q, k, v), (q, k, v))
     eager = torch.autograd.grad(loss(q, k, v), (q, k, v))

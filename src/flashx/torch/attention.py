@@ -37,6 +37,10 @@ def _function_objects(options: core.CallOptions) -> tuple:
     return (options.mask_mod, options.score_mod, options.score_mod_grad, options.block_mask)
 
 
+def _object_ids(objects: tuple) -> tuple:
+    return tuple(None if o is None else id(o) for o in objects)
+
+
 def _function_key(options: core.CallOptions) -> int:
     """The registry key of the options' objects, registering them at their first (eager) use; -1 for none."""
     objects = _function_objects(options)
@@ -48,7 +52,7 @@ def _function_key(options: core.CallOptions) -> int:
             raise RuntimeError(_EAGER_FIRST)
         key = _function_keys[objects] = len(_functions)
         _functions.append(objects)
-        _function_ids[tuple(None if o is None else id(o) for o in objects)] = key
+        _function_ids[_object_ids(objects)] = key
     return key
 
 
@@ -68,19 +72,17 @@ def _compiled_function_key(options: core.CallOptions) -> int:
             f"flashx under torch.compile: torch {torch.__version__}'s Dynamo cannot read a @triton.jit "
             "score_mod/mask_mod passed inside the compiled region (torch 2.13 can): call flashx outside it, "
             "or for a mask pass only a block_mask from create_block_mask")
-    key = _function_ids.get(tuple(None if o is None else id(o) for o in objects))
+    key = _function_ids.get(_object_ids(objects))
     if key is None:
         raise RuntimeError(_EAGER_FIRST)
     return key
 
 
-def _encode(options: core.CallOptions, functions_key: Optional[int] = None) -> tuple:
+def _encode(options: core.CallOptions, functions_key: int) -> tuple:
     """The op arguments that carry options: causal, scale, layout, window, softcap, max_seqlen_q,
-    max_seqlen_k, bottom_right, functions_key (given: the registry's key of the options' objects,
-    from a block mask's registry_key; else looked up)."""
+    max_seqlen_k, bottom_right, functions_key (the registry's key of the options' objects: a
+    block mask's registry_key, or _compiled_function_key's)."""
     window = None if options.window is None else [int(w) for w in options.window]
-    if functions_key is None:
-        functions_key = _function_key(options)
     return (options.causal, options.scale, options.layout, window, options.softcap,
             options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, functions_key)
 
@@ -349,7 +351,8 @@ def _run(
 ):
     """Validate (naming the argument) before any dispatch, build mask_mod's block map if the
     plan asks for one, then call the op (eager: its implementation). dense_key: where to keep
-    the plan for _DENSE_PLANS. functions_key: as _encode's."""
+    the plan for _DENSE_PLANS. functions_key: the registry's key of the options' objects where the
+    caller has it (a block mask's registry_key), else looked up."""
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
     if torch.compiler.is_compiling():
         if functions_key is None:
