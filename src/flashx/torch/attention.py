@@ -78,11 +78,14 @@ def _compiled_function_key(options: core.CallOptions) -> int:
     return key
 
 
-def _encode(options: core.CallOptions, functions_key: int) -> tuple:
+def _encode(options: core.CallOptions, functions_key: Optional[int] = None) -> tuple:
     """The op arguments that carry options: causal, scale, layout, window, softcap, max_seqlen_q,
-    max_seqlen_k, bottom_right, functions_key (the registry's key of the options' objects: a
-    block mask's registry_key, or _compiled_function_key's)."""
+    max_seqlen_k, bottom_right, functions_key (given: the registry's key of the options' objects,
+    from a block mask's registry_key or _compiled_function_key; else looked up eagerly, as the
+    op checks in tests/test_torch.py call it)."""
     window = None if options.window is None else [int(w) for w in options.window]
+    if functions_key is None:
+        functions_key = _function_key(options)
     return (options.causal, options.scale, options.layout, window, options.softcap,
             options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, functions_key)
 
