@@ -593,10 +593,6 @@ class BlockMask:
     indices: Any
     t_counts: Any
     t_indices: Any
-    # The frontend's handle for `spec` where it keeps one (the torch frontend: its op registry's
-    # key, which torch.compile then reads instead of hashing a spec that holds a @triton.jit
-    # mask_mod); None elsewhere.
-    registry_key: Optional[int] = field(default=None, compare=False)
 
     def kernel_arrays(self) -> dict:
         """The map's arrays by kernel argument name (forward/dQ lists, then dK/dV's transposed ones)."""

@@ -81,8 +81,8 @@ def _compiled_function_key(options: core.CallOptions) -> int:
 def _encode(options: core.CallOptions, functions_key: Optional[int] = None) -> tuple:
     """The op arguments that carry options: causal, scale, layout, window, softcap, max_seqlen_q,
     max_seqlen_k, bottom_right, functions_key (given: the registry's key of the options' objects,
-    from a block mask's registry_key or _compiled_function_key; else looked up eagerly, as the
-    op checks in tests/test_torch.py call it)."""
+    from _compiled_function_key; else looked up eagerly, as the op checks in tests/test_torch.py
+    call it)."""
     window = None if options.window is None else [int(w) for w in options.window]
     if functions_key is None:
         functions_key = _function_key(options)
@@ -350,16 +350,14 @@ class _EagerAttention(torch.autograd.Function):
 
 def _run(
     q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias: Optional[torch.Tensor] = None,
-    dense_key: Optional[tuple] = None, functions_key: Optional[int] = None,
+    dense_key: Optional[tuple] = None,
 ):
     """Validate (naming the argument) before any dispatch, build mask_mod's block map if the
     plan asks for one, then call the op (eager: its implementation). dense_key: where to keep
-    the plan for _DENSE_PLANS. functions_key: the registry's key of the options' objects where the
-    caller has it (a block mask's registry_key), else looked up."""
+    the plan for _DENSE_PLANS."""
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
     if torch.compiler.is_compiling():
-        if functions_key is None:
-            functions_key = _compiled_function_key(options)
+        functions_key = _compiled_function_key(options)
         # Planned without the functions, which Dynamo cannot inspect: the plan here only validates
         # shapes (the op plans again with them, from the registry); they were checked eagerly.
         _plan(q, k, v, bias, tensor_list, dataclasses.replace(options, mask_mod=None, score_mod=None,
@@ -367,11 +365,10 @@ def _run(
         out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options, functions_key))
         return (out, lse) if return_lse else out
     plan = _plan(q, k, v, bias, tensor_list, options)
-    if functions_key is None:
-        # An eager call registers its mask_mod / score_mod objects, so that compiled code may
-        # pass them later (the eager path itself never encodes them; before NOTES v0.49 a
-        # score_mod used eagerly first still failed under torch.compile).
-        _function_key(options)
+    # An eager call registers its mask_mod / score_mod objects, so that compiled code may pass
+    # them later (the eager path itself never encodes them; before NOTES v0.49 a score_mod used
+    # eagerly first still failed under torch.compile).
+    _function_key(options)
     if plan.auto_block_mask is not None:
         built = _build_block_mask(plan.auto_block_mask, q.device)
         options = dataclasses.replace(options, block_mask=built.spec)
@@ -458,9 +455,9 @@ def create_block_mask(
     """
     spec = core.plan_block_mask(mask_mod, B, H, Nq, Nkv, causal=causal, window=window, blocks=blocks)
     block_mask = _build_block_mask(spec, torch.device(device))
-    # Registered now, so that compiled code passes the key: Dynamo in torch 2.11 cannot hash a
-    # spec holding a @triton.jit mask_mod on the GPU (NOTES v0.49 item 3).
-    block_mask.registry_key = _function_key(core.CallOptions(block_mask=spec))
+    # Registered now, so that compiled code finds it by id() (_compiled_function_key) without an
+    # eager call first.
+    _function_key(core.CallOptions(block_mask=spec))
     return block_mask
 
 
@@ -531,7 +528,4 @@ def attention(
     cu_seqlens_q, cu_seqlens_k = (x.contiguous() if isinstance(x, torch.Tensor) else x for x in (cu_seqlens_q, cu_seqlens_k))
     tensors = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k)
     tensors.update(_block_mask_tensors(block_mask))
-    functions_key = None
-    if isinstance(block_mask, core.BlockMask) and mask_mod is None and score_mod is None and score_mod_grad is None:
-        functions_key = block_mask.registry_key
-    return _run(q, k, v, tensors, options, return_lse, dense_key=dense_key, functions_key=functions_key)
+    return _run(q, k, v, tensors, options, return_lse, dense_key=dense_key)
