@@ -58,17 +58,6 @@ N, HIDDEN = 4096, 2048  # B = 16384 // N
 GROUP = 8
 
 
-def settled_do_bench(call, rep_ms: float) -> float:
-    """do_bench's median ms of a torch `call` (25 ms warm-up, `rep_ms` timed), after
-    common.SETTLE_MS of the call itself back to back (common.settle)."""
-    from triton.testing import do_bench
-
-    import common  # benchmarks/ (main put it on the path)
-
-    common.settle(load=call)
-    return do_bench(call, warmup=25, rep=rep_ms)
-
-
 def device_ms(call, wait, label: str, calls: int = 30) -> float:
     """Median over `calls` calls of the GPU time of the kernels one call launches (ms), from
     CUPTI's kernel records through torch.profiler; NaN where it recorded none. Prints the last
@@ -299,12 +288,12 @@ def main() -> int:
                 return ft.attention(tq, tk, tv, causal=causal, layout="bhnd", **torch_options)
 
             jax_ms = common.time_jax(jax.jit(attend), (jq, jk, jv), 200, 1000)
-            torch_ms = settled_do_bench(torch_call, 200)
+            torch_ms = common.time_torch(torch_call, 25, 200)
             jax_group = common.time_jax(jax.jit(lambda qs, k, v: [attend(q, k, v) for q in qs]), (tuple(jdos), jk, jv), 200, 1000)
 
             def torch_group_call():
                 return [ft.attention(q, tk, tv, causal=causal, layout="bhnd", **torch_options) for q in tdos]
-            torch_group = settled_do_bench(torch_group_call, 400)
+            torch_group = common.time_torch(torch_group_call, 25, 400)
         elif kind == "fwd_bwd":
             def forward_backward(q, k, v, do):
                 return jax.vjp(attend, q, k, v)[1](do)
@@ -322,8 +311,8 @@ def main() -> int:
             def torch_group_call():
                 return [torch.autograd.grad(ft.attention(gq, k, v, causal=causal, layout="bhnd"), (gq, k, v), g)
                         for gq, g in zip(group_qs, tdos)]
-            torch_ms = settled_do_bench(torch_call, 200)
-            torch_group = settled_do_bench(torch_group_call, 400)
+            torch_ms = common.time_torch(torch_call, 25, 200)
+            torch_group = common.time_torch(torch_group_call, 25, 400)
         else:
             _, vjp_fn = jax.jit(lambda q, k, v: jax.vjp(attend, q, k, v))(jq, jk, jv)
             jax_ms = common.time_jax(jax.jit(lambda fn, ct: fn(ct)), (vjp_fn, jdos[0]), 200, 1000)
@@ -335,8 +324,8 @@ def main() -> int:
 
             def torch_group_call():
                 return [torch.autograd.grad(out, (q, k, v), g, retain_graph=True) for g in tdos]
-            torch_ms = settled_do_bench(torch_call, 200)
-            torch_group = settled_do_bench(torch_group_call, 400)
+            torch_ms = common.time_torch(torch_call, 25, 200)
+            torch_group = common.time_torch(torch_group_call, 25, 400)
         common.settle(load=torch_call)
         torch_wall = common.time_wall(torch_call, lambda _: torch.cuda.synchronize(), 200, 1000)
         if kind == "fwd":
