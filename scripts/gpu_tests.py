@@ -9,12 +9,15 @@ process (kernel compiles); eight processes ran 472 of 512 tests in 370 s there (
     python3 scripts/gpu_tests.py --processes 8 --deadline 370 --log $OUT/tests.log [pytest args ...]
     python3 scripts/gpu_tests.py --ids failed.txt --log $OUT/rerun.log   # node ids, one a line
 
-Prints one line a process (its exit code and pytest's last line) and, last, every FAILED / ERROR
-line; returns 0 only if every process passed (a process stopped at the deadline counts as not).
+Prints one line a process (its exit code and pytest's last line), every FAILED / ERROR line, and
+the tests a process did not reach before the deadline, which also go to LOG's stem +
+".unreached.txt" for a later `--ids`; returns 0 only if every process passed (a process stopped at
+the deadline counts as not).
 """
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
@@ -30,18 +33,35 @@ def collect(pytest_args: list) -> list:
     return [line for line in out.splitlines() if "::" in line]
 
 
+# A verbose pytest line with a test's outcome: "tests/test_x.py::test_y[case] PASSED   [ 12%]".
+_OUTCOME = re.compile(r"^(\S+::\S+) (?:PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b", re.MULTILINE)
+
+
+def _file_and_name(node_id: str) -> str:
+    """A node id without the file's folders: pytest reports ids relative to its rootdir, which for
+    files outside the repository (tests of this script) is not the path they were given by."""
+    path, _, name = node_id.partition("::")
+    return f"{Path(path).name}::{name}"
+
+
+def unreached(ids: list, output: str) -> list:
+    """The ids in `ids` that verbose pytest `output` reports no outcome for (stopped first)."""
+    reported = {_file_and_name(m.group(1)) for m in _OUTCOME.finditer(output)}
+    return [i for i in ids if _file_and_name(i) not in reported]
+
+
 def run(ids: list, processes: int, deadline: float, log: Path) -> int:
     """Run `ids` (already selected: no -m or -k again) in `processes` pytest processes, SIGINT at
-    `deadline` seconds (SIGKILL 30 s later); write every process's output to `log`; return 0 if
-    all passed."""
+    `deadline` seconds (SIGKILL 30 s later); write every process's output to `log` and the tests
+    none reached to its .unreached.txt; return 0 if all passed."""
     chunks = [ids[i::processes] for i in range(processes) if ids[i::processes]]
     logs = [log.with_name(f"{log.stem}.{i}{log.suffix}") for i in range(len(chunks))]
     begin = time.time()
     procs = [subprocess.Popen(["timeout", "-s", "INT", "-k", "30", str(int(deadline)), sys.executable, "-m", "pytest",
-                               "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider", *chunk],
+                               "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider", *chunk],
                               cwd=ROOT, stdout=open(path, "w"), stderr=subprocess.STDOUT)
              for chunk, path in zip(chunks, logs)]
-    failed_lines, status = [], 0
+    failed_lines, missed, status = [], [], 0
     with open(log, "w") as combined:
         for i, (proc, path) in enumerate(zip(procs, logs)):
             code = proc.wait()
@@ -51,9 +71,16 @@ def run(ids: list, processes: int, deadline: float, log: Path) -> int:
             last = text.strip().splitlines()[-1:] or ["(no output)"]
             print(f"process {i}: exit {code} after {time.time() - begin:.0f} s: {last[0]}", flush=True)
             failed_lines += [line for line in text.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+            missed += unreached(chunks[i], text)
             status = status or code
     for line in failed_lines:
         print(line)
+    missed_file = log.with_name(f"{log.stem}.unreached.txt")
+    missed_file.write_text("".join(f"{i}\n" for i in missed))
+    if missed:
+        print(f"{len(missed)} not reached (listed in {missed_file.name}):")
+        for node_id in missed:
+            print(f"  {node_id}")
     return 1 if status else 0
 
 

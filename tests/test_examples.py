@@ -22,8 +22,9 @@ GPU_TESTS = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "gpu_tests
 
 def test_gpu_tests_script_splits_reports_and_stops_at_the_deadline(tmp_path):
     """scripts/gpu_tests.py runs the given node ids over its processes, exits 1 when one fails or
-    is stopped at the deadline, prints each FAILED line, and keeps every process's summary (a
-    process stopped by SIGINT still prints pytest's) in the combined log."""
+    is stopped at the deadline, prints each FAILED line, keeps every process's summary (a
+    process stopped by SIGINT still prints pytest's) in the combined log, and lists the tests a
+    stopped process did not reach (printed, and in the log's .unreached.txt for a rerun)."""
     cases = tmp_path / "test_cases.py"
     cases.write_text("import time\n\ndef test_passes():\n    assert True\n\n"
                      "def test_fails():\n    assert 1 == 2\n\ndef test_sleeps():\n    time.sleep(120)\n")
@@ -36,11 +37,15 @@ def test_gpu_tests_script_splits_reports_and_stops_at_the_deadline(tmp_path):
     assert "test_cases.py::test_fails" in run.stdout and "FAILED" in run.stdout
     text = log.read_text()
     assert "1 passed" in text and "1 failed" in text and text.count("===== process") == 2
+    assert (tmp_path / "tests.unreached.txt").read_text() == "" and "not reached" not in run.stdout
     ids.write_text(f"{cases}::test_passes\n")
     run = subprocess.run([sys.executable, str(GPU_TESTS), "--processes", "3", "--ids", str(ids), "--log", str(log)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "1 tests in 1 processes" in run.stdout, run.stdout + run.stderr
-    ids.write_text(f"{cases}::test_sleeps\n")
+    ids.write_text(f"{cases}::test_passes\n{cases}::test_sleeps\n{cases}::test_fails\n")
     run = subprocess.run([sys.executable, str(GPU_TESTS), "--processes", "1", "--deadline", "3", "--ids", str(ids),
                           "--log", str(log)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "KeyboardInterrupt" in log.read_text(), run.stdout + log.read_text()
+    missed = [f"{cases}::test_sleeps", f"{cases}::test_fails"]
+    assert (tmp_path / "tests.unreached.txt").read_text().splitlines() == missed, run.stdout
+    assert "2 not reached" in run.stdout and all(m in run.stdout for m in missed), run.stdout
