@@ -35,6 +35,10 @@ beside each case: a difference smaller than that spread is not a result. Nor is 
 what two trees of identical kernels read apart: 0.968 at a short shape whose kernel two trees
 shared, with a spread of 0.2% (NOTES v0.49). --control times a copy of the first tree as one
 more tree ("control"), so that each case's control/first ratio shows that in the same run.
+--env LABEL:VAR=VALUE sets an environment variable in one tree's processes, so that two labels
+on one tree compare a setting, e.g. Triton assembling with jaxlib's ptxas (CUDA 13.0's):
+
+    python benchmarks/ab.py host=src ptxas13=src --env ptxas13:TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas --control
 """
 from __future__ import annotations
 
@@ -196,12 +200,13 @@ def worker(groups, calls: int = 1) -> dict:
     return results
 
 
-def _run_tree(path: str, cases: list, label: str, calls: int = 1) -> dict:
-    """One worker process on the tree at `path`: its results by case name ({} if it failed)."""
+def _run_tree(path: str, cases: list, label: str, calls: int = 1, env_vars: dict | None = None) -> dict:
+    """One worker process on the tree at `path`, with `env_vars` added to its environment: its
+    results by case name ({} if it failed)."""
     # The tree's flashx first, and no other flashx on the path (the caller's tree, say).
     others = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep)
               if x and not os.path.isdir(os.path.join(x, "flashx"))]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(path)] + others))
+    env = dict(os.environ, **(env_vars or {}), PYTHONPATH=os.pathsep.join([os.path.abspath(path)] + others))
     proc = subprocess.run([sys.executable, __file__, "--worker", "--calls", str(calls), "--cases", *cases],
                           env=env, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
@@ -242,8 +247,19 @@ def main(argv=None) -> int:
                    help="calls back to back per timing, for calls shorter than the host's time per launch (default 1)")
     p.add_argument("--control", action="store_true",
                    help="also time a copy of the first tree, labelled control (identical kernels' tree-to-tree ratio)")
+    p.add_argument("--env", action="append", default=[], metavar="LABEL:VAR=VALUE",
+                   help="set VAR in that tree's processes (and its control's), e.g. two labels on one tree "
+                        "with ptxas13:TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas (repeatable)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.tree_env = {}
+    labels = [t.partition("=")[0] for t in args.trees]
+    for item in args.env:
+        label, _, assignment = item.partition(":")
+        var, equals, value = assignment.partition("=")
+        if label not in labels or not var or not equals:
+            p.error(f"--env {item!r}: expected LABEL:VAR=VALUE with LABEL one of {labels}")
+        args.tree_env.setdefault(label, {})[var] = value
     if args.worker:
         print("RESULTS " + json.dumps(worker(args.cases, args.calls)))
         return 0
@@ -253,6 +269,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="ab-control-") as folder:
             copy = os.path.join(folder, "src")
             shutil.copytree(args.trees[0].partition("=")[2], copy, ignore=shutil.ignore_patterns("__pycache__"))
+            args.tree_env["control"] = args.tree_env.get(args.trees[0].partition("=")[0], {})
             return _compare(args, args.trees + [f"control={copy}"])
     return _compare(args, args.trees)
 
@@ -263,7 +280,7 @@ def _compare(args, trees: list) -> int:
     for round_ in range(args.rounds):
         for tree in trees if round_ % 2 == 0 else trees[::-1]:
             label, _, path = tree.partition("=")
-            runs[label].append(_run_tree(path, args.cases, label, args.calls))
+            runs[label].append(_run_tree(path, args.cases, label, args.calls, args.tree_env.get(label)))
     table = {label: _mean_over_rounds(results) for label, results in runs.items()}
     labels = [t.partition("=")[0] for t in trees]
     names = list(dict.fromkeys(name for label in labels for name in table[label]))

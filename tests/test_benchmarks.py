@@ -2,7 +2,9 @@
 from them."""
 
 import importlib
+import os
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -356,7 +358,8 @@ def test_ab_control_times_a_copy_of_the_first_tree(monkeypatch, tmp_path, capsys
         (tree / "flashx" / "__init__.py").write_text(text)
     order, speeds = [], {"head": 100.0, "new": 103.0, "control": 99.0}
 
-    def run_tree(path, cases, label, calls=1):
+    def run_tree(path, cases, label, calls=1, env_vars=None):
+        assert not env_vars
         assert (Path(path) / "flashx" / "__init__.py").read_text() == (second if label == "new" else first).joinpath(
             "flashx", "__init__.py").read_text()
         assert label != "control" or Path(path) != first
@@ -369,6 +372,30 @@ def test_ab_control_times_a_copy_of_the_first_tree(monkeypatch, tmp_path, capsys
     table = capsys.readouterr().out
     assert "| case | head | new | control | new/head | control/head | spread |" in table
     assert "| fwd case | 100.0 | 103.0 | 99.0 | 1.030 | 0.990 | 0.000 |" in table
+
+
+def test_ab_env_sets_a_variable_in_one_trees_processes(monkeypatch, tmp_path, capsys):
+    """ab.py --env LABEL:VAR=VALUE puts VAR into that tree's worker processes (and its control's
+    when it is the first tree) and nowhere else; a label that names no tree is an error."""
+    ab = benchmark_module("ab")
+    (tmp_path / "flashx").mkdir()
+    seen = []
+
+    def fake_run(command, env, **kwargs):
+        seen.append((env.get("FLASHX_AB_PROBE"), env["PYTHONPATH"].split(os.pathsep)[0]))
+        return types.SimpleNamespace(returncode=0, stdout='RESULTS {"fwd case": {"tflops": 1.0}}', stderr="")
+
+    monkeypatch.setattr(ab.subprocess, "run", fake_run)
+    monkeypatch.delenv("FLASHX_AB_PROBE", raising=False)
+    assert ab.main([f"plain={tmp_path}", f"probe={tmp_path}", "--env", "probe:FLASHX_AB_PROBE=a=b",
+                    "--cases", "d64c"]) == 0
+    assert seen == [(None, str(tmp_path)), ("a=b", str(tmp_path))]
+    seen.clear()
+    assert ab.main([f"probe={tmp_path}", "--env", "probe:FLASHX_AB_PROBE=1", "--cases", "d64c", "--control"]) == 0
+    assert [value for value, _ in seen] == ["1", "1"] and seen[1][1] != str(tmp_path)
+    with pytest.raises(SystemExit):
+        ab.main([f"plain={tmp_path}", "--env", "other:FLASHX_AB_PROBE=1"])
+    assert "expected LABEL:VAR=VALUE" in capsys.readouterr().err
 
 
 def test_causal_walk_model_hands_out_every_tile_once_and_evenly():
