@@ -8,6 +8,12 @@ process (kernel compiles); eight processes ran 472 of 512 tests in 370 s there (
 
     python3 scripts/gpu_tests.py --processes 8 --deadline 370 --log $OUT/tests.log [pytest args ...]
     python3 scripts/gpu_tests.py --ids failed.txt --log $OUT/rerun.log   # node ids, one a line
+    python3 scripts/gpu_tests.py --balance durations.json --log $OUT/tests.log -m gpu tests
+
+Each run writes its tests' durations (pytest's setup + call + teardown, seconds) to LOG's stem +
+".durations.json", over those of --balance's file; given such a file, --balance splits the tests
+so that each process's known durations add up evenly (the longest first, each to the process
+with least; a test without a figure counts the median), in place of round-robin.
 
 Prints one line a process (its exit code and pytest's last line), every FAILED / ERROR line, and
 the tests a process did not reach before the deadline, which also go to LOG's stem +
@@ -17,7 +23,9 @@ the deadline counts as not).
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -44,24 +52,55 @@ def _file_and_name(node_id: str) -> str:
     return f"{Path(path).name}::{name}"
 
 
+# pytest's --durations lines: "12.34s call     tests/test_x.py::test_y[case]".
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (?:setup|call|teardown)\s+(\S+::\S+)$", re.MULTILINE)
+
+
+def durations(output: str) -> dict:
+    """Seconds per test (setup + call + teardown) that pytest's --durations=0 report in `output` gives."""
+    seconds = {}
+    for m in _DURATION.finditer(output):
+        seconds[m.group(2)] = seconds.get(m.group(2), 0.0) + float(m.group(1))
+    return seconds
+
+
+def split(ids: list, processes: int, seconds: dict) -> list:
+    """`ids` in at most `processes` chunks: round-robin without `seconds`; else the longest test
+    first, each to the chunk with the least time so far, of equal ones the one with fewest tests
+    (a test without a figure counts the median). Each chunk keeps the ids' order."""
+    if not seconds:
+        return [ids[i::processes] for i in range(processes) if ids[i::processes]]
+    known = {_file_and_name(k): v for k, v in seconds.items()}
+    default = statistics.median(known.values())
+    cost = [known.get(_file_and_name(i), default) for i in ids]
+    loads, members = [0.0] * processes, [[] for _ in range(processes)]
+    for j in sorted(range(len(ids)), key=lambda j: -cost[j]):
+        least = min(range(processes), key=lambda k: (loads[k], len(members[k])))  # ties: fewest tests
+        loads[least] += cost[j]
+        members[least].append(j)
+    return [[ids[j] for j in sorted(chunk)] for chunk in members if chunk]
+
+
 def unreached(ids: list, output: str) -> list:
     """The ids in `ids` that verbose pytest `output` reports no outcome for (stopped first)."""
     reported = {_file_and_name(m.group(1)) for m in _OUTCOME.finditer(output)}
     return [i for i in ids if _file_and_name(i) not in reported]
 
 
-def run(ids: list, processes: int, deadline: float, log: Path) -> int:
-    """Run `ids` (already selected: no -m or -k again) in `processes` pytest processes, SIGINT at
-    `deadline` seconds (SIGKILL 30 s later); write every process's output to `log` and the tests
-    none reached to its .unreached.txt; return 0 if all passed."""
-    chunks = [ids[i::processes] for i in range(processes) if ids[i::processes]]
+def run(ids: list, processes: int, deadline: float, log: Path, seconds: dict | None = None) -> int:
+    """Run `ids` (already selected: no -m or -k again) in `processes` pytest processes (split by
+    `seconds`, see split), SIGINT at `deadline` seconds (SIGKILL 30 s later); write every
+    process's output to `log`, the tests none reached to its .unreached.txt and the durations
+    over `seconds` to its .durations.json; return 0 if all passed."""
+    chunks = split(ids, processes, seconds or {})
     logs = [log.with_name(f"{log.stem}.{i}{log.suffix}") for i in range(len(chunks))]
     begin = time.time()
     procs = [subprocess.Popen(["timeout", "-s", "INT", "-k", "30", str(int(deadline)), sys.executable, "-m", "pytest",
-                               "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider", *chunk],
+                               "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider", "--durations=0",
+                               "--durations-min=0", *chunk],
                               cwd=ROOT, stdout=open(path, "w"), stderr=subprocess.STDOUT)
              for chunk, path in zip(chunks, logs)]
-    failed_lines, missed, status = [], [], 0
+    failed_lines, missed, status, measured = [], [], 0, dict(seconds or {})
     with open(log, "w") as combined:
         for i, (proc, path) in enumerate(zip(procs, logs)):
             code = proc.wait()
@@ -72,9 +111,11 @@ def run(ids: list, processes: int, deadline: float, log: Path) -> int:
             print(f"process {i}: exit {code} after {time.time() - begin:.0f} s: {last[0]}", flush=True)
             failed_lines += [line for line in text.splitlines() if line.startswith(("FAILED ", "ERROR "))]
             missed += unreached(chunks[i], text)
+            measured.update(durations(text))
             status = status or code
     for line in failed_lines:
         print(line)
+    log.with_name(f"{log.stem}.durations.json").write_text(json.dumps(measured, indent=1, sort_keys=True))
     missed_file = log.with_name(f"{log.stem}.unreached.txt")
     missed_file.write_text("".join(f"{i}\n" for i in missed))
     if missed:
@@ -90,6 +131,7 @@ def main(argv=None) -> int:
     p.add_argument("--deadline", type=float, default=370.0, help="seconds before each process gets SIGINT")
     p.add_argument("--log", type=Path, required=True, help="the combined log")
     p.add_argument("--ids", type=Path, help="run these node ids (one a line) instead of collecting")
+    p.add_argument("--balance", type=Path, help="a .durations.json of an earlier run: split the tests by it")
     args, pytest_args = p.parse_known_args(argv)
     if args.processes < 1:
         p.error("--processes must be at least 1")
@@ -98,7 +140,8 @@ def main(argv=None) -> int:
         print("gpu_tests.py: no tests to run", file=sys.stderr)
         return 1
     print(f"{len(ids)} tests in {min(args.processes, len(ids))} processes, SIGINT at {args.deadline:.0f} s", flush=True)
-    return run(ids, args.processes, args.deadline, args.log.resolve())
+    seconds = json.loads(args.balance.read_text()) if args.balance else None
+    return run(ids, args.processes, args.deadline, args.log.resolve(), seconds)
 
 
 if __name__ == "__main__":

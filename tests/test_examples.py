@@ -1,4 +1,6 @@
 """The demo (the README's main job) runs end to end and finds every result in tolerance."""
+import importlib.util
+import json
 import os
 import pathlib
 import subprocess
@@ -38,6 +40,9 @@ def test_gpu_tests_script_splits_reports_and_stops_at_the_deadline(tmp_path):
     text = log.read_text()
     assert "1 passed" in text and "1 failed" in text and text.count("===== process") == 2
     assert (tmp_path / "tests.unreached.txt").read_text() == "" and "not reached" not in run.stdout
+    seconds = json.loads((tmp_path / "tests.durations.json").read_text())
+    assert sorted(k.split("::")[-1] for k in seconds) == ["test_fails", "test_passes"]
+    assert all(v >= 0 for v in seconds.values())
     ids.write_text(f"{cases}::test_passes\n")
     run = subprocess.run([sys.executable, str(GPU_TESTS), "--processes", "3", "--ids", str(ids), "--log", str(log)],
                          capture_output=True, text=True, timeout=120)
@@ -49,3 +54,21 @@ def test_gpu_tests_script_splits_reports_and_stops_at_the_deadline(tmp_path):
     missed = [f"{cases}::test_sleeps", f"{cases}::test_fails"]
     assert (tmp_path / "tests.unreached.txt").read_text().splitlines() == missed, run.stdout
     assert "2 not reached" in run.stdout and all(m in run.stdout for m in missed), run.stdout
+
+
+def test_gpu_tests_script_balances_by_durations():
+    """With the durations of an earlier run, the longest test goes first to the least loaded
+    process (unknown tests count the median), each chunk in the given order; without, round-robin."""
+    spec = importlib.util.spec_from_file_location("gpu_tests", GPU_TESTS)
+    gpu_tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_tests)
+    ids = [f"tests/t.py::test_{x}" for x in "abcde"]
+    seconds = {"elsewhere/t.py::test_a": 10.0, "tests/t.py::test_b": 1.0, "tests/t.py::test_c": 1.0,
+               "tests/t.py::test_d": 8.0}
+    # LPT: a (10) -> 0, d (8) -> 1, e (median 4.5) -> 1, b (1) -> 0, c (1) -> 0: 12 against 12.5.
+    assert gpu_tests.split(ids, 2, seconds) == [[ids[0], ids[1], ids[2]], [ids[3], ids[4]]]
+    assert gpu_tests.split(ids, 2, {}) == [ids[0::2], ids[1::2]]
+    assert gpu_tests.split(ids[:1], 3, seconds) == [ids[:1]]
+    assert gpu_tests.split(ids, 2, {i: 0.0 for i in ids}) == [ids[0::2], ids[1::2]]  # skipped tests: 0 s each
+    text = "0.50s call     tests/t.py::test_a\n0.25s setup    tests/t.py::test_a\n1.00s call     tests/t.py::test_b[x y]\n"
+    assert gpu_tests.durations(text) == {"tests/t.py::test_a": 0.75}
