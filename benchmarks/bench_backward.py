@@ -19,7 +19,8 @@ forward FLOPs: 4 * B * H * N * N * D, halved when causal. torch: triton.testing.
 applied to dO (torch's computation; until 2026-12-03 it was jax.grad of sum(out * dO), which
 adds a product and a reduction over out); bwd is the jitted application of the vjp function of
 one saved forward; both timed with block_until_ready, median. The JAX peers are timed the same
-way.
+way. flashx's JAX frontend is timed so in turns with its torch frontend's same call timed the same
+way, round by round (common.time_back_to_back_in_turns): the like-for-like `b2b` ratio.
 
 FlexAttention: torch.nn.attention.flex_attention under torch.compile (dynamic=False), with a
 block mask from create_block_mask(causal) when causal, None otherwise, built once per shape.
@@ -195,10 +196,11 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         value, why = common.guarded(run, ctx)
         return common.measured(value, flops[mode]) if why is None else Result(reason=why)
 
-    def torch_system(system, make_fwd, back_to_back: bool = False):
+    torch_calls = {}  # (system, mode) -> its timed call, for flashx_jax's like-for-like timing
+
+    def torch_system(system, make_fwd):
         """make_fwd() -> a callable running the forward. One warm-up pass (compiles, gradients for
-        the check), memory, then the two timings; every failure becomes a '-' with its reason.
-        back_to_back: each mode also timed as JAX is (common.time_torch_back_to_back)."""
+        the check), memory, then the two timings; every failure becomes a '-' with its reason."""
         def warm():
             fwd = make_fwd()
             out = fwd()
@@ -222,12 +224,15 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
 
         results = {}
         for mode, make_call in (("fwd_bwd", fwd_bwd), ("bwd", bwd_only)):
-            results[mode] = time_mode(mode, lambda: common.time_torch(make_call(), warmup_ms, rep_ms, device))
-            if back_to_back and not results[mode].reason:
-                # The same call as JAX is timed, for the like-for-like ratio (common.time_torch_back_to_back).
-                wall_ms, why = common.guarded(lambda: common.time_torch_back_to_back(make_call(), warmup_ms, rep_ms, device),
-                                              ctx)
-                results[mode].wall_ms = wall_ms if why is None else None
+            call = None
+
+            def timed():
+                nonlocal call
+                call = make_call()
+                return common.time_torch(call, warmup_ms, rep_ms, device)
+            results[mode] = time_mode(mode, timed)
+            if not results[mode].reason:
+                torch_calls[system, mode] = call
         row.results[system] = results
 
     def sdpa(backend):
@@ -239,9 +244,12 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
     def flex_fwd():
         return functools.partial(common.flex_for(ctx, shape.causal, shape.seqlen), q, k, v)
 
-    def jax_system(system, make_attention, bnhd: bool):
+    def jax_system(system, make_attention, bnhd: bool, torch_twin: Optional[str] = None):
         """make_attention() -> a JAX (q, k, v) -> out; bnhd: it takes (B, N, H, D) (a copy of the
-        inputs and dO, made before the timings) rather than the torch buffers' (B, H, N, D)."""
+        inputs and dO, made before the timings) rather than the torch buffers' (B, H, N, D).
+        torch_twin: the torch system running the same kernels (flashx_torch): in each mode it ran,
+        this system and its call are timed back to back in turns (common.time_back_to_back_in_turns):
+        this system's figure from there, the twin's back-to-back time its wall_ms."""
         jax = common.require_jax(ctx)
         convert = common.jax_bnhd_from_torch if bnhd else common.jax_from_torch
         back = common.torch_bhnd_from_jax if bnhd else common.torch_from_jax
@@ -256,9 +264,19 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
             _, pullback = jax.vjp(attn, q_, k_, v_)
             return pullback(do_)
 
+        def timed(mode, fn, args):
+            """fn(*args)'s ms: in turns with the twin's call of this mode where there is one."""
+            twin = torch_calls.get((torch_twin, mode))
+            if twin is None:
+                return common.time_jax(fn, args, warmup_ms, rep_ms)
+            wall_ms, ms = common.time_back_to_back_in_turns(twin, fn, args, warmup_ms, rep_ms, device)
+            row.results[torch_twin][mode].wall_ms = wall_ms
+            log(f"  {SYSTEMS[torch_twin]:<15} {MODES[mode]:<7} back to back {wall_ms:.3f} ms (in turns with {SYSTEMS[system]})")
+            return ms
+
         grad_fn = jax.jit(forward_backward)
         results = {}
-        value, why = common.guarded(lambda: (common.time_jax(grad_fn, (jq, jk, jv, jdo), warmup_ms, rep_ms),
+        value, why = common.guarded(lambda: (timed("fwd_bwd", grad_fn, (jq, jk, jv, jdo)),
                                              grad_fn(jq, jk, jv, jdo)), ctx)
         if why is None:
             results["fwd_bwd"] = common.measured(value[0], flops["fwd_bwd"])
@@ -269,7 +287,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         def bwd_only():
             _, vjp_fn = jax.jit(lambda a, b, c: jax.vjp(attn, a, b, c))(jq, jk, jv)
             apply = jax.jit(lambda f, ct: f(ct))
-            return common.time_jax(apply, (vjp_fn, jdo), warmup_ms, rep_ms)
+            return timed("bwd", apply, (vjp_fn, jdo))
 
         results["bwd"] = time_mode("bwd", bwd_only)
         row.results[system] = results
@@ -286,8 +304,8 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         "sdpa_flash": lambda: torch_system("sdpa_flash", sdpa(SDPBackend.FLASH_ATTENTION)),
         "sdpa_cudnn": lambda: torch_system("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
         "flex": lambda: torch_system("flex", flex_fwd),
-        "flashx_torch": lambda: torch_system("flashx_torch", flashx_fwd, back_to_back="flashx_jax" in systems),
-        "flashx_jax": lambda: jax_system("flashx_jax", flashx_jax_attention, bnhd=False),
+        "flashx_torch": lambda: torch_system("flashx_torch", flashx_fwd),
+        "flashx_jax": lambda: jax_system("flashx_jax", flashx_jax_attention, bnhd=False, torch_twin="flashx_torch"),
         "jax_cudnn": lambda: jax_system("jax_cudnn", jax_peer("jax_cudnn"), bnhd=True),
         "pallas": lambda: jax_system("pallas", jax_peer("pallas"), bnhd=True),
     }

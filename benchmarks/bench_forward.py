@@ -23,7 +23,9 @@ FLOPs: 4 * B * H * Nq * Nkv * D, halved when causal.
 Timing: torch with triton.testing.do_bench (median, L2 flushed between calls); JAX with a
 jitted function, warm-up (compile included) excluded: calls issued back to back on the same
 random inputs, block_until_ready on the last of each ~20 ms sample, median ms a call
-(common.time_jax says why not a jitted loop).
+(common.time_jax says why not a jitted loop). flashx's JAX frontend is timed so in turns with its
+torch frontend's same call timed the same way, round by round (common.time_back_to_back_in_turns):
+the like-for-like `b2b` ratio.
 
 A system that fails on a shape (a backend not available, an error, out of memory) is shown as
 "-" and its reason is printed and listed under the table; the run goes on. Every system's output
@@ -191,22 +193,27 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
                 return common.time_torch(fn, warmup_ms, rep_ms, device), out, None
         return run
 
-    def torch_system(make_attention, back_to_back: bool = False):
-        """make_attention() -> (q, k, v) -> out, called inside the guarded run (set-up failures are its reason).
-        back_to_back: also timed as JAX is (common.time_torch_back_to_back), for the like-for-like ratio."""
+    torch_calls = {}  # system -> its timed call, for flashx_jax's like-for-like timing
+
+    def torch_system(system, make_attention):
+        """make_attention() -> (q, k, v) -> out, called inside the guarded run (set-up failures are its reason)."""
         def run():
             fn = functools.partial(make_attention(), q, k, v)
             out = fn()
-            wall_ms = common.time_torch_back_to_back(fn, warmup_ms, rep_ms, device) if back_to_back else None
-            return common.time_torch(fn, warmup_ms, rep_ms, device), out, wall_ms
+            ms = common.time_torch(fn, warmup_ms, rep_ms, device)
+            torch_calls[system] = fn
+            return ms, out, None
         return run
 
     def flashx_torch_attention():
         return functools.partial(flashx.torch.attention, causal=shape.causal, layout="bhnd")
 
-    def jax_system(make_attention, bnhd: bool):
+    def jax_system(make_attention, bnhd: bool, torch_twin: Optional[str] = None):
         """make_attention() -> a JAX (q, k, v) -> out, jitted here; bnhd: it takes (B, N, H, D) (a copy of
-        the inputs, made before the timing) rather than the torch buffers' (B, H, N, D)."""
+        the inputs, made before the timing) rather than the torch buffers' (B, H, N, D). torch_twin:
+        the torch system running the same kernels (flashx_torch): where it ran, this system and its
+        call are timed back to back in turns (common.time_back_to_back_in_turns): this system's
+        figure from there, the twin's back-to-back time its wall_ms (the like-for-like ratio)."""
         def run():
             jax = common.require_jax(ctx)
             convert = common.jax_bnhd_from_torch if bnhd else common.jax_from_torch
@@ -214,7 +221,13 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
             if device == "cuda":
                 torch.cuda.synchronize()  # these buffers are torch's (and maybe copies): written before JAX reads them
             fn = jax.jit(make_attention())
-            ms = common.time_jax(fn, args, warmup_ms, rep_ms)
+            twin = torch_calls.get(torch_twin)
+            if twin is None:
+                ms = common.time_jax(fn, args, warmup_ms, rep_ms)
+            else:
+                wall_ms, ms = common.time_back_to_back_in_turns(twin, fn, args, warmup_ms, rep_ms, device)
+                row.results[torch_twin].wall_ms = wall_ms
+                log(f"  {SYSTEMS[torch_twin]:<15} back to back {wall_ms:.3f} ms (in turns with {SYSTEMS['flashx_jax']})")
             out = jax.block_until_ready(fn(*args))
             back = common.torch_bhnd_from_jax if bnhd else common.torch_from_jax
             return ms, back(torch, out, device), None
@@ -228,9 +241,9 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
     runners = {
         "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
         "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
-        "flashx_torch": torch_system(flashx_torch_attention, back_to_back="flashx_jax" in systems),
-        "flex": torch_system(lambda: common.flex_for(ctx, shape.causal, shape.seqlen)),
-        "flashx_jax": jax_system(flashx_jax_attention, bnhd=False),
+        "flashx_torch": torch_system("flashx_torch", flashx_torch_attention),
+        "flex": torch_system("flex", lambda: common.flex_for(ctx, shape.causal, shape.seqlen)),
+        "flashx_jax": jax_system(flashx_jax_attention, bnhd=False, torch_twin="flashx_torch"),
         "jax_cudnn": jax_system(lambda: common.jax_peer("jax_cudnn", shape.causal, shape.head_dim, device), bnhd=True),
         "pallas": jax_system(lambda: common.jax_peer("pallas", shape.causal, shape.head_dim, device), bnhd=True),
     }

@@ -126,7 +126,7 @@ class Result:
     tflops: Optional[float] = None
     err: Optional[float] = None  # relative error against the reference (SDPA FA2's, else cuDNN's)
     reason: Optional[str] = None  # why it failed or was skipped, if it was
-    # flashx's torch frontend only: ms a call back to back by the wall clock (time_torch_back_to_back),
+    # flashx's torch frontend only: ms a call back to back by the wall clock (time_back_to_back_in_turns),
     # the method JAX's timing shares, for a like-for-like JAX / torch ratio (ratio_back_to_back).
     wall_ms: Optional[float] = None
 
@@ -429,11 +429,21 @@ def settled_median(measure: Callable[[], float], load: Callable | None = None, w
     One do_bench reads the card in whatever state its ~0.1 s leaves: on the H200, 2026-12-04
     (NOTES v0.44), single timings of SDPA FA2 at D = 64, N = 4k causal spread 1063-1281 us over
     five processes, where each of four processes' three-round medians read 1097-1125 us."""
-    times = []
-    for _ in range(1 if _DEBUG_TIMING else ROUNDS):
-        settle(load=load, wait=wait)
-        times.append(measure())
-    return statistics.median(times)
+    return settled_medians_in_turns([(measure, load, wait)])[0]
+
+
+def settled_medians_in_turns(measures: list) -> list:
+    """settled_median of each (measure, load, wait) in `measures`, the measures taking turns: each
+    round times every one, in the given order, then reversed the next round (A B, B A, ...), so
+    that the card's drift over the rounds reaches each alike. One round on the CPU."""
+    times = [[] for _ in measures]
+    for round_ in range(1 if _DEBUG_TIMING else ROUNDS):
+        order = range(len(measures)) if round_ % 2 == 0 else reversed(range(len(measures)))
+        for i in order:
+            measure, load, wait = measures[i]
+            settle(load=load, wait=wait)
+            times[i].append(measure())
+    return [statistics.median(t) for t in times]
 
 
 def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
@@ -498,6 +508,31 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> floa
 # Set by start() for --device cpu: one warm-up call and one timed call (the interpreter is slow
 # and the numbers mean nothing there).
 _DEBUG_TIMING = False
+
+
+def time_back_to_back_in_turns(torch_fn: Callable, jax_fn: Callable, jax_args: tuple, warmup_ms: float, rep_ms: float,
+                               device: str = "cuda") -> tuple:
+    """(torch ms, JAX ms) of flashx's two frontends on one call, both timed as time_jax times JAX
+    (back-to-back calls, the wall clock over samples ended by one wait, after settle() with the
+    call itself), in turns (settled_medians_in_turns): the like-for-like JAX / torch ratio
+    (ratio_back_to_back). Timed one after the other, each in its own rounds, the same kernel read
+    up to 5% apart at a power-bound shape where timed in turns in one process it read level (H200,
+    2026-12-04, NOTES v0.51 item 3: D = 128, N = 16k causal, 0.95 in the sweep, 0.997 in turns)."""
+    import jax
+
+    jax.block_until_ready(jax_fn(*jax_args))  # compile
+    jax_call = lambda: jax_fn(*jax_args)  # noqa: E731
+    if device == "cuda":
+        import torch
+
+        torch_wait = lambda out: torch.cuda.synchronize()  # noqa: E731
+    else:
+        torch_wait = lambda out: None  # noqa: E731
+    torch_ms, jax_ms = settled_medians_in_turns([
+        (lambda: time_wall(torch_fn, torch_wait, warmup_ms, rep_ms), torch_fn, torch_wait),
+        (lambda: time_wall(jax_call, jax.block_until_ready, warmup_ms, rep_ms), jax_call, jax.block_until_ready),
+    ])
+    return torch_ms, jax_ms
 
 
 def time_wall(call: Callable, wait: Callable, warmup_ms: float, rep_ms: float) -> float:
@@ -702,14 +737,15 @@ def ratio(a: Optional[Result], b: Optional[Result]) -> str:
 
 BACK_TO_BACK_LABEL = "flashx jax/torch b2b"
 BACK_TO_BACK_NOTE = ("flashx's JAX frontend over its torch frontend with both timed back to back (torch: calls issued"
-                     " back to back, the wall clock over samples of ~20 ms each ended by one synchronize), where the"
+                     " back to back, the wall clock over samples of ~20 ms each ended by one synchronize), the two"
+                     " frontends in turns, round by round (common.time_back_to_back_in_turns), where the"
                      " jax/torch column sets JAX's back-to-back calls against do_bench (each call alone after an L2 flush), a method"
                      " that read up to 9% either side of back-to-back calls on 2026-12-02 (common.time_torch_back_to_back)")
 
 
 def ratio_back_to_back(jax_result: Optional[Result], torch_result: Optional[Result]) -> str:
-    """JAX over torch (flashx's frontends) with both timed back to back: time_jax's ms against the
-    torch result's wall_ms (time_torch_back_to_back)."""
+    """JAX over torch (flashx's frontends) with both timed back to back: the JAX result's ms against
+    the torch result's wall_ms (time_back_to_back_in_turns)."""
     ok = jax_result is not None and torch_result is not None and jax_result.ms and torch_result.wall_ms
     return f"{torch_result.wall_ms / jax_result.ms:.2f}" if ok else "-"
 

@@ -275,6 +275,41 @@ def test_settled_median_settles_before_each_of_the_rounds(monkeypatch):
         common.set_rounds(0)
 
 
+def test_frontends_timed_back_to_back_in_turns(monkeypatch):
+    """The like-for-like JAX / torch timing: both frontends' calls back to back by the wall clock,
+    each timing after a settle with its own call, the two taking turns round by round (A B, B A,
+    A B), JAX compiled first and always called on the inputs it was given; medians per frontend."""
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    common = benchmark_module("common")
+    events = []
+    monkeypatch.setattr(common, "settle", lambda load=None, wait=None: wait(load()))  # the call as the load
+    monkeypatch.setattr(common, "_DEBUG_TIMING", False)
+    monkeypatch.setattr(common, "ROUNDS", 3)
+    readings = {"torch": iter([4.0, 2.0, 3.0]), "jax": iter([9.0, 7.0, 8.0])}
+
+    def time_wall(call, wait, warmup_ms, rep_ms):
+        wait(call())
+        name = events[-1][1]  # the frontend whose call this is
+        assert events[-2] == ("call", name), "settled with another call"
+        events.append(("time", name))
+        return next(readings[name])
+    monkeypatch.setattr(common, "time_wall", time_wall)
+    x = jnp.arange(6.0)
+
+    def jax_fn(a):
+        assert a is x
+        events.append(("call", "jax"))
+        return a * 2
+    torch_fn = lambda: events.append(("call", "torch")) or "torch"  # noqa: E731
+    assert common.time_back_to_back_in_turns(torch_fn, jax_fn, (x,), 1.0, 2.0, device="cpu") == (3.0, 8.0)
+    order = [name for kind, name in events if kind == "time"]
+    assert order == ["torch", "jax", "jax", "torch", "torch", "jax"]
+    assert events[0] == ("call", "jax")  # compiled before the first settle
+    assert common.settled_medians_in_turns([]) == []
+
+
 def test_torch_timings_settle_with_the_timed_call(monkeypatch):
     """time_torch and time_torch_back_to_back load the card with the call they time before each
     round (H200, NOTES v0.46: after the matmul settle, calls ran 8-33% slow until the clock
