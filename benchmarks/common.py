@@ -472,9 +472,18 @@ def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, devic
     (ratio_back_to_back), it holds only what each frontend adds and how its kernels run."""
     if device != "cuda":
         return time_wall(fn, lambda out: None, warmup_ms, rep_ms)
-    import torch
+    return settled_median(*_torch_back_to_back(fn, warmup_ms, rep_ms, device))
 
-    return settled_median(lambda: time_wall(fn, lambda out: torch.cuda.synchronize(), warmup_ms, rep_ms), load=fn)
+
+def _torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, device: str) -> tuple:
+    """time_torch_back_to_back's timing of `fn` as (measure, load, wait) for settled_median(s_in_turns)."""
+    if device == "cuda":
+        import torch
+
+        wait = lambda out: torch.cuda.synchronize()  # noqa: E731
+    else:
+        wait = lambda out: None  # noqa: E731
+    return lambda: time_wall(fn, wait, warmup_ms, rep_ms), fn, wait
 
 
 # How time_jax times, for the reports' timing lines.
@@ -497,12 +506,17 @@ def time_jax(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> floa
     backward loop ran 3-5% faster than on random inputs. Kept unchanged, the inputs stay the
     random ones every system is timed on.
     """
+    return settled_median(*_jax_back_to_back(fn, args, warmup_ms, rep_ms))
+
+
+def _jax_back_to_back(fn: Callable, args: tuple, warmup_ms: float, rep_ms: float) -> tuple:
+    """time_jax's timing of `fn(*args)`, compiled here, as (measure, load, wait) for
+    settled_median(s_in_turns)."""
     import jax
 
     jax.block_until_ready(fn(*args))  # compile
     call = lambda: fn(*args)  # noqa: E731
-    return settled_median(lambda: time_wall(call, jax.block_until_ready, warmup_ms, rep_ms),
-                          load=call, wait=jax.block_until_ready)
+    return lambda: time_wall(call, jax.block_until_ready, warmup_ms, rep_ms), call, jax.block_until_ready
 
 
 # Set by start() for --device cpu: one warm-up call and one timed call (the interpreter is slow
@@ -518,20 +532,8 @@ def time_back_to_back_in_turns(torch_fn: Callable, jax_fn: Callable, jax_args: t
     (ratio_back_to_back). Timed one after the other, each in its own rounds, the same kernel read
     up to 5% apart at a power-bound shape where timed in turns in one process it read level (H200,
     2026-12-04, NOTES v0.51 item 3: D = 128, N = 16k causal, 0.95 in the sweep, 0.997 in turns)."""
-    import jax
-
-    jax.block_until_ready(jax_fn(*jax_args))  # compile
-    jax_call = lambda: jax_fn(*jax_args)  # noqa: E731
-    if device == "cuda":
-        import torch
-
-        torch_wait = lambda out: torch.cuda.synchronize()  # noqa: E731
-    else:
-        torch_wait = lambda out: None  # noqa: E731
-    torch_ms, jax_ms = settled_medians_in_turns([
-        (lambda: time_wall(torch_fn, torch_wait, warmup_ms, rep_ms), torch_fn, torch_wait),
-        (lambda: time_wall(jax_call, jax.block_until_ready, warmup_ms, rep_ms), jax_call, jax.block_until_ready),
-    ])
+    torch_ms, jax_ms = settled_medians_in_turns([_torch_back_to_back(torch_fn, warmup_ms, rep_ms, device),
+                                                  _jax_back_to_back(jax_fn, jax_args, warmup_ms, rep_ms)])
     return torch_ms, jax_ms
 
 
