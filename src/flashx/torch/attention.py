@@ -454,11 +454,10 @@ def create_block_mask(
     blocks: (BLOCK_M, BLOCK_N) tiles of the map, which the attention kernels then use.
     """
     spec = core.plan_block_mask(mask_mod, B, H, Nq, Nkv, causal=causal, window=window, blocks=blocks)
-    block_mask = _build_block_mask(spec, torch.device(device))
     # Registered now, so that compiled code finds it by id() (_compiled_function_key) without an
     # eager call first.
     _function_key(core.CallOptions(block_mask=spec))
-    return block_mask
+    return _build_block_mask(spec, torch.device(device))
 
 
 def attention(
