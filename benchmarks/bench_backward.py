@@ -196,7 +196,8 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         value, why = common.guarded(run, ctx)
         return common.measured(value, flops[mode]) if why is None else Result(reason=why)
 
-    torch_calls = {}  # (system, mode) -> its timed call, for flashx_jax's like-for-like timing
+    jax_twin = "flashx_torch"  # the torch system whose calls flashx_jax is timed in turns with
+    torch_calls = {}  # (jax_twin, mode) -> its timed call (a retained graph: the twin's only)
 
     def torch_system(system, make_fwd):
         """make_fwd() -> a callable running the forward. One warm-up pass (compiles, gradients for
@@ -231,7 +232,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
                 call = make_call()
                 return common.time_torch(call, warmup_ms, rep_ms, device)
             results[mode] = time_mode(mode, timed)
-            if not results[mode].reason:
+            if not results[mode].reason and system == jax_twin:
                 torch_calls[system, mode] = call
         row.results[system] = results
 
@@ -305,7 +306,7 @@ def bench_shape(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: 
         "sdpa_cudnn": lambda: torch_system("sdpa_cudnn", sdpa(SDPBackend.CUDNN_ATTENTION)),
         "flex": lambda: torch_system("flex", flex_fwd),
         "flashx_torch": lambda: torch_system("flashx_torch", flashx_fwd),
-        "flashx_jax": lambda: jax_system("flashx_jax", flashx_jax_attention, bnhd=False, torch_twin="flashx_torch"),
+        "flashx_jax": lambda: jax_system("flashx_jax", flashx_jax_attention, bnhd=False, torch_twin=jax_twin),
         "jax_cudnn": lambda: jax_system("jax_cudnn", jax_peer("jax_cudnn"), bnhd=True),
         "pallas": lambda: jax_system("pallas", jax_peer("pallas"), bnhd=True),
     }
