@@ -14,6 +14,7 @@ masks are additive; dropout is not implemented; GQA only with enable_gqa=True.
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -159,6 +160,43 @@ def test_sdpa_bad_input(rng, kwargs, error, match):
         kwargs = dict(kwargs, attn_mask=torch.ones(5, 7, dtype=torch.bool, device=DEVICE))
     with pytest.raises(error, match=match):
         flashx.torch.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+# The core validates under its own names (q, causal, bias, mask...): the drop-in's errors must name
+# the caller's arguments and show shapes as passed. `core`: what the message must not contain.
+_CORE_TORCH = r"\b(q|k|v|causal|bias|mask)\b|layout"
+
+
+@pytest.mark.parametrize(
+    "shapes, mask, kwargs, error, match, core",
+    [
+        pytest.param(None, ((3, 4), "bool"), {}, ValueError, r"^attn_mask of shape \(3, 4\)", _CORE_TORCH, id="bool-mask-shape"),
+        pytest.param(None, ((4, 6), "float32"), {}, ValueError, r"^attn_mask of shape \(4, 6\)", _CORE_TORCH, id="float-mask-shape"),
+        pytest.param(None, ((4, 5), "int64"), {}, TypeError, r"^attn_mask\b.*int64", _CORE_TORCH, id="mask-int64"),
+        pytest.param(None, ((4, 5), "uint8"), {}, TypeError, r"^attn_mask\b.*uint8", _CORE_TORCH, id="mask-uint8"),
+        pytest.param(None, ((4, 5), "float64"), {}, TypeError, r"^attn_mask\b.*float64", _CORE_TORCH, id="mask-float64"),
+        pytest.param(None, None, dict(is_causal=1), TypeError, r"^is_causal\b", _CORE_TORCH, id="is-causal-int"),
+        pytest.param(None, None, dict(is_causal=None), TypeError, r"^is_causal\b", _CORE_TORCH, id="is-causal-none"),
+        pytest.param(((4, 8), (1, 2, 5, 8), (1, 2, 5, 8)), None, {}, ValueError, r"^query\b.*\(4, 8\)", _CORE_TORCH, id="query-2d"),
+        pytest.param(((2, 4, 8), (1, 2, 5, 8), (1, 2, 5, 8)), None, {}, ValueError, r"^key\b.*got shape \(1, 2, 5, 8\)",
+                     _CORE_TORCH + r"|\(1, 1, 2, 5, 8\)", id="query-3d-key-4d"),
+        pytest.param(((2, 4, 8), (2, 5, 16), (2, 5, 16)), None, {}, ValueError, r"query \(2, 4, 8\), key \(2, 5, 16\), value \(2, 5, 16\)$",
+                     _CORE_TORCH + r"|\(1, 2, ", id="3d-shapes-as-passed"),
+        pytest.param(((1, 3, 4, 8), (1, 2, 5, 8), (1, 2, 5, 8)), None, dict(enable_gqa=True), ValueError,
+                     r"^query's heads \(3\) must be a multiple of key's and value's", _CORE_TORCH, id="gqa-heads-possessive"),
+        pytest.param(None, None, dict(scale="k"), TypeError, r"^scale\b.*'k'", r"'key'", id="scale-repr-untouched"),
+        pytest.param(None, None, dict(dropout_p=None), TypeError, r"^dropout_p\b", r"no dropout yet", id="dropout-none"),
+        pytest.param(None, None, dict(dropout_p="0"), TypeError, r"^dropout_p\b", r"no dropout yet", id="dropout-str"),
+        pytest.param(None, None, dict(dropout_p=-0.5), ValueError, r"^dropout_p\b.*-0\.5", r"no dropout yet", id="dropout-negative"),
+    ],
+)
+def test_sdpa_errors_name_its_arguments(rng, shapes, mask, kwargs, error, match, core):
+    q, k, v = (_t(rng, s) for s in (shapes or ((1, 2, 4, 8), (1, 2, 5, 8), (1, 2, 5, 8))))
+    if mask is not None:
+        kwargs = dict(kwargs, attn_mask=torch.ones(mask[0], dtype=getattr(torch, mask[1]), device=DEVICE))
+    with pytest.raises(error, match=match) as info:
+        flashx.torch.scaled_dot_product_attention(q, k, v, **kwargs)
+    assert not re.search(core, str(info.value)), str(info.value)
 
 
 def test_sdpa_gqa_needs_enable_gqa(rng):
@@ -310,7 +348,6 @@ def test_gpu_jax_top_left_window_runs_gluon_forward(rng, forward_kernels, t, s, 
         pytest.param(dict(local_window_size=(1, -3)), ValueError, r"window", id="window-negative"),
         pytest.param(dict(query_seq_lengths=jnp.asarray([3.0])), TypeError, r"query_seq_lengths", id="q-lengths-float"),
         pytest.param(dict(key_value_seq_lengths=[7]), TypeError, r"key_value_seq_lengths", id="kv-lengths-list"),
-        pytest.param(dict(query_seq_lengths=jnp.asarray([3, 4], jnp.int32)), ValueError, r"seqused_q|query_seq_lengths", id="q-lengths-shape"),
         pytest.param(dict(bias=jnp.zeros((3, 5, 7))), ValueError, r"bias", id="bias-not-broadcastable"),
         pytest.param(dict(mask=jnp.zeros((5, 7), jnp.float32)), TypeError, r"mask", id="mask-float"),
     ],
@@ -319,3 +356,30 @@ def test_jax_bad_input(rng, kwargs, error, match):
     q, k = _a(rng, (1, 5, 2, 16)), _a(rng, (1, 7, 2, 16))
     with pytest.raises(error, match=match):
         flashx.jax.dot_product_attention(q, k, k, **kwargs)
+
+
+_CORE_JAX = r"\b(q|k|v|causal|window|seqused_q|seqused_k)\b|layout"
+
+
+@pytest.mark.parametrize(
+    "q_shape, kwargs, error, match, core",
+    [
+        pytest.param(None, dict(query_seq_lengths=jnp.asarray([3, 4], jnp.int32)), ValueError, r"^query_seq_lengths\b.*\(1,\)",
+                     _CORE_JAX, id="q-lengths-shape"),
+        pytest.param(None, dict(key_value_seq_lengths=jnp.asarray([[5]], jnp.int32)), ValueError, r"^key_value_seq_lengths must be 1-D",
+                     _CORE_JAX, id="kv-lengths-2d"),
+        pytest.param(None, dict(local_window_size=-3), ValueError, r"^local_window_size\b", _CORE_JAX, id="window-int-negative"),
+        pytest.param(None, dict(local_window_size=(1, 2, 3)), ValueError, r"^local_window_size\b", _CORE_JAX, id="window-3-tuple"),
+        pytest.param(None, dict(is_causal=1), TypeError, r"^is_causal\b", _CORE_JAX, id="is-causal-int"),
+        pytest.param((5, 2, 16), {}, ValueError, r"^query must be 4-D, got shape \(5, 2, 16\)", _CORE_JAX, id="query-3d"),
+        pytest.param((1, 5, 3, 16), {}, ValueError, r"^query's heads \(3\) must be a multiple of key's and value's", _CORE_JAX,
+                     id="gqa-heads-possessive"),
+        pytest.param(None, dict(scale="k"), TypeError, r"^scale\b.*'k'", r"'key'", id="scale-repr-untouched"),
+    ],
+)
+def test_jax_errors_name_its_arguments(rng, q_shape, kwargs, error, match, core):
+    """As test_sdpa_errors_name_its_arguments, for jax.nn's names."""
+    q, k = _a(rng, q_shape or (1, 5, 2, 16)), _a(rng, (1, 7, 2, 16))
+    with pytest.raises(error, match=match) as info:
+        flashx.jax.dot_product_attention(q, k, k, **kwargs)
+    assert not re.search(core, str(info.value)), str(info.value)

@@ -54,6 +54,10 @@ def attention(q, k, v, **options):
         return torch_attention(q, k, v, **options)
 
     def to_torch(name, x):
+        # torch aborts the process on a DLPack view with a negative stride (NumPy's x[::-1]).
+        if any(stride < 0 for stride in getattr(x, "strides", None) or ()):
+            raise ValueError(f"{name} has negative strides {tuple(x.strides)} (a reversed view), which torch cannot "
+                             f"share through DLPack: pass a copy (numpy.ascontiguousarray)")
         try:
             return torch.from_dlpack(x)
         except Exception as err:  # e.g. NumPy's ml_dtypes bfloat16, which DLPack cannot carry

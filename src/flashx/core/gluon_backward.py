@@ -277,7 +277,7 @@ def _mask_scores_t(s_t, keys, q0, offs_q, diag_offset, window_left, batch, head,
     if LIMIT_LEFT:
         visible = visible & (offs_q[None, :] <= (first_q + window_left)[:, None])
     if HAS_MASK_MOD:
-        visible = visible & MASK_MOD(batch, head, (q0 + offs_q)[None, :], keys[:, None])
+        visible = visible & (MASK_MOD(batch, head, (q0 + offs_q)[None, :], keys[:, None]) != 0)
     return gl.where(visible, s_t, float("-inf"))
 
 
@@ -557,7 +557,7 @@ def _mask_scores(s, rows, row_diag, offs_n, k0, window_left, batch, head, LIMIT_
     if LIMIT_LEFT:
         visible = visible & (offs_n[None, :] >= (last - window_left)[:, None])
     if HAS_MASK_MOD:
-        visible = visible & MASK_MOD(batch, head, rows[:, None], (k0 + offs_n)[None, :])
+        visible = visible & (MASK_MOD(batch, head, rows[:, None], (k0 + offs_n)[None, :]) != 0)
     return gl.where(visible, s, float("-inf"))
 
 

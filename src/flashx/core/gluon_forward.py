@@ -612,7 +612,7 @@ def _mask_scores_with(s, col0, row0, diag_offset, seqlen_kv, masking, s_layout: 
     if LIMIT_LEFT:
         visible = visible & (cols[None, :] >= rows[:, None] + (diag_offset - window_left))
     if HAS_MASK_MOD:
-        visible = visible & MASK_MOD(batch, head, rows[:, None], cols[None, :])
+        visible = visible & (MASK_MOD(batch, head, rows[:, None], cols[None, :]) != 0)
     return gl.where(visible, s, float("-inf"))
 
 

@@ -7,9 +7,13 @@ name. A frontend never re-derives any of these. Framework-free: the standard lib
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import inspect
 import math
+import numbers
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -26,6 +30,13 @@ MASK_DTYPES = ("bool", "uint8", "int8")
 LAYOUTS = {"bnhd": (0, 1, 2, 3), "bhnd": (0, 2, 1, 3)}
 MAX_HEAD_DIM = 256
 MAX_GRID_YZ = 65535  # CUDA's limit on grid axes 1 and 2 (heads, batch)
+# The kernels scale scores in float32 (by scale * log2(e) where the scale folds into exp2).
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32: GPUs flush smaller ones to 0
+LOG2_E = 1.4426950408889634
+# What a user function is called with (the README's signatures).
+FUNCTION_ARGUMENTS = {"mask_mod": ("b", "h", "q_idx", "kv_idx"), "score_mod": ("score", "b", "h", "q_idx", "kv_idx"),
+                      "score_mod_grad": ("score", "b", "h", "q_idx", "kv_idx")}
 
 
 @dataclass(frozen=True)
@@ -516,7 +527,21 @@ def _check_function(name: str, fn: Any) -> Any:
         return None
     if not _is_triton_function(fn):
         raise TypeError(f"{name} must be a @triton.jit function, got {type(fn).__name__}")
+    if not _takes_arguments(fn, len(FUNCTION_ARGUMENTS[name])):
+        raise TypeError(f"{name} must take {len(FUNCTION_ARGUMENTS[name])} arguments "
+                        f"({', '.join(FUNCTION_ARGUMENTS[name])}), got {fn.fn.__name__}{inspect.signature(fn.fn)}")
     return _interpretable(fn)
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_arguments(fn: Any, count: int) -> bool:
+    """Whether a @triton.jit function can be called with `count` positional arguments (a wrong
+    signature would otherwise fail inside the kernel's compile or run)."""
+    try:
+        inspect.signature(fn.fn).bind(*range(count))
+    except TypeError:
+        return False
+    return True
 
 
 # --- block masks ----------------------------------------------------------------------------
@@ -665,10 +690,12 @@ def plan_block_mask(
             raise ValueError(f"{name} must be a positive int (None for batch/heads: broadcast), got {size!r}")
     causal = check_flag("causal", causal)
     left, right = _normalize_window(window, causal, max(seqlen_q, seqlen_kv))
+    if blocks is not None and (not isinstance(blocks, (tuple, list)) or len(blocks) != 2):
+        raise ValueError(f"blocks must be (BLOCK_M, BLOCK_N) or None, got {blocks!r}")
     block_m, block_n = blocks or default_blocks()
     for name, b in (("block_m", block_m), ("block_n", block_n)):
-        if not isinstance(b, int) or b < 16 or b & (b - 1):
-            raise ValueError(f"{name} must be a power of two >= 16, got {b!r}")
+        if isinstance(b, bool) or not isinstance(b, int) or b < 16 or b & (b - 1):
+            raise ValueError(f"blocks' {name} must be a power of two >= 16, got {b!r}")
     return BlockMaskSpec(mask_mod, sizes["batch"], sizes["heads"], seqlen_q, seqlen_kv, block_m, block_n, left, right)
 
 
@@ -679,10 +706,54 @@ def _named_strides(prefix: str, axes: str, strides: Sequence[int]) -> dict:
     return {f"{prefix}{a}": int(s) for a, s in zip(axes, strides)}
 
 
+@contextlib.contextmanager
+def errors_named(names: Mapping[str, str]):
+    """Re-raise the core's validation errors (plain ValueError / TypeError) with its argument names
+    replaced by a drop-in's own (query for q): whole words only (not the q of seqused_q), longest
+    first, never inside a quoted repr of the caller's value (scale='k'). A subclass (a framework's
+    own error) passes through; the original stays chained."""
+    try:
+        yield
+    except (ValueError, TypeError) as err:
+        if type(err) not in (ValueError, TypeError):
+            raise
+        keys = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+        message = re.sub(rf"(?<!\w)(?:'[^']*'|{keys})(?!\w)", lambda m: names.get(m[0], m[0]), str(err))
+        raise type(err)(message) from err
+
+
 def check_flag(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return value
+    if isinstance(value, bool):
+        return value
+    kind = type(value)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):  # what numpy's comparisons give
+        return bool(value)
+    raise TypeError(f"{name} must be a bool, got {_type_name(value)}")
+
+
+def _type_name(value: Any) -> str:
+    """A value's type as a user would write it (numpy.float32, not float32)."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _check_scale(scale: Any) -> float:
+    """A finite real scale as a float (numpy scalars too) whose float32 factor the kernels can use."""
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+        raise TypeError(f"scale must be a finite float or None, got {scale!r} ({_type_name(scale)})")
+    scale = float(scale)
+    if abs(scale) * LOG2_E > FLOAT32_MAX:
+        raise ValueError(f"scale must be at most {FLOAT32_MAX / LOG2_E:.4g} in magnitude (the kernels scale "
+                         f"scores by scale * log2(e) in float32), got {scale!r}")
+    return scale
+
+
+def _check_max_seqlen(name: str, value: Any, total: int) -> int:
+    """A varlen max_seqlen as an int, cut to the packed total (no sequence is longer, and the
+    launch grid follows it: a huge value would only launch idle programs)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0 with cu_seqlens (a static Python int), got {value!r}")
+    return min(int(value), total)
 
 
 def _check_array(name: str, spec: Any, ndim: int, dtypes: Sequence[str]) -> None:
@@ -1311,13 +1382,11 @@ def plan_attention(
         if batch < 1 or cu_seqlens_k.shape[0] != batch + 1:
             raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length B + 1 >= 2, got "
                              f"{cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
-        for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-            if isinstance(m, bool) or not isinstance(m, int) or m < 0:
-                raise ValueError(f"{name} must be an int >= 0 with cu_seqlens (a static Python int), got {m!r}")
         if tv != tk:
             raise ValueError(f"k and v must have the same number of rows, got {shapes}")
         nq, nkv = int(tq), int(tk)
-        max_q, max_kv = max_seqlen_q, max_seqlen_k
+        max_q = _check_max_seqlen("max_seqlen_q", max_seqlen_q, nq)
+        max_kv = _check_max_seqlen("max_seqlen_k", max_seqlen_k, nkv)
         q_strides = (0,) + tuple(q.strides)
         k_strides = (0,) + tuple(k.strides)
         v_strides = (0,) + tuple(v.strides)
@@ -1361,13 +1430,12 @@ def plan_attention(
     if hq > MAX_GRID_YZ or batch > MAX_GRID_YZ:
         raise ValueError(f"at most {MAX_GRID_YZ} heads and batches per call, got {shapes}")
 
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise TypeError(f"scale must be a finite float or None, got {scale!r}")
-    if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))
-                                or not math.isfinite(softcap) or softcap <= 0):
-        raise ValueError(f"softcap must be a float > 0 or None, got {softcap!r}")
+    scale = 1.0 / math.sqrt(d) if scale is None else _check_scale(scale)
+    if softcap is not None:
+        if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real) or not math.isfinite(softcap) or softcap <= 0:
+            raise ValueError(f"softcap must be a float > 0 or None, got {softcap!r}")
+        # Beyond float32's range it is the same no-op cap (softcap * tanh(x / softcap) = x).
+        softcap = min(float(softcap), FLOAT32_MAX)
     window_left, window_right = _normalize_window(window, causal, max(nq, nkv))
     bottom_right = check_flag("bottom_right", bottom_right)
 
@@ -1473,7 +1541,9 @@ def plan_attention(
         SCORE_MOD=score_mod, SCORE_MOD_GRAD=score_mod_grad, HAS_SCORE_MOD=score_mod is not None,
         HAS_SOFTCAP=softcap is not None, HAS_ALIBI=alibi_slopes is not None, HAS_BIAS=bias is not None,
         # Plain scaled scores with a positive scale: the forward takes the row max before scaling.
-        FOLD_SCALE=scale > 0 and score_mod is None and softcap is None and alibi_slopes is None and bias is None,
+        # The scale's float32 factor must stay normal: a masked score, -inf, times a factor of 0
+        # (flushed or rounded) would be NaN. Smaller scales scale first, where 0 is harmless.
+        FOLD_SCALE=scale * LOG2_E >= FLOAT32_TINY and score_mod is None and softcap is None and alibi_slopes is None and bias is None,
         # Triton's interpreter gets bf16 dots wrong; upcast there, keep bf16 tensor cores on GPU.
         UPCAST_DOT=runtime.INTERPRETER and q.dtype == "bfloat16",
         # float32 inputs: full-precision dots rather than tf32, so fp32 means fp32.

@@ -72,8 +72,34 @@ def dot(a, b, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
 
 @triton.jit
 def tanh(x):
-    """tanh through exp2, portable to the interpreter; saturates to +-1 without NaN."""
+    """tanh through exp2, portable to the interpreter; saturates to +-1 without NaN. Near 0 it
+    keeps only its absolute error (~1e-7): small arguments go through _tanh_ratio."""
     return 1.0 - 2.0 / (tl.math.exp2(x * (2.0 * LOG2_E)) + 1.0)
+
+
+@triton.jit
+def _tanh_ratio(y):
+    """tanh(y) / y for |y| < 1/8 from its series, to float32's precision (the next term, 62/2835 y^8,
+    is below 2e-9 there); 1 - 2 / (exp(2y) + 1) would lose every digit as y -> 0."""
+    y2 = y * y
+    return 1.0 - y2 * (1.0 / 3.0 - y2 * (2.0 / 15.0 - y2 * (17.0 / 315.0)))
+
+
+@triton.jit
+def softcapped(x, softcap):
+    """softcap * tanh(x / softcap), accurate however large softcap is against x: where x / softcap
+    is small, x * tanh(y) / y (softcap 1e4 had lost 4e-4 of the output through tanh's cancellation,
+    1e8 the scores altogether; NOTES v0.52)."""
+    y = x / softcap
+    return tl.where(tl.abs(y) < 0.125, x * _tanh_ratio(y), softcap * tanh(y))
+
+
+@triton.jit
+def softcap_slope(x, softcap):
+    """d softcapped(x) / dx = 1 - tanh(x / softcap)^2."""
+    y = x / softcap
+    t = tl.where(tl.abs(y) < 0.125, y * _tanh_ratio(y), tanh(y))
+    return 1.0 - t * t
 
 
 @triton.jit
@@ -128,7 +154,7 @@ def visible_pairs(
     if LIMIT_RIGHT:
         visible = visible & (kv2 <= q2 + diag_offset + window_right)
     if HAS_MASK_MOD:
-        visible = visible & MASK_MOD(batch, head, q2, kv2)
+        visible = visible & (MASK_MOD(batch, head, q2, kv2) != 0)
     if HAS_DENSE_MASK:
         p_mask = mask_base + q2.to(tl.int64) * stride_mq + kv2 * stride_mk
         visible = visible & (tl.load(p_mask, mask=visible, other=0) != 0)
@@ -147,7 +173,7 @@ def transform_scores(
     if HAS_SCORE_MOD:
         x = SCORE_MOD(x, batch, head, q2, kv2)
     if HAS_SOFTCAP:
-        x = softcap * tanh(x / softcap)
+        x = softcapped(x, softcap)
     if HAS_ALIBI:
         x = x - slope * tl.abs(q2 + diag_offset - kv2).to(tl.float32)
     if HAS_BIAS:
@@ -174,8 +200,7 @@ def grad_through_transforms(
             ds = ds * SCORE_MOD_GRAD(x, batch, head, q2, kv2)
             x = SCORE_MOD(x, batch, head, q2, kv2)
         if HAS_SOFTCAP:
-            t = tanh(x / softcap)
-            ds = ds * (1.0 - t * t)
+            ds = ds * softcap_slope(x, softcap)
     return ds
 
 

@@ -323,8 +323,9 @@ def _run(q, k, v, bias, aux: dict, options: core.CallOptions, return_lse: bool):
 def _block_mask_arrays(block_mask: Optional[core.BlockMask]) -> dict:
     if block_mask is None:
         return {}
-    if not isinstance(block_mask, core.BlockMask):
-        raise TypeError(f"block_mask must come from flashx.jax.create_block_mask, got {type(block_mask).__name__}")
+    if not isinstance(block_mask, core.BlockMask) or not isinstance(block_mask.counts, jax.Array):
+        got = type(block_mask).__name__ if not isinstance(block_mask, core.BlockMask) else "one of flashx.torch's"
+        raise TypeError(f"block_mask must come from flashx.jax.create_block_mask, got {got}")
     return block_mask.kernel_arrays()
 
 

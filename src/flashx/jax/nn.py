@@ -9,6 +9,11 @@ import jax.numpy as jnp
 from .. import core
 from .attention import _run
 
+# The core validates under its own argument names; core.errors_named re-raises its errors under
+# this function's (query, not q). The layout is the drop-in's choice, not the caller's: dropped from messages.
+_CORE_NAMES = {"q": "query", "k": "key", "v": "value", "causal": "is_causal", "window": "local_window_size",
+               "seqused_q": "query_seq_lengths", "seqused_k": "key_value_seq_lengths", " (layout 'bnhd')": ""}
+
 
 def dot_product_attention(
     query: jax.Array,
@@ -46,4 +51,5 @@ def dot_product_attention(
                 raise TypeError(f"{name} must be an integer jax.Array of shape (B,), got {getattr(lens, 'dtype', type(lens).__name__)}")
             lengths[field] = lens.astype(jnp.int32)
     options = core.CallOptions(causal=is_causal, scale=scale, window=window, bottom_right=False)
-    return _run(query, key, value, bias, dict(MASK=mask, **lengths), options, False)
+    with core.errors_named(_CORE_NAMES):
+        return _run(query, key, value, bias, dict(MASK=mask, **lengths), options, False)

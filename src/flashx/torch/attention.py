@@ -104,6 +104,8 @@ def _spec(name: str, x: Any, required: bool = False) -> Optional[core.ArraySpec]
         return None
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout is not torch.strided:  # a sparse tensor reports strides of 0 and has no dense storage
+        raise TypeError(f"{name} must be a dense (strided) torch.Tensor, got layout {x.layout}")
     return core.ArraySpec(tuple(x.shape), x.stride(), _dtype_name(x.dtype), _device_name(x.device))
 
 
@@ -178,7 +180,7 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
     fill = q.new_zeros if plan.varlen else q.new_empty  # varlen padding rows belong to no sequence
     out = fill(plan.out_shape)
     lse = fill(plan.lse_shape, dtype=torch.float32)
-    if plan.needs_launch:
+    if plan.needs_launch and not q.is_meta:  # meta tensors: shapes only, as torch's own ops give
         arrays = {"Q": q, "K": k, "V": v, "BIAS": bias}
         if tensors is not _NO_TENSORS:  # a dense call's list: all absent (building the dict costs host time)
             arrays.update(zip(_OPTIONAL_INPUTS, tensors))
@@ -246,7 +248,7 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
     dq, dk, dv = ((x.new_zeros if zeroed else x.new_empty)(shape)
                   for x, shape in ((q, plan.q_shape), (k, plan.k_shape), (v, plan.v_shape)))
     dbias = q.new_zeros(plan.bias_grad_shape if bias_grad else (0,), dtype=torch.float32)
-    if plan.needs_backward_launch:
+    if plan.needs_backward_launch and not q.is_meta:
         row_stats = tuple(q.new_empty(plan.row_stats_shape, dtype=torch.float32) for _ in range(2))
         with _on_device(q):
             launches = _backward_launches(plan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad,
@@ -409,6 +411,8 @@ def _dense_key(q, k, v, causal, scale, layout, window, softcap) -> Optional[tupl
         if type(window) not in (tuple, list):
             return None
         window = (tuple(window), tuple(map(type, window)))
+    if q.layout is not torch.strided or k.layout is not torch.strided or v.layout is not torch.strided:
+        return None  # the validating path names the argument
     key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
            v.shape, v.stride(), v.dtype, v.device, causal, type(causal), scale, type(scale), layout, type(layout),
            window, softcap, type(softcap))
@@ -422,8 +426,9 @@ def _dense_key(q, k, v, causal, scale, layout, window, softcap) -> Optional[tupl
 def _block_mask_tensors(block_mask: Optional[core.BlockMask]) -> dict:
     if block_mask is None:
         return {}
-    if not isinstance(block_mask, core.BlockMask):
-        raise TypeError(f"block_mask must come from flashx.torch.create_block_mask, got {type(block_mask).__name__}")
+    if not isinstance(block_mask, core.BlockMask) or not isinstance(block_mask.counts, torch.Tensor):
+        got = type(block_mask).__name__ if not isinstance(block_mask, core.BlockMask) else "one of flashx.jax's"
+        raise TypeError(f"block_mask must come from flashx.torch.create_block_mask, got {got}")
     return block_mask.kernel_arrays()
 
 
@@ -431,7 +436,7 @@ def _build_block_mask(spec: core.BlockMaskSpec, device: torch.device) -> core.Bl
     arrays = {name: torch.empty(shape, dtype=torch.int8 if name == "state" else torch.int32, device=device)
               for name, shape in spec.shapes.items()}
     (first, _), (second, _) = core.block_map_calls(spec)
-    if spec.num_q_blocks and spec.num_kv_blocks:
+    if spec.num_q_blocks and spec.num_kv_blocks and device.type != "meta":
         with _on_device(arrays["state"]):
             first.launch((arrays["state"], arrays["counts"], arrays["indices"]))
             second.launch((arrays["t_counts"], arrays["t_indices"]), inputs=(arrays["state"],))
@@ -454,10 +459,23 @@ def create_block_mask(
     blocks: (BLOCK_M, BLOCK_N) tiles of the map, which the attention kernels then use.
     """
     spec = core.plan_block_mask(mask_mod, B, H, Nq, Nkv, causal=causal, window=window, blocks=blocks)
+    device = _block_mask_device(device)
     # Registered now, so that compiled code finds it by id() (_compiled_function_key) without an
     # eager call first.
     _function_key(core.CallOptions(block_mask=spec))
-    return _build_block_mask(spec, torch.device(device))
+    return _build_block_mask(spec, device)
+
+
+def _block_mask_device(device: Any) -> torch.device:
+    """create_block_mask's device, checked before anything is allocated on it."""
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be a torch.device or a device string, got {device!r}") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("create_block_mask builds on device 'cuda' (the default), but CUDA is not available here: "
+                         "pass device= the device of the tensors it will mask (e.g. 'cpu')")
+    return device
 
 
 def attention(

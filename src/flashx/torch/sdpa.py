@@ -1,12 +1,18 @@
 """`flashx.torch.scaled_dot_product_attention`: torch.nn.functional's signature and semantics, flashx's kernel."""
 from __future__ import annotations
 
+import numbers
 from typing import Optional
 
 import torch
 
 from .. import core
 from .attention import _run
+
+# The core validates under its own argument names; core.errors_named re-raises its errors under
+# this function's (query, not q). The layout is the drop-in's choice, not the caller's: dropped from messages.
+_CORE_NAMES = {"q": "query", "k": "key", "v": "value", "causal": "is_causal", "bias": "attn_mask",
+               "mask": "attn_mask", " (layout 'bhnd')": ""}
 
 
 def scaled_dot_product_attention(
@@ -27,14 +33,30 @@ def scaled_dot_product_attention(
     (B, H, Nq, Nkv); a float mask that requires grad gets its gradient. A row that sees no key
     gives 0. Dropout is not implemented yet.
     """
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
+        raise TypeError(f"dropout_p must be a float in [0, 1), got {type(dropout_p).__name__}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
     if dropout_p != 0.0:
         raise NotImplementedError("flashx has no dropout yet: dropout_p must be 0.0")
     if not isinstance(enable_gqa, bool):
         raise TypeError(f"enable_gqa must be a bool, got {type(enable_gqa).__name__}")
     if attn_mask is not None and is_causal:
         raise ValueError("attn_mask and is_causal=True cannot be combined (as in torch)")
+    # (H, N, E) inputs are the drop-in's own (the core takes 4-D ones): the ranks are checked here,
+    # before the unsqueeze, which the core's messages must not show.
+    if isinstance(query, torch.Tensor):
+        if query.dim() not in (3, 4):
+            raise ValueError(f"query must be 3-D (H, Nq, E) or 4-D (B, H, Nq, E), got shape {tuple(query.shape)}")
+        for name, x in (("key", key), ("value", value)):
+            if isinstance(x, torch.Tensor) and x.dim() != query.dim():
+                raise ValueError(f"{name} must be {query.dim()}-D like query {tuple(query.shape)}, got shape {tuple(x.shape)}")
+    names = dict(_CORE_NAMES)
     squeeze = isinstance(query, torch.Tensor) and query.dim() == 3
     if squeeze:
+        for core_name, name, x in zip("qkv", ("query", "key", "value"), (query, key, value)):
+            if isinstance(x, torch.Tensor):  # the core's "q (1, H, N, E)" is the caller's "query (H, N, E)"
+                names[f"{core_name} {(1, *x.shape)}"] = f"{name} {tuple(x.shape)}"
         query, key, value = (x.unsqueeze(0) if isinstance(x, torch.Tensor) else x for x in (query, key, value))
     if not enable_gqa and all(isinstance(x, torch.Tensor) and x.dim() == 4 for x in (query, key)) and query.shape[1] != key.shape[1]:
         raise ValueError(f"query has {query.shape[1]} heads and key {key.shape[1]}: pass enable_gqa=True for GQA")
@@ -44,8 +66,11 @@ def scaled_dot_product_attention(
             raise TypeError(f"attn_mask must be a torch.Tensor, got {type(attn_mask).__name__}")
         if attn_mask.dtype == torch.bool:
             mask = attn_mask
-        else:
+        elif attn_mask.is_floating_point():
             bias = attn_mask
+        else:  # torch's rule: bool (which keys take part) or float (added to the scores)
+            raise TypeError(f"attn_mask must be bool or a float dtype, got {attn_mask.dtype}")
     options = core.CallOptions(causal=is_causal, scale=scale, layout="bhnd", bottom_right=False)
-    out = _run(query, key, value, {"MASK": mask}, options, False, bias=bias)
+    with core.errors_named(names):
+        out = _run(query, key, value, {"MASK": mask}, options, False, bias=bias)
     return out.squeeze(0) if squeeze else out
