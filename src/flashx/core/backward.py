@@ -85,7 +85,7 @@ def _score_grads(
     MASKED: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BOUND_ROWS: tl.constexpr,
+    SOFTCAP_FORM: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BOUND_ROWS: tl.constexpr,
 ):
     """(P, dS, d qk) of one tile, in whichever orientation q2/kv2, lse and delta broadcast to.
 
@@ -93,10 +93,10 @@ def _score_grads(
     the bias's); d qk follows it back through softcap and score_mod, short of the scale (the
     kernels scale dK and dQ once, at the end).
     """
-    if HAS_SCORE_MOD or HAS_SOFTCAP or HAS_ALIBI or HAS_BIAS:
+    if HAS_SCORE_MOD or SOFTCAP_FORM or HAS_ALIBI or HAS_BIAS:
         s = transform_scores(
             qk, batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, sm_scale, softcap, slope,
-            bias_base, stride_bq, stride_bk, SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+            bias_base, stride_bq, stride_bk, SCORE_MOD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS,
         ) * LOG2_E
     else:
         s = qk * qk_scale_log2
@@ -110,7 +110,7 @@ def _score_grads(
     p = tl.math.exp2(s - lse_log2)
     ds = p * (dp - delta)
     dqk = grad_through_transforms(
-        ds, qk, batch, head, q2, kv2, sm_scale, softcap, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, HAS_SOFTCAP
+        ds, qk, batch, head, q2, kv2, sm_scale, softcap, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM
     )
     return p, ds, dqk
 
@@ -149,7 +149,7 @@ def _dkdv_program(
     HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
-    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
@@ -259,7 +259,7 @@ def _dkdv_program(
                     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
                     span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER), LIMIT_LEFT, LIMIT_RIGHT,
                     MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                    HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
+                    SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
                 )
                 # (Each transpose right before its product: taken together first, they cost D = 64
                 # 8 KiB more shared memory.)
@@ -307,7 +307,7 @@ def _dq_program(
     HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
-    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
@@ -392,7 +392,7 @@ def _dq_program(
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
                 span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER), LIMIT_LEFT, LIMIT_RIGHT,
                 MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
+                SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
             )
             if BIAS_GRAD:
                 p_db = dbias_base + q_idx[:, None].to(tl.int64) * stride_gq + kv_idx[None, :] * stride_gk
@@ -436,7 +436,7 @@ def attention_backward_kernel(
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, VARLEN: tl.constexpr,
     HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
-    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
@@ -478,7 +478,7 @@ def attention_backward_kernel(
                 HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, DKDV_BLOCK_M, DKDV_BLOCK_N, DKDV_STAGES,
                 LIMIT_LEFT, LIMIT_RIGHT, VARLEN, HAS_SEQUSED_Q, HAS_SEQUSED_K,
                 MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, BLOCK_MAP, DKDV_MAP_SPLIT, DKDV_MAP_STEPS,
-                SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+                SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS,
                 UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
                 HEAD_GROUP, ROWS_DOWN, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER,
                 WRITE_DK, WRITE_DV,
@@ -506,7 +506,7 @@ def attention_backward_kernel(
             HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, DQ_BLOCK_M, DQ_BLOCK_N, DQ_STAGES,
             LIMIT_LEFT, LIMIT_RIGHT, VARLEN, HAS_SEQUSED_Q, HAS_SEQUSED_K,
             MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, BLOCK_MAP, DQ_MAP_SPLIT, DQ_MAP_STEPS,
-            SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, BIAS_GRAD,
+            SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BIAS_GRAD,
             UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
             HEAD_GROUP, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER,
         )

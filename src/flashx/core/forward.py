@@ -66,7 +66,7 @@ def _attend_block(
     BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
-    SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, BOUND_ROWS: tl.constexpr,
 ):
@@ -98,7 +98,7 @@ def _attend_block(
         b_s = transform_scores(
             qk, batch, head, q_idx[:, None], kv_idx[None, :], seqlen_q, seqlen_kv, diag_offset,
             sm_scale, softcap, slope, bias_base, stride_bq, stride_bk,
-            SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS,
+            SCORE_MOD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS,
         ) * LOG2_E
         s_scale = 1.0
     if MASKED:
@@ -149,7 +149,7 @@ def attention_forward_kernel(
     HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
-    SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, ONE_LOOP: tl.constexpr,
     BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr,
@@ -225,7 +225,7 @@ def attention_forward_kernel(
                 block_is_masked(span, i, first, start_n, full_lo, full_hi, BLOCK_MAP, ONE_LOOP),
                 HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, span_is_masked(span, BLOCK_MAP, ONE_LOOP),
                 LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
-                SCORE_MOD, HAS_SCORE_MOD, HAS_SOFTCAP, HAS_ALIBI, HAS_BIAS, FOLD_SCALE, UPCAST_DOT, DOT_PRECISION,
+                SCORE_MOD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, FOLD_SCALE, UPCAST_DOT, DOT_PRECISION,
                 BOUND_ROWS,
             )
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from . import runtime
+from . import runtime, scores
 from .backward import attention_backward_kernel, attention_backward_preprocess_kernel
 from .blockmask import block_map_kernel, block_map_transpose_kernel
 from .forward import attention_forward_kernel
@@ -735,6 +735,13 @@ def _type_name(value: Any) -> str:
     """A value's type as a user would write it (numpy.float32, not float32)."""
     kind = type(value)
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _softcap_form(softcap: Optional[float]) -> int:
+    """The kernels' SOFTCAP_FORM for a (checked) softcap (scores.softcapped)."""
+    if softcap is None:
+        return scores.NO_SOFTCAP.value
+    return (scores.SOFTCAP_SERIES if softcap >= scores.SOFTCAP_SERIES_FROM else scores.SOFTCAP_TANH).value
 
 
 def _check_scale(scale: Any) -> float:
@@ -1539,7 +1546,7 @@ def plan_attention(
         # both cost it 3%.
         EDGES_TOGETHER=window_left < 0,
         SCORE_MOD=score_mod, SCORE_MOD_GRAD=score_mod_grad, HAS_SCORE_MOD=score_mod is not None,
-        HAS_SOFTCAP=softcap is not None, HAS_ALIBI=alibi_slopes is not None, HAS_BIAS=bias is not None,
+        SOFTCAP_FORM=_softcap_form(softcap), HAS_ALIBI=alibi_slopes is not None, HAS_BIAS=bias is not None,
         # Plain scaled scores with a positive scale: the forward takes the row max before scaling.
         # The scale's float32 factor must stay normal: a masked score, -inf, times a factor of 0
         # (flushed or rounded) would be NaN. Smaller scales scale first, where 0 is harmless.

@@ -70,6 +70,14 @@ def dot(a, b, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     return tl.dot(a, b, input_precision=PRECISION)
 
 
+# SOFTCAP_FORM, a constexpr of the kernels: no softcap, softcap * tanh(x / softcap) as written, or
+# with tanh's series near 0 (from softcaps of SOFTCAP_SERIES_FROM on; see softcapped).
+NO_SOFTCAP = tl.constexpr(0)
+SOFTCAP_TANH = tl.constexpr(1)
+SOFTCAP_SERIES = tl.constexpr(2)
+SOFTCAP_SERIES_FROM = 64.0  # a score's absolute error softcap x 1e-7 stays below ~6e-6 under it
+
+
 @triton.jit
 def tanh(x):
     """tanh through exp2, portable to the interpreter; saturates to +-1 without NaN. Near 0 it
@@ -86,19 +94,23 @@ def _tanh_ratio(y):
 
 
 @triton.jit
-def softcapped(x, softcap):
-    """softcap * tanh(x / softcap), accurate however large softcap is against x: where x / softcap
-    is small, x * tanh(y) / y (softcap 1e4 had lost 4e-4 of the output through tanh's cancellation,
-    1e8 the scores altogether; NOTES v0.52)."""
+def softcapped(x, softcap, SOFTCAP_FORM: tl.constexpr):
+    """softcap * tanh(x / softcap). tanh's absolute error (~1e-7) becomes softcap times that in the
+    score: below SOFTCAP_SERIES_FROM harmless, above it (SOFTCAP_FORM == SOFTCAP_SERIES) the score
+    takes x * tanh(y) / y from its series where y = x / softcap is small (softcap 1e4 had lost
+    4e-4 of the output, 1e8 the scores altogether; NOTES v0.52). The series costs registers (the
+    D = 128 backward spilled 40 -> 184 bytes offline), so common caps keep the plain form."""
     y = x / softcap
-    return tl.where(tl.abs(y) < 0.125, x * _tanh_ratio(y), softcap * tanh(y))
+    if SOFTCAP_FORM == SOFTCAP_SERIES:
+        return tl.where(tl.abs(y) < 0.125, x * _tanh_ratio(y), softcap * tanh(y))
+    return softcap * tanh(y)
 
 
 @triton.jit
 def softcap_slope(x, softcap):
-    """d softcapped(x) / dx = 1 - tanh(x / softcap)^2."""
-    y = x / softcap
-    t = tl.where(tl.abs(y) < 0.125, y * _tanh_ratio(y), tanh(y))
+    """d softcapped(x) / dx = 1 - tanh(x / softcap)^2: tanh's absolute error (~1e-7) is all that
+    reaches it, so the plain tanh serves."""
+    t = tanh(x / softcap)
     return 1.0 - t * t
 
 
@@ -165,15 +177,15 @@ def visible_pairs(
 def transform_scores(
     qk, batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, sm_scale, softcap, slope,
     bias_base, stride_bq, stride_bk,
-    SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+    SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr,
 ):
     """Float32 scores in natural-log units, before masking (q2, kv2 as in visible_pairs)."""
     x = qk * sm_scale
     if HAS_SCORE_MOD:
         x = SCORE_MOD(x, batch, head, q2, kv2)
-    if HAS_SOFTCAP:
-        x = softcapped(x, softcap)
+    if SOFTCAP_FORM:
+        x = softcapped(x, softcap, SOFTCAP_FORM)
     if HAS_ALIBI:
         x = x - slope * tl.abs(q2 + diag_offset - kv2).to(tl.float32)
     if HAS_BIAS:
@@ -187,19 +199,19 @@ def transform_scores(
 def grad_through_transforms(
     ds, qk, batch, head, q2, kv2, sm_scale, softcap,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
-    HAS_SOFTCAP: tl.constexpr,
+    SOFTCAP_FORM: tl.constexpr,
 ):
     """d loss / d (q . k * scale), given ds = d loss / d score (alibi and bias add constants: grad 1).
 
     The last factor, the scale itself, is left to the caller: dK and dQ are sums of these
     times q or k, so the scale is applied once to each sum rather than to every score.
     """
-    if HAS_SOFTCAP or HAS_SCORE_MOD:
+    if SOFTCAP_FORM or HAS_SCORE_MOD:
         x = qk * sm_scale
         if HAS_SCORE_MOD:
             ds = ds * SCORE_MOD_GRAD(x, batch, head, q2, kv2)
             x = SCORE_MOD(x, batch, head, q2, kv2)
-        if HAS_SOFTCAP:
+        if SOFTCAP_FORM:
             ds = ds * softcap_slope(x, softcap)
     return ds
 
