@@ -1439,7 +1439,8 @@ def plan_attention(
 
     scale = 1.0 / math.sqrt(d) if scale is None else _check_scale(scale)
     if softcap is not None:
-        if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real) or not math.isfinite(softcap) or softcap <= 0:
+        if (isinstance(softcap, bool) or not isinstance(softcap, numbers.Real) or not math.isfinite(softcap)
+                or softcap <= 0):
             raise ValueError(f"softcap must be a float > 0 or None, got {softcap!r}")
         # Beyond float32's range it is the same no-op cap (softcap * tanh(x / softcap) = x).
         softcap = min(float(softcap), FLOAT32_MAX)
@@ -1550,7 +1551,8 @@ def plan_attention(
         # Plain scaled scores with a positive scale: the forward takes the row max before scaling.
         # The scale's float32 factor must stay normal: a masked score, -inf, times a factor of 0
         # (flushed or rounded) would be NaN. Smaller scales scale first, where 0 is harmless.
-        FOLD_SCALE=scale * LOG2_E >= FLOAT32_TINY and score_mod is None and softcap is None and alibi_slopes is None and bias is None,
+        FOLD_SCALE=(scale * LOG2_E >= FLOAT32_TINY and score_mod is None and softcap is None
+                    and alibi_slopes is None and bias is None),
         # Triton's interpreter gets bf16 dots wrong; upcast there, keep bf16 tensor cores on GPU.
         UPCAST_DOT=runtime.INTERPRETER and q.dtype == "bfloat16",
         # float32 inputs: full-precision dots rather than tf32, so fp32 means fp32.
