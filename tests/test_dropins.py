@@ -188,6 +188,8 @@ _CORE_TORCH = r"\b(q|k|v|causal|bias|mask)\b|layout"
         pytest.param(None, None, dict(dropout_p=None), TypeError, r"^dropout_p\b", r"no dropout yet", id="dropout-none"),
         pytest.param(None, None, dict(dropout_p="0"), TypeError, r"^dropout_p\b", r"no dropout yet", id="dropout-str"),
         pytest.param(None, None, dict(dropout_p=-0.5), ValueError, r"^dropout_p\b.*-0\.5", r"no dropout yet", id="dropout-negative"),
+        pytest.param(None, None, dict(dropout_p=1.5), ValueError, r"^dropout_p\b.*1\.5", r"no dropout yet", id="dropout-above-1"),
+        pytest.param(None, None, dict(dropout_p=1.0), NotImplementedError, r"no dropout yet", r"^dropout_p must", id="dropout-1"),
     ],
 )
 def test_sdpa_errors_name_its_arguments(rng, shapes, mask, kwargs, error, match, core):

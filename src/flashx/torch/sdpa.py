@@ -34,9 +34,9 @@ def scaled_dot_product_attention(
     gives 0. Dropout is not implemented yet.
     """
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
-        raise TypeError(f"dropout_p must be a float in [0, 1), got {type(dropout_p).__name__}")
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
+        raise TypeError(f"dropout_p must be a float in [0, 1], got {type(dropout_p).__name__}")
+    if not 0.0 <= dropout_p <= 1.0:  # torch's range; any nonzero one is not implemented below
+        raise ValueError(f"dropout_p must be in [0, 1], got {dropout_p!r}")
     if dropout_p != 0.0:
         raise NotImplementedError("flashx has no dropout yet: dropout_p must be 0.0")
     if not isinstance(enable_gqa, bool):
