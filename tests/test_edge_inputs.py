@@ -236,3 +236,25 @@ def test_block_mask_of_the_other_frontend_is_refused():
     qj = jax.numpy.zeros((1, 32, 1, 16))
     with pytest.raises(TypeError, match=r"block_mask must come from flashx\.jax.*flashx\.torch"):
         flashx.jax.attention(qj, qj, qj, block_mask=torch_mask)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("softcap, dtype", [(30.0, torch.bfloat16), (1e4, torch.bfloat16), (1e8, torch.float16)])
+def test_gpu_softcap_forms(rng, softcap, dtype):
+    """Both softcap forms on the GPU (the series one from caps of 64 on), forward and backward, at a
+    size whose D = 128 backward spills with the series (NOTES v0.52), against float64 autograd."""
+    q, k, v = (x.requires_grad_() for x in _qkv(rng, b=2, nq=300, nkv=517, h=4, d=128, dtype=dtype))
+    out = flashx.torch.attention(q, k, v, causal=True, softcap=softcap)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
+    s = torch.einsum("bqhd,bkhd->bhqk", q64, k64) / math.sqrt(q.shape[-1])
+    s = softcap * torch.tanh(s / softcap)
+    nq, nkv = s.shape[-2:]
+    s = s.masked_fill(torch.arange(nkv, device=s.device) > torch.arange(nq, device=s.device)[:, None] + nkv - nq,
+                      -math.inf)
+    ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v64)
+    ref_grads = torch.autograd.grad(ref, (q64, k64, v64), dout.double())
+    assert rel_error(_np(out), _np(ref)) < 2e-2
+    for got, want in zip(grads, ref_grads):
+        assert rel_error(_np(got), _np(want)) < 3e-2
