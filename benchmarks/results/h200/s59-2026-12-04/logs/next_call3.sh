@@ -1,10 +1,11 @@
-# Prepared in session 59: the backward sweep (in-turns timing), the ptxas probe, and the tests
-# that session 58's deadline cut. Write the ids file first:
+# Prepared in session 59: the backward sweep (in-turns timing), the ptxas probe, the tests
+# that session 58's deadline cut, and session 59's softcap forms on the GPU. Write the ids file first:
 #   printf '%s\n' 'tests/test_variants_jax.py::test_gpu_grads[gqa-8:2-n1024-d128-causal]' \
 #     'tests/test_variants.py::test_gpu_gluon_forward_windows_and_maps[q1000-kv600-window-100-rows-without-keys-bhnd]' \
 #     'tests/test_variants.py::test_gpu_gluon_forward_windows_and_maps[d256-holes]' \
 #     'tests/test_variants_jax.py::test_gpu_gluon_forward_windows_and_maps[d64-documents-causal]' \
-#     'tests/test_torch.py::test_torch_compile_with_optional_arrays[sdpa-mask]' > .scratch/rerun_ids.txt
+#     'tests/test_torch.py::test_torch_compile_with_optional_arrays[sdpa-mask]' \
+#     'tests/test_edge_inputs.py::test_gpu_softcap_forms' > .scratch/rerun_ids.txt
 set -u
 date -u +%H:%M:%S
 R=/tmp/s60c3; mkdir -p $R/bwd
