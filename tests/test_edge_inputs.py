@@ -238,6 +238,45 @@ def test_block_mask_of_the_other_frontend_is_refused():
         flashx.jax.attention(qj, qj, qj, block_mask=torch_mask)
 
 
+def _autocast_device():
+    return "cpu" if DEVICE == "cpu" else "cuda"
+
+
+def test_autocast_casts_inputs_as_sdpa(rng):
+    """Under torch.autocast flashx casts q, k and v to its dtype, as autocast casts
+    scaled_dot_product_attention's: float32 activations (and mixed float32 / bfloat16 ones, as RoPE
+    in float32 leaves them) run in bfloat16, gradients reach the float32 leaves."""
+    q, k, v = (x.requires_grad_() for x in _qkv(rng))
+    with torch.autocast(_autocast_device(), dtype=torch.bfloat16):
+        out = flashx.torch.attention(q, k, v, causal=True)
+        mixed = flashx.torch.attention(q, k.detach().bfloat16(), v, causal=True)
+        drop_in = flashx.torch.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)))
+        native = torch.nn.functional.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)))
+    want = flashx.torch.attention(*(x.detach().bfloat16() for x in (q, k, v)), causal=True)
+    assert out.dtype == mixed.dtype == drop_in.dtype == native.dtype == torch.bfloat16
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+    torch.testing.assert_close(mixed, want, rtol=0, atol=0)
+    ref, _ = reference_attention(*(_np(x.bfloat16()) for x in (q, k, v)), layout="bnhd")
+    assert_error_within(rel_error(_np(drop_in.transpose(1, 2)), ref), rel_error(_np(native.transpose(1, 2)), ref),
+                        "bfloat16")
+    grads = torch.autograd.grad(out.float().sum(), (q, k, v))
+    assert all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads)
+    # Outside autocast nothing is cast: float32 stays float32.
+    assert flashx.torch.attention(q, k, v).dtype == torch.float32
+
+
+def test_autocast_under_torch_compile(rng):
+    """The autocast check traces under torch.compile(fullgraph=True) and gives eager's result."""
+    q, k, v = _qkv(rng)
+
+    def run(q, k, v):
+        with torch.autocast(_autocast_device(), dtype=torch.bfloat16):
+            return flashx.torch.attention(q, k, v, causal=True)
+
+    compiled = torch.compile(run, fullgraph=True, backend="eager")
+    torch.testing.assert_close(compiled(q, k, v), run(q, k, v), rtol=0, atol=0)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("softcap, dtype", [(30.0, torch.bfloat16), (1e4, torch.bfloat16), (1e8, torch.float16)])
 def test_gpu_softcap_forms(rng, softcap, dtype):

@@ -423,6 +423,16 @@ def _dense_key(q, k, v, causal, scale, layout, window, softcap) -> Optional[tupl
     return key
 
 
+def _autocast(*tensors):
+    """The tensors cast to torch.autocast's dtype where it is on for the first one's device (floating
+    ones only), as autocast casts scaled_dot_product_attention's inputs; else as they are."""
+    q = tensors[0]
+    if not isinstance(q, torch.Tensor) or not torch.is_autocast_enabled(q.device.type):
+        return tensors
+    dtype = torch.get_autocast_dtype(q.device.type)
+    return tuple(x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in tensors)
+
+
 def _block_mask_tensors(block_mask: Optional[core.BlockMask]) -> dict:
     if block_mask is None:
         return {}
@@ -523,8 +533,11 @@ def attention(
         return_lse: also return the float32 log-sum-exp, (B, Hq, Nq) (varlen: (Hq, total_q)).
 
     The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
-    Returns out in q's layout and dtype, last dim Dv; and lse if return_lse.
+    Returns out in q's layout and dtype, last dim Dv; and lse if return_lse. Under torch.autocast
+    q, k and v are cast to its dtype first, as torch's scaled_dot_product_attention is.
     """
+    if torch._C._is_any_autocast_enabled() or torch.compiler.is_compiling():  # one cheap call eagerly
+        q, k, v = _autocast(q, k, v)
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
     dense_key = None

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 from .. import core
-from .attention import _run
+from .attention import _autocast, _run
 
 # The core validates under its own argument names; core.errors_named re-raises its errors under
 # this function's (query, not q). The layout is the drop-in's choice, not the caller's: dropped from messages.
@@ -31,7 +31,8 @@ def scaled_dot_product_attention(
     needs enable_gqa=True. is_causal is top-left aligned, as in torch (query i sees keys
     j <= i). attn_mask: bool (True takes part) or additive float, broadcastable to
     (B, H, Nq, Nkv); a float mask that requires grad gets its gradient. A row that sees no key
-    gives 0. Dropout is not implemented yet.
+    gives 0. Dropout is not implemented yet. Under torch.autocast the tensors (a float attn_mask
+    too) are cast to its dtype first, as torch casts its own.
     """
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
         raise TypeError(f"dropout_p must be a float in [0, 1], got {type(dropout_p).__name__}")
@@ -43,6 +44,7 @@ def scaled_dot_product_attention(
         raise TypeError(f"enable_gqa must be a bool, got {type(enable_gqa).__name__}")
     if attn_mask is not None and is_causal:
         raise ValueError("attn_mask and is_causal=True cannot be combined (as in torch)")
+    query, key, value, attn_mask = _autocast(query, key, value, attn_mask)
     # (H, N, E) inputs are the drop-in's own (the core takes 4-D ones): the ranks are checked here,
     # before the unsqueeze, which the core's messages must not show.
     if isinstance(query, torch.Tensor):
