@@ -6,7 +6,6 @@ or a ValueError / TypeError naming the argument, before any launch.
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -19,6 +18,7 @@ import flashx.torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402, F401  (Triton's interpreter wants it visible to @triton.jit functions)
 from conftest import INTERPRETED, assert_error_within, reference_attention, rel_error  # noqa: E402
+from test_variants import reference  # noqa: E402  (the variant tests' float64 reference, softcap included)
 
 DEVICE = "cpu" if INTERPRETED else "cuda"
 
@@ -32,16 +32,11 @@ def _np(x):
     return x.detach().double().cpu().numpy()
 
 
-def _softcap_reference(q, k, v, softcap, causal=False):
-    """float64 attention with score = softcap * tanh(score / softcap), (B, N, H, D) arrays."""
-    q, k, v = (np.asarray(x, np.float64).transpose(0, 2, 1, 3) for x in (q, k, v))
-    s = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
-    s = softcap * np.tanh(s / softcap)
-    if causal:
-        nq, nkv = s.shape[-2:]
-        s = np.where(np.arange(nkv)[None, :] <= np.arange(nq)[:, None] + nkv - nq, s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    return ((p @ v) / p.sum(-1, keepdims=True)).transpose(0, 2, 1, 3)
+def _softcap_reference(q, k, v, softcap):
+    """(out, leaves): float64 causal attention with softcap on float64 copies (the leaves, for
+    autograd) of (B, N, H, D) tensors."""
+    leaves = tuple(x.detach().double().requires_grad_() for x in (q, k, v))
+    return reference(*leaves, causal=True, softcap=softcap)[0], leaves
 
 
 @pytest.mark.parametrize("scale", [1e-46, 1e-300, 1e-40, -1e-46])
@@ -85,8 +80,8 @@ def test_large_softcaps_stay_accurate(rng, softcap):
     there (relative errors 4e-4 at 1e4, the scores themselves at 1e8, NaN past float32's range)."""
     q, k, v = _qkv(rng)
     got = flashx.torch.attention(q, k, v, causal=True, softcap=softcap)
-    want = _softcap_reference(_np(q), _np(k), _np(v), softcap, causal=True)
-    assert rel_error(_np(got), want) < 2e-6
+    want, _ = _softcap_reference(q, k, v, softcap)
+    assert rel_error(_np(got), _np(want)) < 2e-6
 
 
 def test_softcap_gradients_for_small_and_large_caps(rng):
@@ -96,13 +91,8 @@ def test_softcap_gradients_for_small_and_large_caps(rng):
         out = flashx.torch.attention(q, k, v, causal=True, softcap=softcap)
         dout = torch.from_numpy(rng.standard_normal(out.shape)).to(out)
         grads = torch.autograd.grad(out, (q, k, v), dout)
-        q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
-        s = torch.einsum("bqhd,bkhd->bhqk", q64, k64) / math.sqrt(q.shape[-1])
-        s = softcap * torch.tanh(s / softcap)
-        nq, nkv = s.shape[-2:]
-        s = s.masked_fill(torch.arange(nkv) > torch.arange(nq)[:, None] + nkv - nq, -math.inf)
-        ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v64)
-        ref_grads = torch.autograd.grad(ref, (q64, k64, v64), dout.double())
+        ref, leaves = _softcap_reference(q, k, v, softcap)
+        ref_grads = torch.autograd.grad(ref, leaves, dout.double())
         for got, want in zip(grads, ref_grads):
             assert rel_error(_np(got), _np(want)) < 1e-5, softcap
 
@@ -286,14 +276,8 @@ def test_gpu_softcap_forms(rng, softcap, dtype):
     out = flashx.torch.attention(q, k, v, causal=True, softcap=softcap)
     dout = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), dout)
-    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
-    s = torch.einsum("bqhd,bkhd->bhqk", q64, k64) / math.sqrt(q.shape[-1])
-    s = softcap * torch.tanh(s / softcap)
-    nq, nkv = s.shape[-2:]
-    s = s.masked_fill(torch.arange(nkv, device=s.device) > torch.arange(nq, device=s.device)[:, None] + nkv - nq,
-                      -math.inf)
-    ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v64)
-    ref_grads = torch.autograd.grad(ref, (q64, k64, v64), dout.double())
+    ref, leaves = _softcap_reference(q, k, v, softcap)
+    ref_grads = torch.autograd.grad(ref, leaves, dout.double())
     assert rel_error(_np(out), _np(ref)) < 2e-2
     for got, want in zip(grads, ref_grads):
         assert rel_error(_np(got), _np(want)) < 3e-2

@@ -33,7 +33,7 @@ MAX_GRID_YZ = 65535  # CUDA's limit on grid axes 1 and 2 (heads, batch)
 # The kernels scale scores in float32 (by scale * log2(e) where the scale folds into exp2).
 FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32: GPUs flush smaller ones to 0
-LOG2_E = 1.4426950408889634
+LOG2_E = scores.LOG2_E.value  # the kernels' own
 # What a user function is called with (the README's signatures).
 FUNCTION_ARGUMENTS = {"mask_mod": ("b", "h", "q_idx", "kv_idx"), "score_mod": ("score", "b", "h", "q_idx", "kv_idx"),
                       "score_mod_grad": ("score", "b", "h", "q_idx", "kv_idx")}
