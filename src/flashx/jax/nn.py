@@ -38,6 +38,8 @@ def dot_product_attention(
     window = None
     if local_window_size is not None:
         if isinstance(local_window_size, int) and not isinstance(local_window_size, bool):
+            if local_window_size < -1:  # checked here: the core's message would show the pair
+                raise ValueError(f"local_window_size must be an int >= -1 (-1: unbounded) or (left, right), got {local_window_size}")
             window = (local_window_size, local_window_size)
         elif isinstance(local_window_size, (tuple, list)):
             window = tuple(local_window_size)

@@ -59,6 +59,9 @@ def scaled_dot_product_attention(
         for core_name, name, x in zip("qkv", ("query", "key", "value"), (query, key, value)):
             if isinstance(x, torch.Tensor):  # the core's "q (1, H, N, E)" is the caller's "query (H, N, E)"
                 names[f"{core_name} {(1, *x.shape)}"] = f"{name} {tuple(x.shape)}"
+        if isinstance(key, torch.Tensor) and key.dim() == 3:  # attn_mask's target, as the caller sees it
+            scores_shape = (query.shape[0], query.shape[1], key.shape[1])
+            names[str((1, *scores_shape))] = str(scores_shape)
         query, key, value = (x.unsqueeze(0) if isinstance(x, torch.Tensor) else x for x in (query, key, value))
     if not enable_gqa and all(isinstance(x, torch.Tensor) and x.dim() == 4 for x in (query, key)) and query.shape[1] != key.shape[1]:
         raise ValueError(f"query has {query.shape[1]} heads and key {key.shape[1]}: pass enable_gqa=True for GQA")
