@@ -5,6 +5,8 @@ jax-triton's triton_call.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -164,6 +166,148 @@ def test_empty_query(rng):
         out, lse = fn(q, k, v, return_lse=True)
         assert out.shape == (2, 0, 2, 8) and out.dtype == jnp.bfloat16
         assert lse.shape == (2, 2, 0) and lse.dtype == jnp.float32
+
+
+# ----------------------------------------------------------------------------------------------
+# jax.vmap
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def launched_batches(monkeypatch):
+    """Asserts that no launch is traced with vmap's tracers (jax-triton refuses to batch its
+    launches on the GPU, so flashx must batch first). Returns the batch size (Q's first axis) of
+    each attention kernel run, in Triton's interpreter: None on the GPU, where XLA runs them."""
+    import sys
+
+    module = sys.modules["flashx.jax.attention"]
+    launch, batches = module._launch, []
+
+    def spy(build, arrays, out_types, zeroed=()):
+        mapped = [n for n, a in arrays.items() if any(t.__name__ == "BatchTracer" for t in type(a).__mro__)]
+        assert not mapped, f"jax.vmap reached a launch with {mapped}"
+
+        def run(host_arrays, placeholder):  # on the CPU, called as the kernel runs, on torch tensors
+            if "Q" in host_arrays and type(host_arrays["Q"]).__module__.startswith("torch"):
+                batches.append(host_arrays["Q"].shape[0])
+            return build(host_arrays, placeholder)
+        return launch(run, arrays, out_types, zeroed)
+
+    monkeypatch.setattr(module, "_launch", spy)
+    return batches if INTERPRETED else None
+
+
+def _mapped_inputs(rng, case: Case, dtype: str, size: int, in_axes):
+    """`size` fresh slices of q, k, v, and them stacked along in_axes (None: the first slice's, shared)."""
+    axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * 3
+    slices = [make_inputs(rng, case, dtype) for _ in range(size)]
+    stacked = tuple(slices[0][i] if ax is None else jnp.stack([s[i] for s in slices], axis=ax) for i, ax in enumerate(axes))
+    slices = [tuple(s[i] if ax is not None else slices[0][i] for i, ax in enumerate(axes)) for s in slices]
+    return slices, stacked
+
+
+VMAP_CASES = [
+    pytest.param(Case(2, 37, 50, 4, 2, 24, 24, causal=True), 3, 0, 0, id="gqa-causal-all-mapped"),
+    pytest.param(Case(1, 29, 29, 2, 1, 40, 16, layout="bhnd"), 2, (0, None, None), 0, id="kv-shared-bhnd"),
+    pytest.param(Case(2, 21, 33, 2, 2, 16, 16, causal=True), 3, 2, 1, id="mapped-axis-2-out-1"),
+]
+
+
+@pytest.mark.parametrize("case, size, in_axes, out_axes", VMAP_CASES)
+def test_vmap_folds_into_one_launch(rng, launched_batches, case, size, in_axes, out_axes):
+    """jax.vmap (under jit) of attention: each slice's out and lse agree with float64 as an
+    unmapped call's do, and the mapped axis folds into the batch axis of one launch."""
+    slices, (q, k, v) = _mapped_inputs(rng, case, "bfloat16", size, in_axes)
+    call = lambda q, k, v: flashx.jax.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)  # noqa: E731
+    out, lse = jax.jit(jax.vmap(call, in_axes=in_axes, out_axes=out_axes))(q, k, v)
+    assert launched_batches in (None, [size * case.b])
+    for i, (qi, ki, vi) in enumerate(slices):
+        check_against_reference(qi, ki, vi, jnp.take(out, i, axis=out_axes), jnp.take(lse, i, axis=out_axes), "bfloat16",
+                                causal=case.causal, layout=case.layout)
+
+
+def test_vmap_of_vmap(rng, launched_batches):
+    """Two nested vmaps fold into one launch (3 x 2 x B)."""
+    case = Case(1, 19, 26, 2, 1, 16, 16, causal=True)
+    slices = [[make_inputs(rng, case, "float16") for _ in range(2)] for _ in range(3)]
+    q, k, v = (jnp.stack([jnp.stack([s[i] for s in row]) for row in slices]) for i in range(3))
+    out = jax.vmap(jax.vmap(lambda q, k, v: flashx.jax.attention(q, k, v, causal=True)))(q, k, v)
+    assert launched_batches in (None, [6])
+    for a, row in enumerate(slices):
+        for b, (qi, ki, vi) in enumerate(row):
+            _, lse = flashx.jax.attention(qi, ki, vi, causal=True, return_lse=True)
+            check_against_reference(qi, ki, vi, out[a, b], lse, "float16", causal=True)
+
+
+def test_vmap_with_mapped_mask_runs_slice_by_slice(rng, launched_batches):
+    """A mask mapped with q (here through the jax.nn drop-in) depends on the mapped index: the
+    call runs one slice at a time (lax.map), against jax.nn's own attention
+    in float32, bounded by its error in float16."""
+    case = Case(2, 23, 31, 2, 2, 16, 16)
+    slices, (q, k, v) = _mapped_inputs(rng, case, "float16", 3, 0)
+    mask = jnp.asarray(rng.random((3, 1, 1, 23, 31)) < 0.7)
+
+    def native(q, k, v, mask):
+        return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation="xla")
+
+    out = jax.jit(jax.vmap(lambda q, k, v, m: flashx.jax.dot_product_attention(q, k, v, mask=m)))(q, k, v, mask)
+    assert launched_batches in (None, [case.b] * 3)
+    ref = jax.vmap(native)(*(x.astype(jnp.float32) for x in (q, k, v)), mask)
+    rows = np.asarray(mask).any(axis=-1)[:, :, :, :, None].transpose(0, 1, 3, 2, 4)  # rows that see no key give 0
+    ref = np.where(rows, to_numpy(ref), 0.0)
+    own = np.where(rows, to_numpy(jax.vmap(native)(q, k, v, mask)), 0.0)
+    assert_error_within(rel_error(to_numpy(out), ref), rel_error(own, ref), "float16")
+
+
+@pytest.mark.parametrize("bias_axis", [0, None], ids=["bias-mapped", "bias-shared"])
+def test_vmap_bias_gradients_slice_by_slice(rng, launched_batches, bias_axis):
+    """vmap of grad through the jax.nn drop-in with a bias (its gradient per slice: the call
+    runs slice by slice), against jax.nn's attention in float64, bounded by its float32 error."""
+    case = Case(1, 17, 29, 2, 2, 16, 16)
+    slices, (q, k, v) = _mapped_inputs(rng, case, "float32", 3, 0)
+    bias = jnp.asarray(rng.standard_normal((3, 1, 2, 17, 29) if bias_axis == 0 else (1, 2, 17, 29)), jnp.float32)
+
+    def grads(fn, *arrays):
+        loss = lambda q, k, v, b: jnp.sum(fn(q, k, v, bias=b) ** 2)  # noqa: E731
+        return jax.vmap(jax.grad(loss, argnums=(0, 1, 2, 3)), in_axes=(0, 0, 0, bias_axis))(*arrays)
+
+    native = lambda *a, **kw: jax.nn.dot_product_attention(*a, **kw, implementation="xla")  # noqa: E731
+    ours = jax.jit(lambda *a: grads(flashx.jax.dot_product_attention, *a))(q, k, v, bias)
+    assert launched_batches is None or (len(launched_batches) >= 3 and set(launched_batches) == {case.b})
+    with jax.enable_x64():
+        ref = grads(native, *(x.astype(jnp.float64) for x in (q, k, v, bias)))
+    own = grads(native, q, k, v, bias)
+    for name, g, r, n in zip(("dq", "dk", "dv", "dbias"), ours, ref, own):
+        assert g.shape == r.shape and g.shape[0] == 3, name
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "float32", name)
+
+
+@pytest.mark.parametrize("order", ["vmap-of-grad", "grad-of-vmap"])
+def test_vmap_gradients(rng, launched_batches, order):
+    """Gradients through a folded vmap, either way round, against jax's own attention in float32
+    (vmapped), bounded by its error in bfloat16; k and v shared by the slices (their gradient
+    summed over them under grad-of-vmap, one per slice under vmap-of-grad)."""
+    case = Case(2, 33, 45, 4, 2, 24, 24, causal=True)
+    slices, (q, k, v) = _mapped_inputs(rng, case, "bfloat16", 3, (0, None, None))
+    cotangent = jnp.asarray(rng.standard_normal((3, *q.shape[1:4], v.shape[-1])), jnp.float32)
+
+    def loss(fn, q, k, v, g):
+        return jnp.sum(fn(q, k, v, causal=True).astype(jnp.float32) * g)
+
+    def grads(fn, q, k, v):
+        if order == "vmap-of-grad":
+            return jax.vmap(jax.grad(functools.partial(loss, fn), argnums=(0, 1, 2)), in_axes=(0, None, None, 0))(q, k, v, cotangent)
+        mapped = lambda q, k, v: jax.vmap(lambda *a: loss(fn, *a), in_axes=(0, None, None, 0))(q, k, v, cotangent).sum()  # noqa: E731
+        return jax.grad(mapped, argnums=(0, 1, 2))(q, k, v)
+
+    ours = jax.jit(lambda *a: grads(flashx.jax.attention, *a))(q, k, v)
+    # Every launch folded: the forward, the backward's row statistics and its gradient kernels.
+    assert launched_batches is None or (len(launched_batches) >= 3 and set(launched_batches) == {3 * case.b})
+    ref = grads(native_attention, *(x.astype(jnp.float32) for x in (q, k, v)))
+    native = grads(native_attention, q, k, v)
+    for name, g, r, n in zip("qkv", ours, ref, native):
+        assert g.shape == r.shape
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -519,6 +519,118 @@ def test_opcheck(rng, case):
 
 
 # ----------------------------------------------------------------------------------------------
+# torch.func: vmap and grad
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def launched_batches(monkeypatch):
+    """The batch size of every forward and backward the ops run (their implementations' plans)."""
+    import sys
+
+    module = sys.modules["flashx.torch.attention"]
+    batches = []
+    for name in ("_forward_impl", "_backward_impl"):
+        def spy(plan, *args, _original=getattr(module, name), **kwargs):
+            batches.append(plan.batch)
+            return _original(plan, *args, **kwargs)
+        monkeypatch.setattr(module, name, spy)
+    return batches
+
+
+def _mapped_inputs(rng, case: Case, dtype: str, size: int, in_dims):
+    """`size` fresh slices of q, k, v, and them stacked along in_dims (None: the first slice's, shared)."""
+    dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * 3
+    slices = [make_inputs(rng, case, dtype) for _ in range(size)]
+    stacked = tuple(slices[0][i] if d is None else torch.stack([s[i] for s in slices], dim=d) for i, d in enumerate(dims))
+    return [tuple(s[i] if d is not None else slices[0][i] for i, d in enumerate(dims)) for s in slices], stacked
+
+
+VMAP_CASES = [
+    pytest.param(Case(2, 37, 50, 4, 2, 24, 24, causal=True), 3, 0, 0, id="gqa-causal-all-mapped"),
+    pytest.param(Case(1, 29, 29, 2, 1, 40, 16, layout="bhnd"), 2, (0, None, None), 0, id="kv-shared-bhnd"),
+    pytest.param(Case(2, 21, 33, 2, 2, 16, 16, causal=True), 3, 2, 1, id="mapped-dim-2-out-1"),
+]
+
+
+@pytest.mark.parametrize("case, size, in_dims, out_dims", VMAP_CASES)
+def test_vmap_folds_into_one_launch(rng, launched_batches, case, size, in_dims, out_dims):
+    """torch.func.vmap of attention: each slice's out and lse agree with the float64 references
+    as an unmapped call's do, and the mapped dim folds into the batch of one launch."""
+    slices, (q, k, v) = _mapped_inputs(rng, case, "float16", size, in_dims)
+    call = lambda q, k, v: flashx.torch.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)  # noqa: E731
+    out, lse = torch.func.vmap(call, in_dims=in_dims, out_dims=out_dims)(q, k, v)
+    assert launched_batches == [size * case.b]
+    for i, (qi, ki, vi) in enumerate(slices):
+        check_against_references(qi, ki, vi, out.select(out_dims, i), lse.select(out_dims, i), "float16",
+                                 causal=case.causal, layout=case.layout)
+
+
+def test_vmap_of_vmap(rng, launched_batches):
+    """Two nested vmaps fold into one launch (3 x 2 x B)."""
+    case = Case(1, 19, 26, 2, 1, 16, 16, causal=True)
+    slices = [[make_inputs(rng, case, "float32") for _ in range(2)] for _ in range(3)]
+    q, k, v = (torch.stack([torch.stack([s[i] for s in row]) for row in slices]) for i in range(3))
+    call = lambda q, k, v: flashx.torch.attention(q, k, v, causal=True, return_lse=True)  # noqa: E731
+    out, lse = torch.func.vmap(torch.func.vmap(call))(q, k, v)
+    assert launched_batches == [6]
+    for a, row in enumerate(slices):
+        for b, (qi, ki, vi) in enumerate(row):
+            check_against_references(qi, ki, vi, out[a, b], lse[a, b], "float32", causal=True)
+
+
+@pytest.mark.parametrize("transform", ["grad", "vmap-of-grad", "backward-of-vmap"])
+def test_func_gradients(rng, launched_batches, transform):
+    """torch.func.grad, vmap of it, and autograd through a vmap (k and v shared by the slices):
+    the gradients against SDPA's in float64 under the same transform, bounded by its own error
+    in float16; every kernel folded."""
+    case = Case(2, 33, 45, 4, 2, 24, 24, causal=True)
+    slices, (q, k, v) = _mapped_inputs(rng, case, "float16", 3, (0, None, None))
+    cotangent = torch.randn(3, *q.shape[1:4], v.shape[-1], dtype=torch.float16, device=DEVICE)
+
+    def grads(fn, q, k, v, g):
+        loss = lambda q, k, v, g: (fn(q, k, v) * g).sum()  # noqa: E731
+        if transform == "grad":
+            return torch.func.grad(loss, argnums=(0, 1, 2))(q[0], k, v, g[0])
+        if transform == "vmap-of-grad":
+            return torch.func.vmap(torch.func.grad(loss, argnums=(0, 1, 2)), in_dims=(0, None, None, 0))(q, k, v, g)
+        leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+        torch.func.vmap(loss, in_dims=(0, None, None, 0))(*leaves, g).sum().backward()
+        return tuple(x.grad for x in leaves)
+
+    ours = grads(lambda q, k, v: flashx.torch.attention(q, k, v, causal=True), q, k, v, cotangent)
+    folded = case.b if transform == "grad" else 3 * case.b
+    assert len(launched_batches) == 2 and set(launched_batches) == {folded}  # forward, backward
+    ref = grads(lambda q, k, v: sdpa(q, k, v, causal=True, upcast=True), q, k, v, cotangent.double())
+    native = grads(lambda q, k, v: sdpa(q, k, v, causal=True), q, k, v, cotangent)
+    for name, g, r, n in zip("qkv", ours, ref, native):
+        assert g.shape == r.shape, name
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "float16", f"d{name}")
+
+
+@pytest.mark.parametrize("bias_dim", [0, None], ids=["bias-mapped", "bias-shared"])
+def test_vmap_bias_gradients_slice_by_slice(rng, launched_batches, bias_dim):
+    """vmap of grad through the SDPA drop-in with a float attn_mask (its gradient per slice: the
+    ops run slice by slice), against torch's SDPA in float64, bounded by its float32 error."""
+    case = Case(1, 17, 29, 2, 2, 16, 16, layout="bhnd")
+    slices, (q, k, v) = _mapped_inputs(rng, case, "float32", 3, 0)
+    bias = torch.randn((3, 1, 2, 17, 29) if bias_dim == 0 else (1, 2, 17, 29), device=DEVICE)
+
+    def grads(fn, *tensors):
+        loss = lambda q, k, v, b: fn(q, k, v, attn_mask=b).square().sum()  # noqa: E731
+        return torch.func.vmap(torch.func.grad(loss, argnums=(0, 1, 2, 3)), in_dims=(0, 0, 0, bias_dim))(*tensors)
+
+    ours = grads(flashx.torch.scaled_dot_product_attention, q, k, v, bias)
+    assert len(launched_batches) == 6 and set(launched_batches) == {case.b}  # 3 slices, forward and backward
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = grads(F.scaled_dot_product_attention, *(x.double() for x in (q, k, v, bias)))
+    native = grads(F.scaled_dot_product_attention, q, k, v, bias)
+    for name, g, r, n in zip(("dq", "dk", "dv", "dbias"), ours, ref, native):
+        assert g.shape == r.shape and g.shape[0] == 3, name
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "float32", name)
+
+
+# ----------------------------------------------------------------------------------------------
 # Bad input: ValueError or TypeError naming the argument, before any launch
 # ----------------------------------------------------------------------------------------------
 

@@ -676,6 +676,29 @@ ARRAY_KEYWORDS = {
 }
 
 
+def folds_mapped_axis(options: CallOptions, optional: Mapping[str, tuple]) -> bool:
+    """Whether a vmapped call (jax.vmap, torch.func.vmap) can run as one launch with the mapped
+    axis folded into the batch axis: q, k, v, the outputs and the backward's inputs, all batch
+    first, (V, B, ...) -> (V * B, ...). Only where nothing else depends on the batch index:
+    mask_mod, score_mod and block maps see it, and an optional array with a batch extent or a
+    mapped axis of its own would have to be tiled to match (bias's gradient then summed back
+    per mapped slice). Otherwise the frontend maps the call one slice at a time.
+
+    optional: the call's optional input arrays present, by kernel name (BIAS included), each as
+    (its shape within one mapped slice, whether it is mapped)."""
+    if options.mask_mod is not None or options.score_mod is not None or options.block_mask is not None:
+        return False
+    for name, (shape, mapped) in optional.items():
+        if mapped:
+            return False
+        if name == "SLOPES" and len(shape) == 1:  # (H,): per head only
+            continue
+        if name == "MASK" and (len(shape) < 4 or shape[0] == 1):  # broadcast over the batch
+            continue
+        return False
+    return True
+
+
 def plan_block_mask(
     mask_mod: Any, batch: Optional[int], heads: Optional[int], seqlen_q: int, seqlen_kv: int, *,
     causal: bool = False, window: Any = None, blocks: Optional[tuple] = None,

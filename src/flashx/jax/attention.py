@@ -115,6 +115,50 @@ def _output_types(call: core.KernelCall, types: Mapping[str, Any]) -> tuple:
     return tuple(types[n] if n in call.writes else jax.ShapeDtypeStruct((1,), types[n].dtype) for n in call.outputs)
 
 
+def _vmappable(fn: Callable) -> Callable:
+    """fn(options, q, k, v, bias, aux, *more) -> arrays, made batchable by jax.vmap (jax-triton's
+    launches refuse it). Where core.folds_mapped_axis allows, the mapped axis folds into the
+    batch axis of q, k, v and `more` (the backward's out, lse, dout, dlse: all batch first) and
+    out of every output: one launch. Otherwise the call runs one mapped slice at a time
+    (lax.map). Calls on concrete arrays, outside any transformation, skip the wrapper's tracing."""
+
+    @functools.wraps(fn)
+    def call(options: core.CallOptions, *args):
+        if not any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(args)):
+            return fn(options, *args)
+
+        @jax.custom_batching.custom_vmap
+        def batchable(*args):
+            return fn(options, *args)
+
+        @batchable.def_vmap
+        def rule(axis_size: int, in_batched, *args):
+            q, k, v, bias, aux, *more = args
+            optional = {name: (x.shape[int(in_batched[4][name]):], in_batched[4][name]) for name, x in aux.items()}
+            if bias is not None:
+                optional["BIAS"] = (bias.shape[int(in_batched[3]):], in_batched[3])
+            if core.folds_mapped_axis(options, optional):
+                def fold(x, mapped):
+                    x = x if mapped else jnp.broadcast_to(x, (axis_size, *x.shape))
+                    return x.reshape(axis_size * x.shape[1], *x.shape[2:])
+                leading = [fold(x, b) for x, b in zip((q, k, v, *more), (*in_batched[:3], *in_batched[5:]))]
+                outs = batchable(*leading[:3], bias, aux, *leading[3:])
+                outs = jax.tree_util.tree_map(lambda o: o.reshape(axis_size, o.shape[0] // axis_size, *o.shape[1:]), outs)
+            else:
+                leaves, tree = jax.tree_util.tree_flatten(args)
+                mapped = jax.tree_util.tree_leaves(in_batched)
+
+                def one(slices):
+                    slices = iter(slices)
+                    return batchable(*jax.tree_util.tree_unflatten(tree, [next(slices) if b else x for x, b in zip(leaves, mapped)]))
+                outs = jax.lax.map(one, [x for x, b in zip(leaves, mapped) if b])
+            return outs, jax.tree_util.tree_map(lambda _: True, outs)
+
+        return batchable(*args)
+    return call
+
+
+@_vmappable
 def _forward(options: core.CallOptions, q, k, v, bias, aux):
     plan = _plan(options, q, k, v, bias, aux)
     out_types = (jax.ShapeDtypeStruct(plan.out_shape, q.dtype), jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32))
@@ -131,6 +175,7 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
     return results[:2]
 
 
+@_vmappable
 def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
     plan = _plan(options, q, k, v, bias, aux)
     bias_grad = bias is not None

@@ -322,6 +322,75 @@ def _backward(ctx, grad_out, grad_lse):
 _forward_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+def _under_functorch() -> bool:
+    """Whether a torch.func transform (vmap, grad, ...) is active: its calls go through
+    _TransformedAttention, not the eager shortcut."""
+    return torch._C._functorch.maybe_current_level() is not None
+
+
+class _TransformedAttention(torch.autograd.Function):
+    """The ops under torch.func transforms (grad, vmap and their compositions), which need an
+    autograd.Function with setup_context (the ops' own autograd has none) and a vmap rule: generated
+    here, it vmaps the ops inside, which have theirs (_vmap_rule). The ops' autograd formula."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(q, k, v, bias, tensors, *encoded):
+        return _forward_op(q, k, v, bias, tensors, *encoded)
+
+    setup_context = staticmethod(_setup_context)
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        # torch.func.grad runs backwards with create_graph; flashx has no second derivative, and
+        # the backward op's autograd stand-in (torch's, for that error) is a Function functorch refuses.
+        with torch.no_grad():
+            return _backward(ctx, grad_out, grad_lse)
+
+
+def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at: int, mapped_outputs: int):
+    """A torch.func.vmap rule for `op`: where core.folds_mapped_axis allows, the mapped axis folds
+    into the batch axis of the op's batch-first tensors (positions batch_first) and out of its
+    first `mapped_outputs` outputs (the rest, dBias's empty stand-in, come back unmapped): one
+    launch. Otherwise the op runs one mapped slice at a time and its outputs are stacked."""
+
+    def rule(info, in_dims, *args):
+        size = info.batch_size
+        tensors, tensor_dims = args[tensors_at], in_dims[tensors_at]
+        optional = {name: (_slice_shape(x, d), d is not None)
+                    for name, x, d in zip(_OPTIONAL_INPUTS, tensors, tensor_dims) if x is not None}
+        if args[bias_at] is not None:
+            optional["BIAS"] = (_slice_shape(args[bias_at], in_dims[bias_at]), in_dims[bias_at] is not None)
+        if core.folds_mapped_axis(_decode(*args[options_at:]), optional):
+            args = list(args)
+            for i in batch_first:
+                if args[i] is not None:
+                    x = args[i].movedim(in_dims[i], 0) if in_dims[i] is not None else args[i].expand(size, *args[i].shape)
+                    args[i] = x.reshape(size * x.shape[1], *x.shape[2:])
+            outputs = op(*args)
+            unfolded = tuple(o.view(size, o.shape[0] // size, *o.shape[1:]) for o in outputs[:mapped_outputs])
+            return unfolded + tuple(outputs[mapped_outputs:]), (0,) * mapped_outputs + (None,) * (len(outputs) - mapped_outputs)
+
+        def select(x, d, i):
+            if isinstance(x, list):
+                return [select(t, e, i) for t, e in zip(x, d)]
+            return x.select(d, i) if d is not None else x
+        slices = [op(*(select(x, d, i) for x, d in zip(args, in_dims))) for i in range(size)]
+        return tuple(torch.stack(outputs) for outputs in zip(*slices)), (0,) * len(slices[0])
+    return rule
+
+
+def _slice_shape(x: torch.Tensor, mapped_dim: Optional[int]) -> tuple:
+    return tuple(s for i, s in enumerate(x.shape) if i != mapped_dim)
+
+
+# Positions in the ops' arguments: forward (q, k, v, bias, tensors, *options), backward (dout,
+# dlse, q, k, v, out, lse, bias, tensors, bias_grad, *options).
+_forward_op.register_vmap(_vmap_rule(_forward_op, (0, 1, 2), 3, 4, 5, mapped_outputs=2))
+_backward_op.register_vmap(_vmap_rule(_backward_op, (0, 1, 2, 3, 4, 5, 6), 7, 8, 10, mapped_outputs=3))
+
+
 class _EagerAttention(torch.autograd.Function):
     """The ops' implementation and gradients, called directly in eager mode.
 
@@ -381,6 +450,9 @@ def _run(
         if len(_DENSE_PLANS) >= _DENSE_PLANS_MAX:
             _DENSE_PLANS.clear()
         _DENSE_PLANS[dense_key] = plan
+    if _under_functorch():
+        out, lse = _TransformedAttention.apply(q, k, v, bias, tensor_list, *_encode(options))
+        return (out, lse) if return_lse else out
     return _run_eager(plan, q, k, v, bias, tensor_list, return_lse)
 
 
@@ -543,7 +615,7 @@ def attention(
     dense_key = None
     if (alibi_slopes is None and cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None
             and max_seqlen_k is None and mask_mod is None and score_mod is None and score_mod_grad is None
-            and block_mask is None and not torch.compiler.is_compiling()):
+            and block_mask is None and not torch.compiler.is_compiling() and not _under_functorch()):
         dense_key = _dense_key(q, k, v, causal, scale, layout, window, softcap)
         plan = _DENSE_PLANS.get(dense_key) if dense_key is not None else None
         if plan is not None:
