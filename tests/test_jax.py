@@ -310,6 +310,15 @@ def test_vmap_gradients(rng, launched_batches, order):
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
 
 
+def test_second_derivative_raises(rng):
+    """A gradient of flashx's gradient raises NotImplementedError at trace time (it differentiated
+    the launches before: the interpreter's host callback refused, unclearly)."""
+    q, k, v = make_inputs(rng, Case(1, 5, 7, 2, 1, 16, 16), "float32")
+    first = jax.grad(lambda q: flashx.jax.attention(q, k, v).sum())
+    with pytest.raises(NotImplementedError, match="no second derivative"):
+        jax.jit(jax.grad(lambda q: first(q).sum()))(q)
+
+
 # ----------------------------------------------------------------------------------------------
 # Bad input
 # ----------------------------------------------------------------------------------------------

@@ -1187,3 +1187,31 @@ def test_compile_hook_puts_device_maps_in_one_slot(tmp_path):
     from conftest import check_in_fresh_process
 
     check_in_fresh_process(tmp_path, "compile_hook_check", _COMPILE_HOOK_CHECK)
+
+
+def _document_mask(b, h, q_idx, kv_idx):  # a stand-in: folds_mapped_axis only asks whether there is one
+    return q_idx >= kv_idx
+
+
+@pytest.mark.parametrize(
+    "options, optional, folds",
+    [
+        pytest.param(core.CallOptions(causal=True, window=(8, 0), softcap=30.0), {}, True, id="plain-options"),
+        pytest.param(core.CallOptions(), {"SLOPES": ((4,), False)}, True, id="slopes-per-head"),
+        pytest.param(core.CallOptions(), {"SLOPES": ((2, 4), False)}, False, id="slopes-per-batch"),
+        pytest.param(core.CallOptions(), {"SLOPES": ((4,), True)}, False, id="slopes-mapped"),
+        pytest.param(core.CallOptions(), {"MASK": ((1, 1, 5, 7), False)}, True, id="mask-broadcast-batch"),
+        pytest.param(core.CallOptions(), {"MASK": ((5, 7), False)}, True, id="mask-2d"),
+        pytest.param(core.CallOptions(), {"MASK": ((2, 1, 5, 7), False)}, False, id="mask-per-batch"),
+        pytest.param(core.CallOptions(), {"MASK": ((1, 1, 5, 7), True)}, False, id="mask-mapped"),
+        pytest.param(core.CallOptions(), {"BIAS": ((1, 1, 5, 7), False)}, False, id="bias-gradient-per-slice"),
+        pytest.param(core.CallOptions(), {"CU_SEQLENS_Q": ((3,), False), "CU_SEQLENS_K": ((3,), False)}, False, id="varlen"),
+        pytest.param(core.CallOptions(), {"SEQUSED_K": ((2,), False)}, False, id="seqused"),
+        pytest.param(core.CallOptions(mask_mod=_document_mask), {}, False, id="mask-mod-sees-the-batch"),
+        pytest.param(core.CallOptions(score_mod=_document_mask), {}, False, id="score-mod-sees-the-batch"),
+    ],
+)
+def test_folds_mapped_axis(options, optional, folds):
+    """A vmapped call folds its mapped axis into the batch only where nothing else depends on the
+    batch index (the frontends' vmap rules, tests/test_jax.py and test_torch.py, run both ways)."""
+    assert core.folds_mapped_axis(options, optional) is folds

@@ -630,6 +630,15 @@ def test_vmap_bias_gradients_slice_by_slice(rng, launched_batches, bias_dim):
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "float32", name)
 
 
+def test_func_second_derivative_raises(rng):
+    """torch.func.grad of flashx's torch.func.grad raises NotImplementedError (computed without a
+    record, the outer derivative would silently be 0)."""
+    q, k, v = make_inputs(rng, Case(1, 5, 7, 2, 1, 16, 16), "float32")
+    first = torch.func.grad(lambda q: flashx.torch.attention(q, k, v).square().sum())
+    with pytest.raises(NotImplementedError, match="no second derivative"):
+        torch.func.grad(lambda q: first(q).sum())(q)
+
+
 # ----------------------------------------------------------------------------------------------
 # Bad input: ValueError or TypeError naming the argument, before any launch
 # ----------------------------------------------------------------------------------------------

@@ -311,16 +311,32 @@ def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux) -> None:
         list(pool.map(lower, launches))
 
 
+def _no_second_derivative(options, primals, tangents):
+    raise NotImplementedError("flashx has no second derivative (a gradient of flashx's gradient)")
+
+
+def _first_order(fn: Callable) -> Callable:
+    """fn(options, ...) as the custom_vjp's rules call it: a second derivative differentiates
+    those rules as plain functions, down to the kernels' launches (failing there, unclearly on
+    the GPU); this raises first."""
+    once = jax.custom_jvp(fn, nondiff_argnums=(0,))
+    once.defjvp(_no_second_derivative)
+    return once
+
+
+_first_order_forward, _first_order_backward = _first_order(_forward), _first_order(_backward)
+
+
 def _attention_fwd(options, q, k, v, bias, aux):
     _compile_ahead(options, q, k, v, bias, aux)
-    out, lse = _forward(options, q, k, v, bias, aux)
+    out, lse = _first_order_forward(options, q, k, v, bias, aux)
     return (out, lse), (q, k, v, bias, aux, out, lse)
 
 
 def _attention_bwd(options, residuals, cotangents):
     q, k, v, bias, aux, out, lse = residuals
     dout, dlse = cotangents
-    dq, dk, dv, dbias = _backward(options, q, k, v, bias, aux, out, lse, dout, dlse)
+    dq, dk, dv, dbias = _first_order_backward(options, q, k, v, bias, aux, out, lse, dout, dlse)
     return dq, dk, dv, dbias, jax.tree_util.tree_map(lambda _: None, aux)
 
 

@@ -309,11 +309,11 @@ def _input_grads(plan: core.AttentionPlan, backward, grad_out, grad_lse, out, bi
     return dq, dk, dv, grad_bias
 
 
-def _backward(ctx, grad_out, grad_lse):
+def _backward(ctx, grad_out, grad_lse, backward_op=_backward_op):
     q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
     plan = _plan(q, k, v, bias, tensors, _decode(*ctx.encoded))
     grads = _input_grads(
-        plan, lambda g, gl: _backward_op(g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad, *ctx.encoded),
+        plan, lambda g, gl: backward_op(g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad, *ctx.encoded),
         grad_out, grad_lse, out, bias, ctx.bias_grad,
     )
     return grads + (None,) * (1 + len(ctx.encoded))
@@ -343,10 +343,27 @@ class _TransformedAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, grad_lse):
-        # torch.func.grad runs backwards with create_graph; flashx has no second derivative, and
-        # the backward op's autograd stand-in (torch's, for that error) is a Function functorch refuses.
-        with torch.no_grad():
-            return _backward(ctx, grad_out, grad_lse)
+        return _backward(ctx, grad_out, grad_lse, _TransformedBackward.apply)
+
+
+class _TransformedBackward(torch.autograd.Function):
+    """The backward op under torch.func, whose grad records every backward (it may be nested).
+    A second derivative raises: flashx has none. (The op's own autograd stand-in, torch's, is a
+    Function functorch refuses; computed without a record, the outer derivative would be 0.)"""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(*args):
+        return _backward_op(*args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("flashx has no second derivative (a gradient of flashx's gradient)")
 
 
 def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at: int, mapped_outputs: int):
