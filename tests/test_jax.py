@@ -310,6 +310,31 @@ def test_vmap_gradients(rng, launched_batches, order):
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [pytest.param(Case(1, 1000, 1000, 4, 2, 128, 128, causal=True), id="d128-gqa-n1000-causal"),
+                                  pytest.param(Case(2, 300, 520, 2, 2, 64, 64), id="d64-q300-kv520")])
+def test_gpu_vmap(rng, launched_batches, case):
+    """On the GPU, where jax-triton refuses to batch its launches: jax.vmap of the forward (each
+    slice against float64) and of the gradient (against jax's own in float32, bounded by its
+    bfloat16 error), through the routed kernels."""
+    slices, (q, k, v) = _mapped_inputs(rng, case, "bfloat16", 2, 0)
+    out, lse = jax.jit(jax.vmap(lambda q, k, v: flashx.jax.attention(q, k, v, causal=case.causal, return_lse=True)))(q, k, v)
+    for i, (qi, ki, vi) in enumerate(slices):
+        check_against_reference(qi, ki, vi, out[i], lse[i], "bfloat16", causal=case.causal)
+
+    cotangent = jnp.asarray(rng.standard_normal(out.shape), jnp.float32)
+
+    def grads(fn, *arrays):
+        loss = lambda q, k, v, g: jnp.sum(fn(q, k, v, causal=case.causal).astype(jnp.float32) * g)  # noqa: E731
+        return jax.vmap(jax.grad(loss, argnums=(0, 1, 2)))(*arrays, cotangent)
+
+    ours = jax.jit(lambda *a: grads(flashx.jax.attention, *a))(q, k, v)
+    ref = grads(native_attention, *(x.astype(jnp.float32) for x in (q, k, v)))
+    native = grads(native_attention, q, k, v)
+    for name, g, r, n in zip("qkv", ours, ref, native):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
+
+
 def test_second_derivative_raises(rng):
     """A gradient of flashx's gradient raises NotImplementedError at trace time (it differentiated
     the launches before: the interpreter's host callback refused, unclearly)."""

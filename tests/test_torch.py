@@ -630,6 +630,32 @@ def test_vmap_bias_gradients_slice_by_slice(rng, launched_batches, bias_dim):
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "float32", name)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [pytest.param(Case(1, 1000, 1000, 4, 2, 128, 128, causal=True), id="d128-gqa-n1000-causal"),
+                                  pytest.param(Case(2, 300, 520, 2, 2, 64, 64), id="d64-q300-kv520")])
+def test_gpu_vmap(rng, launched_batches, case):
+    """On the GPU: torch.func.vmap of the forward (each slice against the float64 references) and
+    of torch.func.grad (against SDPA's in float64, bounded by its bfloat16 error), folded, through
+    the routed kernels."""
+    slices, (q, k, v) = _mapped_inputs(rng, case, "bfloat16", 2, 0)
+    out, lse = torch.func.vmap(lambda q, k, v: flashx.torch.attention(q, k, v, causal=case.causal, return_lse=True))(q, k, v)
+    for i, (qi, ki, vi) in enumerate(slices):
+        check_against_references(qi, ki, vi, out[i], lse[i], "bfloat16", causal=case.causal)
+
+    cotangent = torch.randn_like(out)
+
+    def grads(fn, *tensors, g=cotangent):
+        loss = lambda q, k, v, g: (fn(q, k, v) * g).sum()  # noqa: E731
+        return torch.func.vmap(torch.func.grad(loss, argnums=(0, 1, 2)))(*tensors, g)
+
+    ours = grads(lambda q, k, v: flashx.torch.attention(q, k, v, causal=case.causal), q, k, v)
+    assert set(launched_batches) == {2 * case.b}
+    ref = grads(lambda q, k, v: sdpa(q, k, v, causal=case.causal, upcast=True), q, k, v, g=cotangent.double())
+    native = grads(lambda q, k, v: sdpa(q, k, v, causal=case.causal), q, k, v)
+    for name, g, r, n in zip("qkv", ours, ref, native):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
+
+
 def test_func_second_derivative_raises(rng):
     """torch.func.grad of flashx's torch.func.grad raises NotImplementedError (computed without a
     record, the outer derivative would silently be 0)."""
