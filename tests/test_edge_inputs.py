@@ -281,3 +281,43 @@ def test_gpu_softcap_forms(rng, softcap, dtype):
     assert rel_error(_np(out), _np(ref)) < 2e-2
     for got, want in zip(grads, ref_grads):
         assert rel_error(_np(got), _np(want)) < 3e-2
+
+
+def _from_threads(call, inputs: list, rounds: int = 3) -> list:
+    """call(x) for every x, from one thread per input, each `rounds` times; the results in order."""
+    import threading
+
+    results = [[None] * rounds for _ in inputs]
+
+    def work(i):
+        for r in range(rounds):
+            results[i][r] = call(inputs[i])
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+@pytest.mark.parametrize("frontend", ["torch", "jax"])
+def test_calls_from_threads_at_once(rng, frontend):
+    """Calls from 6 threads at once give each thread its own call's result, bit for bit: Triton's
+    interpreter is not thread-safe, and concurrent CPU launches gave wrong outputs (silently)."""
+    tensors = [_qkv(rng, nq=17, nkv=17, d=16)[0] for _ in range(6)]
+    if frontend == "torch":
+        call, inputs, as_numpy = (lambda q: flashx.torch.attention(q, q, q, causal=True)), tensors, _np
+    else:
+        jax = pytest.importorskip("jax")
+        from flashx.jax import attention as jax_attention
+
+        jitted = jax.jit(lambda q: jax_attention(q, q, q, causal=True))
+        call, inputs = (lambda q: np.asarray(jitted(q))), [jax.numpy.asarray(_np(t), jax.numpy.float32) for t in tensors]
+        as_numpy = np.asarray
+    alone = [as_numpy(call(x)) for x in inputs]
+    for i, t in enumerate(tensors):  # and each result is attention's
+        want, _ = reference_attention(_np(t), _np(t), _np(t), causal=True)
+        assert rel_error(alone[i], want) < 1e-5
+    for i, rounds in enumerate(_from_threads(call, inputs)):
+        for got in rounds:
+            np.testing.assert_array_equal(as_numpy(got), alone[i])

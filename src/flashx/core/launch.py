@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from . import compile_hook, runtime
+
+_INTERPRETER_LOCK = threading.RLock()  # one interpreted launch at a time (KernelCall.launch)
 
 
 @functools.lru_cache(maxsize=None)
@@ -124,6 +127,12 @@ class KernelCall:
         (size, alignment, stream) -> a buffer with data_ptr(), which Triton's launcher asks for
         the global scratch of a kernel that builds its own TMA descriptors (DEVICE_DESCRIPTORS),
         in place of triton.set_allocator's for this launch only (see scratch_allocator_settable)."""
+        if runtime.INTERPRETER:
+            # Triton's interpreter is not thread-safe: launches from several threads at once (a
+            # server's workers, XLA's host callbacks) gave wrong outputs, silently.
+            with _INTERPRETER_LOCK:
+                self._launch(outputs, inputs)
+            return
         if allocator is None:
             self._launch(outputs, inputs)
             return
