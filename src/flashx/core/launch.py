@@ -12,6 +12,7 @@ may compile does so under flashx's stage hook (compile_hook: device-built descri
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import threading
@@ -127,20 +128,18 @@ class KernelCall:
         (size, alignment, stream) -> a buffer with data_ptr(), which Triton's launcher asks for
         the global scratch of a kernel that builds its own TMA descriptors (DEVICE_DESCRIPTORS),
         in place of triton.set_allocator's for this launch only (see scratch_allocator_settable)."""
-        if runtime.INTERPRETER:
-            # Triton's interpreter is not thread-safe: launches from several threads at once (a
-            # server's workers, XLA's host callbacks) gave wrong outputs, silently.
-            with _INTERPRETER_LOCK:
+        if allocator is None and not runtime.INTERPRETER:
+            self._launch(outputs, inputs)
+            return
+        # Triton's interpreter is not thread-safe: launches from several threads at once (a
+        # server's workers, XLA's host callbacks) gave wrong outputs, silently.
+        with _INTERPRETER_LOCK if runtime.INTERPRETER else contextlib.nullcontext():
+            token = None if allocator is None else _ALLOCATOR.set(allocator)
+            try:
                 self._launch(outputs, inputs)
-            return
-        if allocator is None:
-            self._launch(outputs, inputs)
-            return
-        token = _ALLOCATOR.set(allocator)
-        try:
-            self._launch(outputs, inputs)
-        finally:
-            _ALLOCATOR.reset(token)
+            finally:
+                if token is not None:
+                    _ALLOCATOR.reset(token)
 
     def _launch(self, outputs: Sequence[Any], inputs: Sequence[Any]) -> None:
         runners = self.runners
