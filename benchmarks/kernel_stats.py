@@ -55,7 +55,7 @@ def describe(compiled) -> str:
 # Pointer element types of the kernels' array arguments (the rest are the inputs' dtype).
 _FLOAT32_ARRAYS = ("LSE", "LSE_LOG2", "DELTA", "DLSE", "DBIAS", "SLOPES")
 _INT32_ARRAYS = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS",
-                 "MAP_T_INDICES", "MASK")
+                 "MAP_T_INDICES", "MASK", "DROPOUT_SEED")
 
 
 def normalized_ptx(ptx: str) -> str:
@@ -98,7 +98,7 @@ def sass_loops(sass: str, top: int = 8, fewest: int = 16) -> list:
 
 def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documents: bool = False,
             seqlen: int = 4096, tile: str = None, sass_dir: str = None, other_ptxas: str = None,
-            softcap: float = None) -> None:
+            softcap: float = None, dropout_p: float = 0.0) -> None:
     """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
     for sm_90 without a GPU; print their resources (ptx_hash: and a hash of normalized_ptx, to
     compare two trees' kernels).
@@ -106,6 +106,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     window: a left window size; then only the causal sliding window (window=(window, 0)) is built.
     documents: only the causal document mask (mask_mod, 8 documents, its block map) is built.
     softcap: every config with this softcap (the tl kernels' path: the Gluon ones take none).
+    dropout_p: every config with dropout (the tl kernels' path too).
     seqlen: N of the (16384 // N, N, 2048 // D, D) shape planned (the routes differ by N).
     tile: a gluon_forward_check.py variant that the TMA route then gives every call of its head
     dim (its "Gluon TMA fwd" line), to read a prepared tile's resources before it runs.
@@ -252,6 +253,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             shape = (max(16384 // seqlen, 1), seqlen, 2048 // d, d)
             spec = core.ArraySpec(shape, core.dense_strides(shape), "bfloat16", "cuda:0")
             options = dict(causal=causal, window=None if window is None else (window, 0), softcap=softcap)
+            if dropout_p:
+                options.update(dropout_p=dropout_p, dropout_seed=core.ArraySpec((2,), (1,), "int32", "cuda:0"))
             if documents:  # with its block map, as the frontends plan it once they have built it
                 options["block_mask"] = core.plan.plan_block_mask(_document_mask, None, None, shape[1], shape[1], causal=True)
                 options["mask_mod"] = _document_mask
@@ -314,6 +317,7 @@ def main(argv=None) -> int:
     p.add_argument("--window", type=int, default=None, help="--offline: the causal sliding window (LEFT, 0) instead")
     p.add_argument("--documents", action="store_true", help="--offline: the causal document mask instead")
     p.add_argument("--softcap", type=float, default=None, help="--offline: every config with this softcap")
+    p.add_argument("--dropout", type=float, default=0.0, help="--offline: every config with this dropout_p")
     p.add_argument("--n", type=int, default=4096, help="--offline: plan (16384 // N, N, 2048 // D, D) (default 4096)")
     p.add_argument("--tile", help="--offline: route this gluon_forward_check.py (TMA) variant")
     p.add_argument("--ptx-hash", action="store_true",
@@ -326,7 +330,7 @@ def main(argv=None) -> int:
         if args.sass:
             os.makedirs(args.sass, exist_ok=True)
         offline(args.d, args.jax, args.window, args.ptx_hash, args.documents, args.n, args.tile, args.sass,
-                args.other_ptxas, args.softcap)
+                args.other_ptxas, args.softcap, args.dropout)
         return 0
 
     import torch

@@ -148,7 +148,6 @@ def test_sdpa_3d_inputs(rng):
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        pytest.param(dict(dropout_p=0.1), NotImplementedError, r"dropout", id="dropout"),
         pytest.param(dict(is_causal=True, attn_mask="mask"), ValueError, r"attn_mask.*is_causal", id="mask-and-causal"),
         pytest.param(dict(enable_gqa=1), TypeError, r"enable_gqa", id="enable-gqa-int"),
         pytest.param(dict(attn_mask=[[True]]), TypeError, r"attn_mask", id="mask-list"),
@@ -192,7 +191,7 @@ _CORE_TORCH = r"\b(q|k|v|causal|bias|mask)\b|layout"
         pytest.param(None, None, dict(dropout_p="0"), TypeError, r"^dropout_p\b", r"no dropout yet", id="dropout-str"),
         pytest.param(None, None, dict(dropout_p=-0.5), ValueError, r"^dropout_p\b.*-0\.5", r"no dropout yet", id="dropout-negative"),
         pytest.param(None, None, dict(dropout_p=1.5), ValueError, r"^dropout_p\b.*1\.5", r"no dropout yet", id="dropout-above-1"),
-        pytest.param(None, None, dict(dropout_p=1.0), NotImplementedError, r"no dropout yet", r"^dropout_p must", id="dropout-1"),
+        pytest.param(None, None, dict(dropout_p=1.0), ValueError, r"^dropout_p\b.*\[0, 1\).*1\.0", _CORE_TORCH, id="dropout-1"),
     ],
 )
 def test_sdpa_errors_name_its_arguments(rng, shapes, mask, kwargs, error, match, core):

@@ -274,7 +274,7 @@ def test_vmap_bias_gradients_slice_by_slice(rng, launched_batches, bias_axis):
     native = lambda *a, **kw: jax.nn.dot_product_attention(*a, **kw, implementation="xla")  # noqa: E731
     ours = jax.jit(lambda *a: grads(flashx.jax.dot_product_attention, *a))(q, k, v, bias)
     assert launched_batches is None or (len(launched_batches) >= 3 and set(launched_batches) == {case.b})
-    with jax.enable_x64():
+    with jax.enable_x64(True):
         ref = grads(native, *(x.astype(jnp.float64) for x in (q, k, v, bias)))
     own = grads(native, q, k, v, bias)
     for name, g, r, n in zip(("dq", "dk", "dv", "dbias"), ours, ref, own):

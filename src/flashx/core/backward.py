@@ -15,8 +15,8 @@ import triton.language as tl
 
 from .forward import program_tile, sequence_bounds
 from .scores import (
-    LOG2_E, aligned, aligned_strides, dot, grad_through_transforms, key_spans, load_tile, map_row, query_range, score_inputs,
-    span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
+    LOG2_E, aligned, aligned_strides, dot, dropout_kept, grad_through_transforms, key_spans, load_tile, map_row, query_range,
+    score_inputs, span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
 )
 
 
@@ -82,16 +82,20 @@ def attention_backward_preprocess_kernel(
 def _score_grads(
     qk, dp, lse_log2, delta, batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+    DROPOUT_SEED,
     MASKED: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
     SOFTCAP_FORM: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BOUND_ROWS: tl.constexpr,
+    DROPOUT_P: tl.constexpr,
 ):
     """(P, dS, d qk) of one tile, in whichever orientation q2/kv2, lse and delta broadcast to.
 
     P = exp(score - lse); dS = P * (dP - delta) is the gradient wrt the final score (and so
     the bias's); d qk follows it back through softcap and score_mod, short of the scale (the
-    kernels scale dK and dQ once, at the end).
+    kernels scale dK and dQ once, at the end). With dropout (the forward's O = (P * Z) V, Z the
+    kept pairs over 1 - DROPOUT_P) the P returned is P * Z, for dV, and dP is dO V^T * Z; delta,
+    rowsum(dO * O), is then rowsum(P * dP) as without.
     """
     if HAS_SCORE_MOD or SOFTCAP_FORM or HAS_ALIBI or HAS_BIAS:
         s = transform_scores(
@@ -108,10 +112,15 @@ def _score_grads(
         )
         s = tl.where(visible, s, float("-inf"))
     p = tl.math.exp2(s - lse_log2)
+    if DROPOUT_P > 0:
+        kept = dropout_kept(DROPOUT_SEED, DROPOUT_P, batch, head, q2, kv2)
+        dp = tl.where(kept, dp / (1.0 - DROPOUT_P), 0.0)
     ds = p * (dp - delta)
     dqk = grad_through_transforms(
         ds, qk, batch, head, q2, kv2, sm_scale, softcap, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM
     )
+    if DROPOUT_P > 0:
+        p = tl.where(kept, p / (1.0 - DROPOUT_P), 0.0)
     return p, ds, dqk
 
 
@@ -127,7 +136,7 @@ def _load_row_stats(p_lse_log2, p_delta, m_rows, PADDED_ROW_STATS: tl.constexpr)
 @triton.jit
 def _dkdv_program(
     x, programs,
-    Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+    Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K, DROPOUT_SEED,
     MAP_COUNTS, MAP_INDICES,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_qd,
@@ -154,7 +163,7 @@ def _dkdv_program(
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
-    WRITE_DK: tl.constexpr, WRITE_DV: tl.constexpr,
+    WRITE_DK: tl.constexpr, WRITE_DV: tl.constexpr, DROPOUT_P: tl.constexpr,
 ):
     """dK, dV of BLOCK_N keys of one kv head, summed over its GQA group: program x of `programs`
     (cdiv(Nkv, BLOCK_N) * HEAD_GROUP) along the grid's first axis, its second axis Hkv / HEAD_GROUP,
@@ -257,9 +266,10 @@ def _dkdv_program(
                     qk, dp, lse2, delta2, batch, head, q2, kv2,
                     seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+                    DROPOUT_SEED,
                     span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER), LIMIT_LEFT, LIMIT_RIGHT,
                     MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                    SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
+                    SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS, DROPOUT_P,
                 )
                 # (Each transpose right before its product: taken together first, they cost D = 64
                 # 8 KiB more shared memory.)
@@ -285,7 +295,7 @@ def _dkdv_program(
 @triton.jit
 def _dq_program(
     x, programs,
-    Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+    Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K, DROPOUT_SEED,
     MAP_COUNTS, MAP_INDICES,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_qd,
@@ -311,7 +321,7 @@ def _dq_program(
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
-    Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
+    Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr, DROPOUT_P: tl.constexpr,
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD:
     program x of `programs` along the grid's first axis (cdiv(Nq, BLOCK_M) * HEAD_GROUP), decoded
@@ -390,9 +400,10 @@ def _dq_program(
                 qk, dp, lse_log2[:, None], delta[:, None], batch, head, q_idx[:, None], kv_idx[None, :],
                 seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+                DROPOUT_SEED,
                 span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER), LIMIT_LEFT, LIMIT_RIGHT,
                 MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS,
+                SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS, DROPOUT_P,
             )
             if BIAS_GRAD:
                 p_db = dbias_base + q_idx[:, None].to(tl.int64) * stride_gq + kv_idx[None, :] * stride_gk
@@ -407,7 +418,7 @@ def _dq_program(
 # new length would compile the kernel again (seqlen_q and seqlen_kv carry Q_ALIGN and KV_ALIGN).
 @triton.jit(do_not_specialize=["dkdv_programs"])
 def attention_backward_kernel(
-    Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
+    Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K, DROPOUT_SEED,
     MAP_COUNTS, MAP_INDICES, MAP_T_COUNTS, MAP_T_INDICES,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group, dkdv_programs,
     stride_qb, stride_qn, stride_qh, stride_qd,
@@ -440,7 +451,7 @@ def attention_backward_kernel(
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
-    Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr,
+    Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr, DROPOUT_P: tl.constexpr,
 ):
     """The gradients after the preprocess: dK and/or dV (RUN_DKDV; WRITE_DK, WRITE_DV say which)
     and dQ, dBias (RUN_DQ).
@@ -460,7 +471,7 @@ def attention_backward_kernel(
             _dkdv_program(
                 x, dkdv_programs,
                 Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
-                MAP_T_COUNTS, MAP_T_INDICES,
+                DROPOUT_SEED, MAP_T_COUNTS, MAP_T_INDICES,
                 sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
                 stride_qb, stride_qn, stride_qh, stride_qd,
                 stride_kb, stride_kn, stride_kh, stride_kd,
@@ -481,14 +492,14 @@ def attention_backward_kernel(
                 SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS,
                 UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
                 HEAD_GROUP, ROWS_DOWN, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER,
-                WRITE_DK, WRITE_DV,
+                WRITE_DK, WRITE_DV, DROPOUT_P,
             )
             return
     if RUN_DQ:
         _dq_program(
             x - dkdv_programs, tl.num_programs(0) - dkdv_programs,
             Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
-            MAP_COUNTS, MAP_INDICES,
+            DROPOUT_SEED, MAP_COUNTS, MAP_INDICES,
             sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
             stride_qb, stride_qn, stride_qh, stride_qd,
             stride_kb, stride_kn, stride_kh, stride_kd,
@@ -508,5 +519,5 @@ def attention_backward_kernel(
             MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, BLOCK_MAP, DQ_MAP_SPLIT, DQ_MAP_STEPS,
             SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BIAS_GRAD,
             UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
-            HEAD_GROUP, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER,
+            HEAD_GROUP, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER, DROPOUT_P,
         )

@@ -9,8 +9,8 @@ import triton
 import triton.language as tl
 
 from .scores import (
-    LN_2, LOG2_E, aligned_strides, block_is_masked, dot, key_spans, load_tile, map_row, score_inputs, span_block,
-    span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
+    LN_2, LOG2_E, aligned_strides, block_is_masked, dot, dropout_kept, key_spans, load_tile, map_row, score_inputs,
+    span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
 )
 
 
@@ -62,13 +62,14 @@ def _attend_block(
     stride_kn, stride_kd, stride_vn, stride_vd,
     batch, head, q_idx, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+    DROPOUT_SEED,
     needs_mask, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, BOUND_ROWS: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, BOUND_ROWS: tl.constexpr, DROPOUT_P: tl.constexpr,
 ):
     """One step of the online softmax over keys [start_n, start_n + BLOCK_N).
 
@@ -123,6 +124,8 @@ def _attend_block(
     alpha = tl.math.exp2(m_i - m_ref)
     l_i = l_i * alpha + tl.sum(b_p, 1)
     acc = acc * alpha[:, None]
+    if DROPOUT_P > 0:  # the row sums keep every weight; V sees the kept ones (scaled at the end)
+        b_p = tl.where(dropout_kept(DROPOUT_SEED, DROPOUT_P, batch, head, q_idx[:, None], kv_idx[None, :]), b_p, 0.0)
     b_v = load_tile(p_v, m_n, offs_dv < HEAD_DIM_V, MASKED, HEAD_DIM_V != BLOCK_DV)
     acc += dot(b_p.to(b_v.dtype), b_v, UPCAST_DOT, DOT_PRECISION)  # [BM, BDV] = [BM, BN] @ [BN, BDV]
     return acc, l_i, m_new
@@ -130,7 +133,7 @@ def _attend_block(
 
 @triton.jit
 def attention_forward_kernel(
-    Q, K, V, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K, MAP_COUNTS, MAP_INDICES,
+    Q, K, V, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K, DROPOUT_SEED, MAP_COUNTS, MAP_INDICES,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_qd,
     stride_kb, stride_kn, stride_kh, stride_kd,
@@ -152,7 +155,7 @@ def attention_forward_kernel(
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, ONE_LOOP: tl.constexpr,
-    BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr,
+    BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr, DROPOUT_P: tl.constexpr,
 ):
     """One program: BLOCK_M query rows of one (batch, q head).
 
@@ -160,6 +163,10 @@ def attention_forward_kernel(
 
     Q [B, Nq, Hq, D], K [B, Nkv, Hkv, D], V [B, Nkv, Hkv, Dv], O [B, Nq, Hq, Dv] through their
     strides (any layout; varlen: B strides 0 and rows offset by cu_seqlens); LSE [B, Hq, Nq].
+    DROPOUT_P > 0: each weight kept with probability 1 - DROPOUT_P (scores.dropout_kept) and O
+    scaled by 1 / (1 - DROPOUT_P), as FlashAttention's; lse is of every weight. A constexpr: each
+    dropout probability compiles its own kernels (a float argument, even unused, cost the D = 128
+    backward's registers and stack under ptxas).
     """
     # jax-triton passes Python floats as fp64; keep the score arithmetic in fp32.
     sm_scale = tl.cast(sm_scale, tl.float32)
@@ -222,17 +229,20 @@ def attention_forward_kernel(
                 stride_kn, stride_kd, stride_vn, stride_vd,
                 batch, head, q_idx, seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
+                DROPOUT_SEED,
                 block_is_masked(span, i, first, start_n, full_lo, full_hi, BLOCK_MAP, ONE_LOOP),
                 HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, span_is_masked(span, BLOCK_MAP, ONE_LOOP),
                 LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
                 SCORE_MOD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, FOLD_SCALE, UPCAST_DOT, DOT_PRECISION,
-                BOUND_ROWS,
+                BOUND_ROWS, DROPOUT_P,
             )
 
     # A row that saw no key (causal with Nq > Nkv, an empty window, padding) gives 0 and lse = -inf.
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
     b_o = acc / l_safe[:, None]
+    if DROPOUT_P > 0:
+        b_o = b_o * (1.0 / (1.0 - DROPOUT_P))
     b_lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN_2)
     p_o = o_base + offs_m[:, None] * stride_on + offs_dv[None, :] * stride_od
     store_tile(p_o, b_o.to(O.dtype.element_ty), q_idx < q_owned, offs_dv < HEAD_DIM_V, HEAD_DIM_V != BLOCK_DV)

@@ -659,6 +659,7 @@ class CallOptions:
     score_mod_grad: Any = None
     block_mask: Optional[BlockMaskSpec] = None
     bottom_right: bool = True  # False: causal/window top-left aligned (the SDPA and jax.nn drop-ins)
+    dropout_p: float = 0.0  # > 0: the frontend draws the call's DROPOUT_SEED (plan_attention)
 
     def as_keywords(self) -> dict:
         """The options by name, as plan_attention takes them. By name, not vars(self):
@@ -673,7 +674,20 @@ CALL_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(CallOptions))
 ARRAY_KEYWORDS = {
     "SLOPES": "alibi_slopes", "BIAS": "bias", "MASK": "mask", "CU_SEQLENS_Q": "cu_seqlens_q",
     "CU_SEQLENS_K": "cu_seqlens_k", "SEQUSED_Q": "seqused_q", "SEQUSED_K": "seqused_k",
+    "DROPOUT_SEED": "dropout_seed",
 }
+
+
+def check_dropout_p(dropout_p: Any) -> float:
+    """dropout_p as a float in [0, 1): the probability that a weight is dropped."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
+        raise TypeError(f"dropout_p must be a float in [0, 1), got {_type_name(dropout_p)}")
+    if not 0.0 <= dropout_p < 1.0:  # 1 would drop every weight and scale by 1 / 0
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p!r}")
+    return float(dropout_p)
+
+
+DROPOUT_SEED_SHAPE = (2,)  # int32: the two words of the call's 64-bit Philox seed (scores.dropout_kept)
 
 
 def folds_mapped_axis(options: CallOptions, optional: Mapping[str, tuple]) -> bool:
@@ -1012,9 +1026,9 @@ class AttentionPlan:
         """Whether the Gluon kernels can run this call: 16-bit, D = Dv, rows contiguous and
         16-byte aligned, causal at most (window: also a left window; block_map: also a block map of
         128 x 128 blocks, with or without mask_mod), and nothing else (FOLD_SCALE: a positive scale
-        and no score_mod, softcap, ALiBi or bias)."""
+        and no score_mod, softcap, ALiBi or bias), without dropout."""
         f, s = self.flags, self.scalars
-        others = ("VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_DENSE_MASK")
+        others = ("VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_DENSE_MASK", "DROPOUT_P")
         plain = f["FOLD_SCALE"] and not any(f[name] for name in others) and (window or not f["LIMIT_LEFT"])
         if f["BLOCK_MAP"]:
             plain = plain and block_map and (self.block_mask.block_m, self.block_mask.block_n) == (128, 128)
@@ -1371,11 +1385,14 @@ def plan_attention(
     seqused_q: Optional[ArraySpec] = None,
     seqused_k: Optional[ArraySpec] = None,
     bottom_right: bool = True,
+    dropout_p: float = 0.0,
+    dropout_seed: Optional[ArraySpec] = None,
 ) -> AttentionPlan:
     """Validate one call and compute everything its launches need.
 
     Raises ValueError or TypeError naming the offending argument; nothing is launched here.
-    bias, mask, seqused_* and bottom_right=False serve the SDPA / jax.nn drop-ins.
+    bias, mask, seqused_* and bottom_right=False serve the SDPA / jax.nn drop-ins. dropout_p > 0
+    takes dropout_seed, int32 DROPOUT_SEED_SHAPE, which the frontend draws for each call.
     """
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
@@ -1388,7 +1405,7 @@ def plan_attention(
         raise TypeError(f"q, k and v must share one dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
     devices = {name: s.device for name, s in (("q", q), ("k", k), ("v", v), ("alibi_slopes", alibi_slopes),
                ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k), ("bias", bias), ("mask", mask),
-               ("seqused_q", seqused_q), ("seqused_k", seqused_k)) if s is not None}
+               ("seqused_q", seqused_q), ("seqused_k", seqused_k), ("dropout_seed", dropout_seed)) if s is not None}
     if len(set(devices.values())) > 1:
         raise ValueError("all arrays must be on one device, got " + ", ".join(f"{n} {d}" for n, d in devices.items()))
     if not runtime.INTERPRETER and q.device == "cpu":
@@ -1469,6 +1486,12 @@ def plan_attention(
         softcap = min(float(softcap), FLOAT32_MAX)
     window_left, window_right = _normalize_window(window, causal, max(nq, nkv))
     bottom_right = check_flag("bottom_right", bottom_right)
+    dropout_p = check_dropout_p(dropout_p)
+    if dropout_p > 0:
+        _check_array("dropout_seed", dropout_seed, 1, INDEX_DTYPES)
+        if tuple(dropout_seed.shape) != DROPOUT_SEED_SHAPE:
+            raise ValueError(f"dropout_seed must have shape {DROPOUT_SEED_SHAPE}, got {tuple(dropout_seed.shape)}")
+        _check_contiguous("dropout_seed", dropout_seed)
 
     slope_strides = (0, 0)
     if alibi_slopes is not None:
@@ -1571,6 +1594,7 @@ def plan_attention(
         EDGES_TOGETHER=window_left < 0,
         SCORE_MOD=score_mod, SCORE_MOD_GRAD=score_mod_grad, HAS_SCORE_MOD=score_mod is not None,
         SOFTCAP_FORM=_softcap_form(softcap), HAS_ALIBI=alibi_slopes is not None, HAS_BIAS=bias is not None,
+        DROPOUT_P=dropout_p,
         # Plain scaled scores with a positive scale: the forward takes the row max before scaling.
         # The scale's float32 factor must stay normal: a masked score, -inf, times a factor of 0
         # (flushed or rounded) would be NaN. Smaller scales scale first, where 0 is harmless.

@@ -174,6 +174,22 @@ def visible_pairs(
 
 
 @triton.jit
+def dropout_kept(DROPOUT_SEED, DROPOUT_P: tl.constexpr, batch, head, q2, kv2):
+    """Which (query, key) pairs keep their weight under dropout (probability 1 - DROPOUT_P).
+
+    Philox (Triton's) keyed by the call's 64-bit seed (DROPOUT_SEED: two int32 words) with the
+    pair's (key, query, head, batch) as its counter, so the forward and both backward kernels draw
+    the same number for a pair in any tile and orientation (q2 / kv2 broadcast to the tile);
+    varlen's batch is the sequence and its indices are in-sequence.
+    """
+    seed = (tl.load(DROPOUT_SEED).to(tl.uint32, bitcast=True).to(tl.uint64)
+            | (tl.load(DROPOUT_SEED + 1).to(tl.uint32, bitcast=True).to(tl.uint64) << 32))
+    zero = q2 * 0 + kv2 * 0
+    bits, _, _, _ = tl.philox(seed, kv2 + zero, q2 + zero, head + zero, batch + zero)
+    return tl.uint_to_uniform_float(bits) >= DROPOUT_P
+
+
+@triton.jit
 def transform_scores(
     qk, batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, sm_scale, softcap, slope,
     bias_base, stride_bq, stride_bk,

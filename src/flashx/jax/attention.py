@@ -411,6 +411,8 @@ def attention(
     block_mask: Optional[core.BlockMask] = None,
     deterministic: bool = False,
     return_lse: bool = False,
+    dropout_p: float = 0.0,
+    dropout_key: Optional[jax.Array] = None,
 ) -> Union[jax.Array, tuple[jax.Array, jax.Array]]:
     """Fused softmax(score(q, k)) v; works eagerly and inside `jax.jit`, differentiable in q, k, v.
 
@@ -419,14 +421,31 @@ def attention(
     varlen: (total, H, D) with int32 cu_seqlens_q/k (B + 1,) and static int max_seqlen_q/k.
     causal and window align bottom-right; the score is q.k * scale -> score_mod -> softcap ->
     alibi -> masks. Returns out (q's layout and dtype, last dim Dv) and, if return_lse, the
-    float32 lse (B, Hq, Nq) (varlen: (Hq, total_q)).
+    float32 lse (B, Hq, Nq) (varlen: (Hq, total_q)). dropout_p > 0 drops each weight with that
+    probability (the rest scaled by 1 / (1 - dropout_p)) by a mask drawn from dropout_key (a
+    jax.random key, required then): the same key, the same mask.
     """
     core.check_flag("deterministic", deterministic)
     options = core.CallOptions(
         causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
-        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask,
+        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, dropout_p=dropout_p,
     )
-    aux = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k, **_block_mask_arrays(block_mask))
+    aux = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k, **_block_mask_arrays(block_mask),
+               DROPOUT_SEED=_dropout_seed(dropout_p, dropout_key))
     return _run(q, k, v, None, aux, options, return_lse)
+
+
+def _dropout_seed(dropout_p: Any, key: Optional[jax.Array]) -> Optional[jax.Array]:
+    """The call's dropout seed (int32 core.plan.DROPOUT_SEED_SHAPE) from its key, where it drops."""
+    if core.check_dropout_p(dropout_p) == 0:
+        return None
+    if key is None:
+        raise ValueError(f"dropout_p={dropout_p} needs dropout_key, a jax.random key (e.g. jax.random.key(0))")
+    if not isinstance(key, jax.Array) or not (jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or (
+            key.dtype == jnp.uint32 and key.shape[-1:] == (2,) and key.ndim == 1)):
+        raise TypeError(f"dropout_key must be a jax.random key (jax.random.key or PRNGKey), got "
+                        f"{getattr(key, 'dtype', type(key).__name__)} {getattr(key, 'shape', '')}")
+    bits = jax.random.bits(key, core.plan.DROPOUT_SEED_SHAPE, jnp.uint32)
+    return jax.lax.bitcast_convert_type(bits, jnp.int32)

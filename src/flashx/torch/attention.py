@@ -13,7 +13,7 @@ from .. import core
 # Tensor inputs by kernel argument name, in the order the ops take them.
 # BIAS travels as its own op argument (it may need a gradient); these go as one list.
 _OPTIONAL_INPUTS = (
-    "SLOPES", "MASK", "CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K",
+    "SLOPES", "MASK", "CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "DROPOUT_SEED",
     "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS", "MAP_T_INDICES",
 )
 
@@ -80,22 +80,23 @@ def _compiled_function_key(options: core.CallOptions) -> int:
 
 def _encode(options: core.CallOptions, functions_key: Optional[int] = None) -> tuple:
     """The op arguments that carry options: causal, scale, layout, window, softcap, max_seqlen_q,
-    max_seqlen_k, bottom_right, functions_key (given: the registry's key of the options' objects,
+    max_seqlen_k, bottom_right, dropout_p, functions_key (given: the registry's key of the options' objects,
     from _compiled_function_key; else looked up eagerly, as the op checks in tests/test_torch.py
     call it)."""
     window = None if options.window is None else [int(w) for w in options.window]
     if functions_key is None:
         functions_key = _function_key(options)
     return (options.causal, options.scale, options.layout, window, options.softcap,
-            options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, functions_key)
+            options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, options.dropout_p, functions_key)
 
 
-def _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, functions_key) -> core.CallOptions:
+def _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
+            functions_key) -> core.CallOptions:
     mask_mod, score_mod, score_mod_grad, block_mask = _functions[functions_key] if functions_key >= 0 else (None,) * 4
     return core.CallOptions(
         causal=causal, scale=scale, layout=layout, window=None if window is None else tuple(window), softcap=softcap,
         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
-        score_mod_grad=score_mod_grad, block_mask=block_mask, bottom_right=bottom_right,
+        score_mod_grad=score_mod_grad, block_mask=block_mask, bottom_right=bottom_right, dropout_p=dropout_p,
     )
 
 
@@ -166,9 +167,10 @@ def _forward_op(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Optional[torch.Tensor],
     tensors: list[Optional[torch.Tensor]], causal: bool, scale: Optional[float], layout: str,
     window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int],
-    max_seqlen_k: Optional[int], bottom_right: bool, functions_key: int,
+    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, functions_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, functions_key)
+    options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
+                      functions_key)
     return _forward_impl(_plan(q, k, v, bias, tensors, options), q, k, v, bias, tensors)
 
 
@@ -235,9 +237,10 @@ def _backward_op(
     out: torch.Tensor, lse: torch.Tensor, bias: Optional[torch.Tensor], tensors: list[Optional[torch.Tensor]],
     bias_grad: bool, causal: bool, scale: Optional[float], layout: str, window: Optional[list[int]],
     softcap: Optional[float], max_seqlen_q: Optional[int], max_seqlen_k: Optional[int], bottom_right: bool,
-    functions_key: int,
+    dropout_p: float, functions_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, functions_key)
+    options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
+                      functions_key)
     return _backward_impl(_plan(q, k, v, bias, tensors, options), dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad)
 
 
@@ -436,6 +439,12 @@ class _EagerAttention(torch.autograd.Function):
         return (None,) + grads + (None,)
 
 
+def _dropout_seed(device: torch.device) -> torch.Tensor:
+    """A fresh seed for one call's dropout, from torch's generator of the device (torch.manual_seed
+    repeats it): int32 core.plan.DROPOUT_SEED_SHAPE. The backward reads it back, so it redraws nothing."""
+    return torch.randint(-2**31, 2**31, core.plan.DROPOUT_SEED_SHAPE, dtype=torch.int32, device=device)
+
+
 def _run(
     q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias: Optional[torch.Tensor] = None,
     dense_key: Optional[tuple] = None,
@@ -443,6 +452,8 @@ def _run(
     """Validate (naming the argument) before any dispatch, build mask_mod's block map if the
     plan asks for one, then call the op (eager: its implementation). dense_key: where to keep
     the plan for _DENSE_PLANS."""
+    if core.check_dropout_p(options.dropout_p) > 0 and isinstance(q, torch.Tensor):
+        tensors = dict(tensors, DROPOUT_SEED=_dropout_seed(q.device))
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
     if torch.compiler.is_compiling():
         functions_key = _compiled_function_key(options)
@@ -598,6 +609,7 @@ def attention(
     block_mask: Optional[core.BlockMask] = None,
     deterministic: bool = False,
     return_lse: bool = False,
+    dropout_p: float = 0.0,
 ) -> Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Fused softmax(score(q, k)) v, differentiable in q, k and v.
 
@@ -620,6 +632,9 @@ def attention(
         deterministic: accepted for FlashAttention parity; flashx's backward uses no atomics, so its
             gradients are bitwise reproducible either way.
         return_lse: also return the float32 log-sum-exp, (B, Hq, Nq) (varlen: (Hq, total_q)).
+        dropout_p: each attention weight is dropped with this probability and the rest scaled by
+            1 / (1 - dropout_p), as in FlashAttention and SDPA; a fresh mask each call, drawn from
+            torch's generator on q's device (torch.manual_seed repeats it); lse keeps every weight.
 
     The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
     Returns out in q's layout and dtype, last dim Dv; and lse if return_lse. Under torch.autocast
@@ -632,7 +647,8 @@ def attention(
     dense_key = None
     if (alibi_slopes is None and cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None
             and max_seqlen_k is None and mask_mod is None and score_mod is None and score_mod_grad is None
-            and block_mask is None and not torch.compiler.is_compiling() and not _under_functorch()):
+            and block_mask is None and type(dropout_p) is float and dropout_p == 0.0
+            and not torch.compiler.is_compiling() and not _under_functorch()):
         dense_key = _dense_key(q, k, v, causal, scale, layout, window, softcap)
         plan = _DENSE_PLANS.get(dense_key) if dense_key is not None else None
         if plan is not None:
@@ -641,7 +657,7 @@ def attention(
         causal=causal, scale=scale, layout=layout, window=tuple(window) if isinstance(window, list) else window,
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
-        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask,
+        block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, dropout_p=dropout_p,
     )
     # Offsets are read as dense vectors: a strided view costs one tiny copy.
     cu_seqlens_q, cu_seqlens_k = (x.contiguous() if isinstance(x, torch.Tensor) else x for x in (cu_seqlens_q, cu_seqlens_k))

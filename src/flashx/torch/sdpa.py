@@ -1,7 +1,6 @@
 """`flashx.torch.scaled_dot_product_attention`: torch.nn.functional's signature and semantics, flashx's kernel."""
 from __future__ import annotations
 
-import numbers
 from typing import Optional
 
 import torch
@@ -31,15 +30,11 @@ def scaled_dot_product_attention(
     needs enable_gqa=True. is_causal is top-left aligned, as in torch (query i sees keys
     j <= i). attn_mask: bool (True takes part) or additive float, broadcastable to
     (B, H, Nq, Nkv); a float mask that requires grad gets its gradient. A row that sees no key
-    gives 0. Dropout is not implemented yet. Under torch.autocast the tensors (a float attn_mask
-    too) are cast to its dtype first, as torch casts its own.
+    gives 0. dropout_p drops weights as flashx.torch.attention's does (torch's generator on the
+    query's device). Under torch.autocast the tensors (a float attn_mask too) are cast to its
+    dtype first, as torch casts its own.
     """
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
-        raise TypeError(f"dropout_p must be a float in [0, 1], got {type(dropout_p).__name__}")
-    if not 0.0 <= dropout_p <= 1.0:  # torch's range; any nonzero one is not implemented below
-        raise ValueError(f"dropout_p must be in [0, 1], got {dropout_p!r}")
-    if dropout_p != 0.0:
-        raise NotImplementedError("flashx has no dropout yet: dropout_p must be 0.0")
+    dropout_p = core.check_dropout_p(dropout_p)  # [0, 1): torch's 1.0 (every weight dropped) is refused
     if not isinstance(enable_gqa, bool):
         raise TypeError(f"enable_gqa must be a bool, got {type(enable_gqa).__name__}")
     if attn_mask is not None and is_causal:
@@ -75,7 +70,7 @@ def scaled_dot_product_attention(
             bias = attn_mask
         else:  # torch's rule: bool (which keys take part) or float (added to the scores)
             raise TypeError(f"attn_mask must be bool or a float dtype, got {attn_mask.dtype}")
-    options = core.CallOptions(causal=is_causal, scale=scale, layout="bhnd", bottom_right=False)
+    options = core.CallOptions(causal=is_causal, scale=scale, layout="bhnd", bottom_right=False, dropout_p=dropout_p)
     with core.errors_named(names):
         out = _run(query, key, value, {"MASK": mask}, options, False, bias=bias)
     return out.squeeze(0) if squeeze else out
