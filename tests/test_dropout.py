@@ -90,6 +90,38 @@ def test_torch_dropout_matches_reference(rng, case, dtype, p, options):
         assert_close(_np(_bnhd(g, case.layout)), _np(r), GRAD_TOL[dtype], f"d{name}")
 
 
+def test_torch_dropout_varlen(rng):
+    """Packed sequences (one without queries), causal GQA: as test_torch_dropout_matches_reference,
+    the reference per sequence (V = I over the packed keys, Dv = their total)."""
+    lens_q, lens_k, p = [5, 0, 9], [7, 3, 6], 0.3
+    cu_q, cu_k = (torch.tensor(np.cumsum([0, *n]), dtype=torch.int32, device=DEVICE) for n in (lens_q, lens_k))
+    q = torch.from_numpy(rng.standard_normal((sum(lens_q), 2, 16))).float().to(DEVICE)
+    k, v = (torch.from_numpy(rng.standard_normal((sum(lens_k), 1, 16))).float().to(DEVICE) for _ in range(2))
+    kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k), causal=True,
+              dropout_p=p)
+    eye = torch.eye(sum(lens_k), device=DEVICE)[:, None, :]
+    torch.manual_seed(99)
+    weights = flashx.torch.attention(q, k, eye, **kw)
+
+    leaves = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    ref_weights = torch.zeros(sum(lens_q), 2, sum(lens_k), dtype=torch.float64, device=DEVICE)
+    for s in range(len(lens_q)):
+        rows, keys = slice(int(cu_q[s]), int(cu_q[s + 1])), slice(int(cu_k[s]), int(cu_k[s + 1]))
+        ref_weights[rows] = reference(leaves[0][None, rows], leaves[1][None, keys], eye.double()[None, keys], causal=True)[0][0]
+    kept = (weights != 0).double()
+    _check_kept_fraction(_np(kept), _np(ref_weights), p)
+    assert_close(_np(weights), _np(ref_weights * kept / (1 - p)), OUT_TOL["float32"], "weights P * Z")
+
+    torch.manual_seed(99)
+    q_, k_, v_ = (x.detach().requires_grad_() for x in (q, k, v))
+    out = flashx.torch.attention(q_, k_, v_, **kw)
+    ref_out = torch.einsum("qhk,kd->qhd", ref_weights * kept / (1 - p), leaves[2][:, 0])
+    assert_close(_np(out), _np(ref_out), OUT_TOL["float32"], "out")
+    grad = torch.randn_like(out)
+    for name, g, r in zip("qkv", torch.autograd.grad(out, (q_, k_, v_), grad), torch.autograd.grad(ref_out, leaves, grad.double())):
+        assert_close(_np(g), _np(r), GRAD_TOL["float32"], f"d{name}")
+
+
 def test_torch_dropout_seeds(rng):
     """The same seed repeats a call bit for bit; another seed drops other weights; dropout_p = 0
     is the plain call; the SDPA drop-in drops as flashx.torch.attention does."""

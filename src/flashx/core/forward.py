@@ -62,9 +62,9 @@ def _attend_block(
     stride_kn, stride_kd, stride_vn, stride_vd,
     batch, head, q_idx, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-    DROPOUT_SEED,
+    DROPOUT_SEED, start_m,
     needs_mask, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
@@ -125,7 +125,7 @@ def _attend_block(
     l_i = l_i * alpha + tl.sum(b_p, 1)
     acc = acc * alpha[:, None]
     if DROPOUT_P > 0:  # the row sums keep every weight; V sees the kept ones (scaled at the end)
-        b_p = tl.where(dropout_kept(DROPOUT_SEED, DROPOUT_P, batch, head, q_idx[:, None], kv_idx[None, :]), b_p, 0.0)
+        b_p = tl.where(dropout_kept(DROPOUT_SEED, DROPOUT_P, batch, head, start_m, kv_idx[None, :], BLOCK_M, True), b_p, 0.0)
     b_v = load_tile(p_v, m_n, offs_dv < HEAD_DIM_V, MASKED, HEAD_DIM_V != BLOCK_DV)
     acc += dot(b_p.to(b_v.dtype), b_v, UPCAST_DOT, DOT_PRECISION)  # [BM, BDV] = [BM, BN] @ [BN, BDV]
     return acc, l_i, m_new
@@ -229,9 +229,9 @@ def attention_forward_kernel(
                 stride_kn, stride_kd, stride_vn, stride_vd,
                 batch, head, q_idx, seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                DROPOUT_SEED,
+                DROPOUT_SEED, start_m,
                 block_is_masked(span, i, first, start_n, full_lo, full_hi, BLOCK_MAP, ONE_LOOP),
-                HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_N, span_is_masked(span, BLOCK_MAP, ONE_LOOP),
+                HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, BLOCK_N, span_is_masked(span, BLOCK_MAP, ONE_LOOP),
                 LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
                 SCORE_MOD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, FOLD_SCALE, UPCAST_DOT, DOT_PRECISION,
                 BOUND_ROWS, DROPOUT_P,

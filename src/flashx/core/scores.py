@@ -174,18 +174,28 @@ def visible_pairs(
 
 
 @triton.jit
-def dropout_kept(DROPOUT_SEED, DROPOUT_P: tl.constexpr, batch, head, q2, kv2):
-    """Which (query, key) pairs keep their weight under dropout (probability 1 - DROPOUT_P).
+def dropout_kept(DROPOUT_SEED, DROPOUT_P: tl.constexpr, batch, head, q_start, kv2,
+                 BLOCK_Q: tl.constexpr, QUERIES_DOWN: tl.constexpr):
+    """Which (query, key) pairs of a tile keep their weight under dropout (probability
+    1 - DROPOUT_P): queries q_start + [0, BLOCK_Q) (q_start a multiple of 4) down the tile
+    (QUERIES_DOWN, kv2 = keys[None, :]) or across it (kv2 = keys[:, None]).
 
-    Philox (Triton's) keyed by the call's 64-bit seed (DROPOUT_SEED: two int32 words) with the
-    pair's (key, query, head, batch) as its counter, so the forward and both backward kernels draw
-    the same number for a pair in any tile and orientation (q2 / kv2 broadcast to the tile);
-    varlen's batch is the sequence and its indices are in-sequence.
+    Philox (Triton's) keyed by the call's 64-bit seed (DROPOUT_SEED: two int32 words), counter
+    (key, query // 4, head, batch): one call gives the four numbers of four consecutive queries,
+    query q taking the (q % 4)-th. The forward and both backward kernels so draw the same number
+    for a pair in any tile and orientation; varlen's batch is the sequence, its indices in-sequence.
     """
     seed = (tl.load(DROPOUT_SEED).to(tl.uint32, bitcast=True).to(tl.uint64)
             | (tl.load(DROPOUT_SEED + 1).to(tl.uint32, bitcast=True).to(tl.uint64) << 32))
-    zero = q2 * 0 + kv2 * 0
-    bits, _, _, _ = tl.philox(seed, kv2 + zero, q2 + zero, head + zero, batch + zero)
+    groups = q_start // 4 + tl.arange(0, BLOCK_Q // 4)
+    groups = groups[:, None] if QUERIES_DOWN else groups[None, :]
+    zero = groups * 0 + kv2 * 0
+    r0, r1, r2, r3 = tl.philox(seed, kv2 + zero, groups + zero, head + zero, batch + zero)
+    bits = tl.join(tl.join(r0, r2), tl.join(r1, r3))  # [..., i, j] = r_(2i + j): the group's 4 queries last
+    if QUERIES_DOWN:  # [BQ / 4, BN, 2, 2] -> [BQ, BN], row 4g + 2i + j
+        bits = tl.reshape(tl.permute(bits, (0, 2, 3, 1)), [BLOCK_Q, kv2.shape[1]])
+    else:  # [BN, BQ / 4, 2, 2] -> [BN, BQ], column 4g + 2i + j
+        bits = tl.reshape(bits, [kv2.shape[0], BLOCK_Q])
     return tl.uint_to_uniform_float(bits) >= DROPOUT_P
 
 
