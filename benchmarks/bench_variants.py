@@ -14,6 +14,9 @@ Cases (bf16 by default, q/k/v/dO of shape (B, H, N, D); flashx: layout="bhnd"):
   create_block_mask(causal)).
 - gqa: 32 q heads sharing 8 kv heads, B = 4, N = 4k, D = 128, causal. SDPA with enable_gqa=True,
   Flex with enable_gqa=True.
+- dropout (only when asked: --cases dropout): dense causal at the window's sizes with dropout_p =
+  0.1: flashx (torch: a fresh seed a call; JAX: one dropout_key), SDPA's FA2 and cuDNN with
+  dropout_p; FlexAttention has no dropout: n/a. No error check (each system draws its own mask).
 
 FLOPs are counted on the VISIBLE score entries, exactly: window: sum over rows of
 min(i + 1, 1024); documents: 8 * L * (L + 1) / 2 with L = N / 8; causal: N * (N + 1) / 2;
@@ -59,6 +62,7 @@ except ImportError:  # python benchmarks/bench_variants.py
 Result = common.Result
 
 BWD_FACTOR = 2.5
+DROPOUT_P = 0.1  # the dropout case's
 MODES = ("fwd", "bwd")
 QUICK_BUDGET_S = 95.0  # alone; run_all.sh --quick passes its own --budget-s (caps there)
 
@@ -78,7 +82,7 @@ NOT_APPLICABLE = "n/a"
 
 @dataclass(frozen=True)
 class Case:
-    key: str  # "window", "documents", "causal", "gqa"
+    key: str  # "window", "documents", "causal", "gqa", "dropout"
     batch: int
     heads_q: int
     heads_kv: int
@@ -101,7 +105,7 @@ class Case:
         if self.key == "documents":
             length = self.doc_len
             return self.docs * length * (length + 1) // 2
-        return n * (n + 1) // 2  # causal, gqa
+        return n * (n + 1) // 2  # causal, gqa, dropout
 
     @property
     def flops(self) -> float:
@@ -115,6 +119,7 @@ class Case:
             "documents": f"{self.docs} docs causal",
             "causal": "dense causal",
             "gqa": f"GQA {self.heads_q}/{self.heads_kv} causal",
+            "dropout": f"dense causal, dropout {DROPOUT_P}",
         }[self.key]
 
     @property
@@ -122,6 +127,8 @@ class Case:
         return f"{self.label}: B={self.batch} H={self.heads_q}/{self.heads_kv} N={self.seqlen} D={self.head_dim}"
 
     def applies(self, system: str) -> bool:
+        if self.key == "dropout":
+            return system != "flex"
         return not (system.startswith("sdpa") and self.key in ("window", "documents"))
 
 
@@ -155,6 +162,7 @@ def cases_for(args) -> list:
         "documents": Case("documents", 1, heads, heads, n, d, docs=docs),
         "causal": Case("causal", 1, heads, heads, n, d),
         "gqa": Case("gqa", gqa_b, gqa_hq, gqa_hkv, gqa_n, d),
+        "dropout": Case("dropout", 1, heads, heads, n, d),
     }
     return [all_cases[k] for k in args.cases]
 
@@ -168,8 +176,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     common.add_common_args(p, "variants", "shorter timing, flashx's JAX frontend left out (~1 minute on an H200)",
                            QUICK_BUDGET_S)
-    p.add_argument("--cases", nargs="+", choices=("window", "documents", "causal", "gqa"),
-                   default=["window", "documents", "causal", "gqa"], help="cases to run, in order (default: all)")
+    p.add_argument("--cases", nargs="+", choices=("window", "documents", "causal", "gqa", "dropout"),
+                   default=["window", "documents", "causal", "gqa"],
+                   help="cases to run, in order (default: all but dropout)")
     p.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=None,
                    help="systems to run (default: all; --quick: all but flashx_jax)")
     p.add_argument("--n", type=int, default=None, help="N of the window, documents and causal cases (default 16384)")
@@ -317,6 +326,9 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
         options["window"] = (case.window - 1, 0)
     elif case.key == "documents":
         options["mask_mod"] = document_mask_for(case.doc_len)
+    elif case.key == "dropout":
+        options["dropout_p"] = DROPOUT_P
+    sdpa_options = dict(dropout_p=DROPOUT_P) if case.key == "dropout" else {}
 
     def flashx_fwd():
         block_mask = None
@@ -334,7 +346,7 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
         return lambda: flex(q, k, v, block_mask=block_mask, enable_gqa=gqa)
 
     def sdpa(backend):
-        return lambda: common.sdpa_call(backend, q, k, v, is_causal=True, enable_gqa=gqa)
+        return lambda: common.sdpa_call(backend, q, k, v, is_causal=True, enable_gqa=gqa, **sdpa_options)
 
     def flashx_jax():
         jax = common.require_jax(ctx)
@@ -347,8 +359,10 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
         if case.key == "documents":  # built once (a pytree: passed into jit as an argument)
             block_mask = flashx.jax.create_block_mask(options["mask_mod"], None, None, case.seqlen, case.seqlen, causal=True)
 
+        jax_options = dict(options, dropout_key=jax.random.key(0)) if case.key == "dropout" else options
+
         def attn(q_, k_, v_, bm):
-            return flashx.jax.attention(q_, k_, v_, block_mask=bm, **options)
+            return flashx.jax.attention(q_, k_, v_, block_mask=bm, **jax_options)
 
         fwd = jax.jit(attn)
         results = {"fwd": timed("fwd", lambda: common.time_jax(fwd, (jq, jk, jv, block_mask), warmup_ms, rep_ms))}
@@ -395,6 +409,9 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
             out = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
         return (out.detach(),) + torch.autograd.grad(out, inputs, dout)
 
+    if case.key == "dropout":
+        log("  no error check: each system draws its own dropout mask")
+        return
     ref, why = common.guarded(reference, ctx)
     if why is not None:
         log(f"  no reference for the error check: {why}")
