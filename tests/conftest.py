@@ -201,6 +201,15 @@ class Shape(NamedTuple):
 Case = collections.namedtuple("Case", Shape._fields + ("causal", "layout"), defaults=(False, "bnhd"))
 
 
+# Calls mapped by jax.vmap / torch.func.vmap (test_jax.py, test_torch.py): (case, mapped size,
+# in axes: one for all or (q, k, v) with None for shared, out axis).
+VMAP_CASES = [
+    pytest.param(Case(2, 37, 50, 4, 2, 24, 24, causal=True), 3, 0, 0, id="gqa-causal-all-mapped"),
+    pytest.param(Case(1, 29, 29, 2, 1, 40, 16, layout="bhnd"), 2, (0, None, None), 0, id="kv-shared-bhnd"),
+    pytest.param(Case(2, 21, 33, 2, 2, 16, 16, causal=True), 3, 2, 1, id="mapped-2-out-1"),
+]
+
+
 def shapes(b, nq, nkv, hq, hkv, d, dv, layout="bnhd"):
     """Shapes of q, k, v in `layout`."""
     if layout == "bnhd":

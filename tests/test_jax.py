@@ -15,6 +15,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import flashx.jax  # noqa: E402
 from conftest import (  # noqa: E402
+    VMAP_CASES,
     Case,
     DTYPES,
     INTERPRETED,
@@ -204,13 +205,6 @@ def _mapped_inputs(rng, case: Case, dtype: str, size: int, in_axes):
     stacked = tuple(slices[0][i] if ax is None else jnp.stack([s[i] for s in slices], axis=ax) for i, ax in enumerate(axes))
     slices = [tuple(s[i] if ax is not None else slices[0][i] for i, ax in enumerate(axes)) for s in slices]
     return slices, stacked
-
-
-VMAP_CASES = [
-    pytest.param(Case(2, 37, 50, 4, 2, 24, 24, causal=True), 3, 0, 0, id="gqa-causal-all-mapped"),
-    pytest.param(Case(1, 29, 29, 2, 1, 40, 16, layout="bhnd"), 2, (0, None, None), 0, id="kv-shared-bhnd"),
-    pytest.param(Case(2, 21, 33, 2, 2, 16, 16, causal=True), 3, 2, 1, id="mapped-axis-2-out-1"),
-]
 
 
 @pytest.mark.parametrize("case, size, in_axes, out_axes", VMAP_CASES)

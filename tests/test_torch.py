@@ -21,6 +21,7 @@ import flashx.torch  # noqa: E402, I001  (flashx before triton: this module defi
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402, F401  (Triton's interpreter wants it visible to @triton.jit functions)
 from conftest import (  # noqa: E402
+    VMAP_CASES,
     Case,
     DTYPES,
     INTERPRETED,
@@ -544,13 +545,6 @@ def _mapped_inputs(rng, case: Case, dtype: str, size: int, in_dims):
     slices = [make_inputs(rng, case, dtype) for _ in range(size)]
     stacked = tuple(slices[0][i] if d is None else torch.stack([s[i] for s in slices], dim=d) for i, d in enumerate(dims))
     return [tuple(s[i] if d is not None else slices[0][i] for i, d in enumerate(dims)) for s in slices], stacked
-
-
-VMAP_CASES = [
-    pytest.param(Case(2, 37, 50, 4, 2, 24, 24, causal=True), 3, 0, 0, id="gqa-causal-all-mapped"),
-    pytest.param(Case(1, 29, 29, 2, 1, 40, 16, layout="bhnd"), 2, (0, None, None), 0, id="kv-shared-bhnd"),
-    pytest.param(Case(2, 21, 33, 2, 2, 16, 16, causal=True), 3, 2, 1, id="mapped-dim-2-out-1"),
-]
 
 
 @pytest.mark.parametrize("case, size, in_dims, out_dims", VMAP_CASES)
