@@ -201,6 +201,23 @@ def torch_part() -> None:
         seen = [j for j in range(nkv) if weights[i, j] > 0]
         print(f"    query {i} sees keys {seen}  (weights {', '.join(f'{w:.2f}' for w in weights[i].tolist())})")
 
+    # Dropout, read off the kernel the same way (v = identity: out is each weight, kept and scaled
+    # by 1 / (1 - p), or 0); torch.manual_seed repeats the mask.
+    n, p = 64, 0.25
+    q, k = (torch.randn(1, n, 2, 16, device=device) for _ in range(2))
+    v = torch.eye(n, device=device)[None, :, None, :].expand(1, n, 2, n)
+    torch.manual_seed(0)
+    dropped = flashx.torch.attention(q, k, v, dropout_p=p)
+    torch.manual_seed(0)
+    again = flashx.torch.attention(q, k, v, dropout_p=p)
+    full = flashx.torch.attention(q, k, v)
+    kept = dropped != 0
+    scaled = (dropped[kept] - full[kept] / (1 - p)).abs().max().item()
+    ok = abs(kept.float().mean().item() - (1 - p)) < 0.02 and scaled < 1e-5 and torch.equal(dropped, again)
+    print(f"  dropout_p={p}: kept {kept.float().mean().item():.3f} of the weights, each scaled by 1/(1-p) "
+          f"(max abs diff {scaled:.1e}), the same mask after torch.manual_seed: {torch.equal(dropped, again)}  "
+          f"{'ok' if ok else 'CHECK'}")
+
 
 # ------------------------------------------------------------------------------------------------
 # JAX
@@ -262,6 +279,14 @@ def jax_part() -> None:
             report("jax", case, arrays, as_np(out), as_np(ref), as_np(lse), note)
         except Exception as err:  # noqa: BLE001 (shown, counted, and the demo goes on)
             failed("jax", case, err)
+
+    # jax.vmap over 3 independent calls: one launch of 3x the batch, equal to calling each.
+    case = CASES[0]
+    q, k, v = (jnp.stack([jnp.asarray(make_inputs(case, seed=10 + s)[i]) for s in range(3)]) for i in range(3))
+    mapped = jax.jit(jax.vmap(functools.partial(flashx.jax.attention, causal=True)))(q, k, v)
+    each = jnp.stack([flashx.jax.attention(q[s], k[s], v[s], causal=True) for s in range(3)])
+    diff = float(jnp.abs(mapped - each).max())
+    print(f"  jax.vmap over 3 calls {tuple(q.shape)} == each call: max abs diff {diff:.1e}  {'ok' if diff < 1e-5 else 'CHECK'}")
 
 
 # ------------------------------------------------------------------------------------------------
