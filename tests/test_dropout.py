@@ -182,8 +182,11 @@ def test_jax_dropout_needs_a_key(rng):
     q = jax.numpy.asarray(random_qkv(rng, 1, 5, 5, 2, 2, 16, 16)[0])
     with pytest.raises(ValueError, match=r"dropout_p=0\.5 needs dropout_key"):
         jax_attention(q, q, q, dropout_p=0.5)
-    with pytest.raises(TypeError, match=r"^dropout_key must be a jax\.random key"):
-        jax_attention(q, q, q, dropout_p=0.5, dropout_key=jax.numpy.zeros((3,), jax.numpy.int32))
+    for bad in (jax.numpy.zeros((3,), jax.numpy.int32), jax.random.split(jax.random.key(0), 2)):
+        with pytest.raises(TypeError, match=r"^dropout_key must be one jax\.random key"):
+            jax_attention(q, q, q, dropout_p=0.5, dropout_key=bad)
+    raw = jax_attention(q, q, q, dropout_p=0.5, dropout_key=jax.random.PRNGKey(0))  # a raw key works too
+    assert raw.shape == q.shape
 
 
 @pytest.mark.parametrize("case, dtype, p", [

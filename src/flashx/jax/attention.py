@@ -443,9 +443,9 @@ def _dropout_seed(dropout_p: Any, key: Optional[jax.Array]) -> Optional[jax.Arra
         return None
     if key is None:
         raise ValueError(f"dropout_p={dropout_p} needs dropout_key, a jax.random key (e.g. jax.random.key(0))")
-    if not isinstance(key, jax.Array) or not (jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or (
-            key.dtype == jnp.uint32 and key.shape[-1:] == (2,) and key.ndim == 1)):
-        raise TypeError(f"dropout_key must be a jax.random key (jax.random.key or PRNGKey), got "
+    if not isinstance(key, jax.Array) or not ((jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.ndim == 0) or (
+            key.dtype == jnp.uint32 and key.shape == (2,))):  # one key: a typed one, or a raw PRNGKey
+        raise TypeError(f"dropout_key must be one jax.random key (jax.random.key or PRNGKey), got "
                         f"{getattr(key, 'dtype', type(key).__name__)} {getattr(key, 'shape', '')}")
     bits = jax.random.bits(key, core.plan.DROPOUT_SEED_SHAPE, jnp.uint32)
     return jax.lax.bitcast_convert_type(bits, jnp.int32)
