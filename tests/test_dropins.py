@@ -27,8 +27,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import flashx.jax  # noqa: E402
 import flashx.torch  # noqa: E402
-from conftest import INTERPRETED, require_sm90  # noqa: E402
-from variants_common import GRAD_TOL, OUT_TOL, assert_close  # noqa: E402
+from conftest import INTERPRETED, reference_attention, require_sm90  # noqa: E402
+from variants_common import GRAD_TOL, LSE_TOL, OUT_TOL, assert_close, assert_lse  # noqa: E402
 
 DEVICE = "cpu" if INTERPRETED else "cuda"
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -283,6 +283,34 @@ def test_jax_bias_gradient(rng, bias_shape):
     """A bias gets its gradient, reduced over the axes it broadcasts along."""
     q, k, v = (_a(rng, x) for x in ((2, 37, 2, 24), (2, 45, 2, 24), (2, 45, 2, 24)))
     compare_jax(rng, q, k, v, "float32", bias=_a(rng, bias_shape), bias_grad=True)
+
+
+@needs_jax_triton
+@pytest.mark.parametrize("batched", [True, False], ids=["btnh", "tnh-unbatched"])
+def test_jax_residual_and_unbatched_inputs(rng, batched):
+    """return_residual gives jax.nn's (out, logsumexp (B, T, N) in key's dtype, no gradient), and
+    (T, N, H) inputs without a batch axis work as in jax.nn; implementation is accepted, ignored."""
+    q, k, v = (_a(rng, x) for x in ((2, 37, 4, 24), (2, 45, 2, 24), (2, 45, 2, 24)))
+    if not batched:
+        q, k, v = q[0], k[0], v[0]
+    out, residual = jax.jit(lambda q, k, v: flashx.jax.dot_product_attention(
+        q, k, v, return_residual=True, implementation="cudnn"))(q, k, v)
+    arrays = [np.asarray(x, np.float64) for x in (q, k, v)]
+    want_out, want_lse = reference_attention(*(a if batched else a[None] for a in arrays))
+    want_lse = np.swapaxes(want_lse, -1, -2)  # (B, N, T) -> (B, T, N)
+    if not batched:
+        want_out, want_lse = want_out[0], want_lse[0]
+    assert out.shape == q.shape and residual.shape == q.shape[:-1] and residual.dtype == k.dtype
+    assert_close(np.asarray(out, np.float64), want_out, OUT_TOL["float32"], "out")
+    assert_lse(np.asarray(residual), want_lse, LSE_TOL, "residual")
+    grad = jax.grad(lambda q: flashx.jax.dot_product_attention(q, k, v, return_residual=True)[1].sum())(q)
+    assert not np.asarray(grad).any(), "the residual carries no gradient (as jax.nn's)"
+
+
+def test_jax_unknown_implementation_is_refused(rng):
+    q = _a(rng, (1, 5, 2, 16))
+    with pytest.raises(ValueError, match=r"^implementation must be one of"):
+        flashx.jax.dot_product_attention(q, q, q, implementation="triton")
 
 
 @needs_jax_triton

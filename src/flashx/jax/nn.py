@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
+_IMPLEMENTATIONS = (None, "xla", "cudnn")  # jax.nn's choices: flashx's kernel runs in their place
+
 import jax
 import jax.numpy as jnp
 
@@ -27,14 +29,25 @@ def dot_product_attention(
     query_seq_lengths: Optional[jax.Array] = None,
     key_value_seq_lengths: Optional[jax.Array] = None,
     local_window_size: Optional[Union[int, tuple]] = None,
-) -> jax.Array:
+    implementation: Optional[str] = None,
+    return_residual: bool = False,
+) -> Union[jax.Array, tuple[jax.Array, jax.Array]]:
     """Drop-in for jax.nn.dot_product_attention, jit-compatible and differentiable (bias too).
 
-    query (B, T, N, H), key and value (B, S, K, H) with N a multiple of K (GQA). bias and mask
-    (bool, True takes part) broadcast to (B, N, T, S). is_causal and local_window_size
-    (w or (left, right)) are top-left aligned, as in jax.nn. Query rows past
-    query_seq_lengths are padding: flashx returns 0 there.
+    query (B, T, N, H), key and value (B, S, K, H) with N a multiple of K (GQA), or all three
+    without B (T, N, H), as jax.nn takes them. bias and mask (bool, True takes part) broadcast to
+    (B, N, T, S). is_causal and local_window_size (w or (left, right)) are top-left aligned, as in
+    jax.nn. Query rows past query_seq_lengths are padding: flashx returns 0 there. implementation
+    (jax.nn's None, 'xla' or 'cudnn') is accepted and ignored: flashx's kernel runs. With
+    return_residual, also the logsumexp (B, T, N) (or (T, N)) in key's dtype, without gradient,
+    as jax.nn returns it; -inf on rows that see no key.
     """
+    if implementation not in _IMPLEMENTATIONS:
+        raise ValueError(f"implementation must be one of {_IMPLEMENTATIONS} (jax.nn's), got {implementation!r}")
+    core.check_flag("return_residual", return_residual)
+    unbatched = all(isinstance(x, jax.Array) and x.ndim == 3 for x in (query, key, value))
+    if unbatched:  # jax.nn's (T, N, H): a batch of one
+        query, key, value = (x[None] for x in (query, key, value))
     window = None
     if local_window_size is not None:
         if isinstance(local_window_size, int) and not isinstance(local_window_size, bool):
@@ -54,4 +67,10 @@ def dot_product_attention(
             lengths[field] = lens.astype(jnp.int32)
     options = core.CallOptions(causal=is_causal, scale=scale, window=window, bottom_right=False)
     with core.errors_named(_CORE_NAMES):
-        return _run(query, key, value, bias, dict(MASK=mask, **lengths), options, False)
+        out, lse = _run(query, key, value, bias, dict(MASK=mask, **lengths), options, True)
+    if unbatched:
+        out, lse = out[0], lse[0]
+    if not return_residual:
+        return out
+    residual = jax.lax.stop_gradient(jnp.swapaxes(lse, -1, -2).astype(key.dtype))  # (..., N, T) -> (..., T, N)
+    return out, residual
