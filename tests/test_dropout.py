@@ -239,3 +239,10 @@ def test_gpu_torch_dropout(rng, case):
     """On the GPU (the tl kernels: dropout takes no Gluon route), bf16: as
     test_torch_dropout_matches_reference at training-like head dims."""
     test_torch_dropout_matches_reference(rng, case, "bfloat16", 0.15, {})
+
+
+@pytest.mark.gpu
+def test_gpu_jax_dropout(rng):
+    """On the GPU, through jax-triton (DROPOUT_P reaches the kernels as a float constexpr, the
+    seed as an int32 input): as test_jax_dropout_matches_reference at D = 64, 256 keys, bf16."""
+    test_jax_dropout_matches_reference(rng, Case(2, 300, 256, 8, 2, 64, 64, causal=True), "bfloat16", 0.15)
