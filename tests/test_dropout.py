@@ -153,6 +153,35 @@ def test_torch_dropout_under_compile(rng):
     assert_close(_np(weights), _np(ref_weights * kept / 0.75), OUT_TOL["float32"], "weights P * Z")
 
 
+def test_dropout_under_vmap(rng):
+    """Mapped calls draw as unmapped ones: under torch.func.vmap, randomness="same" gives every
+    slice one mask and "different" each its own (torch's default, "error", refuses, as for any
+    random op); under jax.vmap, one shared key gives one mask and mapped keys their own."""
+    n = 24
+    q = torch.from_numpy(rng.standard_normal((3, 1, n, 2, 16))).float().to(DEVICE)
+    eye = torch.eye(n, device=DEVICE)[None, :, None, :].expand(1, n, 2, n)
+
+    def masks(randomness):
+        out = torch.func.vmap(lambda x: flashx.torch.attention(x, x, eye, dropout_p=0.5), randomness=randomness)(q)
+        return [(out[i] != 0) for i in range(3)]
+    same, different = masks("same"), masks("different")
+    assert torch.equal(same[0], same[1]) and torch.equal(same[1], same[2])
+    assert not torch.equal(different[0], different[1]) and not torch.equal(different[1], different[2])
+    with pytest.raises(RuntimeError, match="randomness"):
+        masks("error")
+
+    jax = pytest.importorskip("jax")
+    from flashx.jax import attention as jax_attention
+
+    qj, eyej = jax.numpy.asarray(q.cpu().numpy()), jax.numpy.asarray(eye.cpu().numpy())
+    call = jax.jit(jax.vmap(lambda x, key: jax_attention(x, x, eyej, dropout_p=0.5, dropout_key=key), in_axes=(0, None)))
+    shared = np.asarray(call(qj, jax.random.key(3))) != 0
+    assert (shared[0] == shared[1]).all() and (shared[1] == shared[2]).all()
+    own = np.asarray(jax.jit(jax.vmap(lambda x, key: jax_attention(x, x, eyej, dropout_p=0.5, dropout_key=key)))(
+        qj, jax.random.split(jax.random.key(3), 3))) != 0
+    assert not (own[0] == own[1]).all() and not (own[1] == own[2]).all()
+
+
 @pytest.mark.parametrize(
     "dropout_p, error, match",
     [
