@@ -139,6 +139,25 @@ def test_torch_dropout_seeds(rng):
     assert torch.equal(sdpa, first)
 
 
+def test_torch_dropout_under_activation_checkpointing(rng):
+    """torch.utils.checkpoint recomputes the forward with the RNG state it saved, so the recompute
+    draws the same seed and mask: loss and gradient equal the plain call's bit for bit."""
+    from torch.utils.checkpoint import checkpoint
+
+    q = torch.from_numpy(random_qkv(rng, 1, 17, 17, 2, 2, 16, 16)[0]).to(DEVICE).requires_grad_()
+
+    def loss(x):
+        return flashx.torch.attention(x, x, x, causal=True, dropout_p=0.3).square().sum()
+
+    torch.manual_seed(5)
+    plain = loss(q)
+    plain_grad, = torch.autograd.grad(plain, q)
+    torch.manual_seed(5)
+    recomputed = checkpoint(loss, q, use_reentrant=False)
+    recomputed_grad, = torch.autograd.grad(recomputed, q)
+    assert torch.equal(plain, recomputed) and torch.equal(plain_grad, recomputed_grad)
+
+
 def test_torch_dropout_under_compile(rng):
     """torch.compile(fullgraph=True) draws the seed inside the graph: its weights, read through
     V = I, are the reference's kept or 0, as eagerly."""
