@@ -12,7 +12,6 @@ may compile does so under flashx's stage hook (compile_hook: device-built descri
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import threading
@@ -131,15 +130,24 @@ class KernelCall:
         if allocator is None and not runtime.INTERPRETER:
             self._launch(outputs, inputs)
             return
-        # Triton's interpreter is not thread-safe: launches from several threads at once (a
-        # server's workers, XLA's host callbacks) gave wrong outputs, silently.
-        with _INTERPRETER_LOCK if runtime.INTERPRETER else contextlib.nullcontext():
-            token = None if allocator is None else _ALLOCATOR.set(allocator)
-            try:
-                self._launch(outputs, inputs)
-            finally:
-                if token is not None:
-                    _ALLOCATOR.reset(token)
+        if runtime.INTERPRETER:
+            # Triton's interpreter is not thread-safe: launches from several threads at once (a
+            # server's workers, XLA's host callbacks) gave wrong outputs, silently.
+            with _INTERPRETER_LOCK:
+                self._launch_with(outputs, inputs, allocator)
+            return
+        self._launch_with(outputs, inputs, allocator)
+
+    def _launch_with(self, outputs: Sequence[Any], inputs: Sequence[Any], allocator: Optional[Any]) -> None:
+        """_launch with `allocator` the one Triton's launcher sees during it (None: the process's)."""
+        if allocator is None:
+            self._launch(outputs, inputs)
+            return
+        token = _ALLOCATOR.set(allocator)
+        try:
+            self._launch(outputs, inputs)
+        finally:
+            _ALLOCATOR.reset(token)
 
     def _launch(self, outputs: Sequence[Any], inputs: Sequence[Any]) -> None:
         runners = self.runners
