@@ -445,11 +445,19 @@ def default_blocks() -> tuple:
 FLOAT32_WIDE_TILES = TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1))
 
 
+# Dropout's draw (scores.dropout_kept) puts its numbers in place through shared memory, up to 16 KiB
+# a tile: from D = 128 the tuned tiles, near the H200's 227 KiB, then ran out (the D = 128 forward
+# at 8k keys and more asked 240 KiB: OutOfResources on the H200, bench_variants 2026-12-05; the
+# D = 256 dK and dQ 228 KiB offline). Their dropout calls pipeline one stage less.
+DROPOUT_STAGES_FROM_WIDTH = 128
+
+
 def _tile_config(
     block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple], window: bool = False,
+    dropout: bool = False,
 ) -> TileConfig:
     """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers;
-    window: a sliding window's left side bounds the keys."""
+    window: a sliding window's left side bounds the keys; dropout: see DROPOUT_STAGES_FROM_WIDTH."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -463,6 +471,10 @@ def _tile_config(
         window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None else None
         if window_dkdv is not None:
             tiles = dataclasses.replace(tiles, dkdv=window_dkdv)
+        if dropout and width >= DROPOUT_STAGES_FROM_WIDTH:
+            tiles = dataclasses.replace(tiles, **{kind: dataclasses.replace(t, num_stages=max(t.num_stages - 1, 1))
+                                                  for kind, t in (("forward", tiles.forward), ("dkdv", tiles.dkdv),
+                                                                  ("dq", tiles.dq))})
     if map_blocks is None:
         return tiles
     # A block map's blocks must be whole multiples of each kernel's tiles (all powers of two).
@@ -1546,7 +1558,7 @@ def plan_attention(
     block_dv = _next_power_of_2(max(dv, 16))
     map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
     tiles = _tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0,
-                         max(max_q, max_kv), map_blocks, window=window_left >= 0)
+                         max(max_q, max_kv), map_blocks, window=window_left >= 0, dropout=dropout_p > 0)
     # dK/dV's tile orientation: queries down keeps lse and delta in a few registers per thread
     # (32 fewer at D = 64, where the transposed tile spilled); at wider tiles Triton lays the
     # transposed P out with more registers than it saves.
