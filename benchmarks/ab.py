@@ -21,6 +21,9 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
 - d64c: D = 64 causal forward (H = 32, B*N = 16k) at N = 1k, 2k, 4k and 8k.
 - d256: D = 256 (H = 8, B*N = 16k), forward at N = 1k, 4k, 16k and backward at 4k, causal and not.
 - n1k: B*N = 16k, forward at N = 1024 (D = 64 and 128, causal and not) and N = 512 (D = 128, non-causal).
+- dropout: dense causal N = 16k, D = 64 (H = 32) and 128 (H = 16), forward and backward, with
+  dropout_p = 0.1 and 0 (the tl kernels' draw against the same call without it; run a tree with
+  --env LABEL:FLASHX_GLUON=0 for the dropout-free tl kernels).
 - host: host time per call (wall clock, tiny shape, the GPU never the limit): forward without
   and with inputs that require grad, and forward + backward.
 Timing: triton.testing.do_bench medians (L2 flushed between timings), so a host-bound call shows
@@ -51,7 +54,7 @@ import sys
 import tempfile
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "dropout", "host")
 
 
 def _dense_cases(groups):
@@ -91,6 +94,11 @@ def _dense_cases(groups):
         for d in (128, 64):
             for n in (256, 512):
                 cases.append(dict(kind="fwd", b=64, n=n, h=2048 // d, d=d, causal=True))
+    if "dropout" in groups:
+        for d in (64, 128):
+            for kind in ("fwd", "bwd"):
+                for p in (0.1, 0.0):
+                    cases.append(dict(kind=kind, b=1, n=16384, h=2048 // d, d=d, causal=True, dropout_p=p))
     if "n1k" in groups:
         for d in (64, 128):
             for causal in (False, True):
@@ -159,8 +167,12 @@ def worker(groups, calls: int = 1) -> dict:
             kwargs["block_mask"] = ft.create_block_mask(_document_mask(n // 8), None, None, n, n, causal=True)
         elif case.get("mask") == "causal-map":
             kwargs["block_mask"] = ft.create_block_mask(_every_pair_mask(), None, None, n, n, causal=True)
+        if case.get("dropout_p") is not None:
+            kwargs["dropout_p"] = case["dropout_p"]
         heads = f"H{h}/{hkv}" if hkv != h else f"H{h}"
         name = f'{case["kind"]} {case.get("mask", "dense")} B{b} N{n} {heads} D{d}{" causal" if case["causal"] else ""}'
+        if case.get("dropout_p") is not None:
+            name += f' dropout {case["dropout_p"]}'
         flops = 4.0 * b * h * _visible(case) * d * (2.5 if case["kind"] == "bwd" else 1.0)
         if case["kind"] == "fwd":
             def call():

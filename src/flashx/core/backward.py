@@ -15,8 +15,8 @@ import triton.language as tl
 
 from .forward import program_tile, sequence_bounds
 from .scores import (
-    LOG2_E, aligned, aligned_strides, dot, dropout_kept, grad_through_transforms, key_spans, load_tile, map_row, query_range,
-    score_inputs, span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
+    LOG2_E, aligned, aligned_strides, dot, dropout_kept, dropout_scale, grad_through_transforms, key_spans, load_tile,
+    map_row, query_range, score_inputs, span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
 )
 
 
@@ -114,13 +114,13 @@ def _score_grads(
     p = tl.math.exp2(s - lse_log2)
     if DROPOUT_P > 0:
         kept = dropout_kept(DROPOUT_SEED, DROPOUT_P, batch, head, start_m, kv2, BLOCK_M, QUERIES_DOWN)
-        dp = tl.where(kept, dp / (1.0 - DROPOUT_P), 0.0)
+        dp = tl.where(kept, dp * dropout_scale(DROPOUT_P), 0.0)
     ds = p * (dp - delta)
     dqk = grad_through_transforms(
         ds, qk, batch, head, q2, kv2, sm_scale, softcap, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM
     )
     if DROPOUT_P > 0:
-        p = tl.where(kept, p / (1.0 - DROPOUT_P), 0.0)
+        p = tl.where(kept, p * dropout_scale(DROPOUT_P), 0.0)
     return p, ds, dqk
 
 

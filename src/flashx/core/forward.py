@@ -9,8 +9,8 @@ import triton
 import triton.language as tl
 
 from .scores import (
-    LN_2, LOG2_E, aligned_strides, block_is_masked, dot, dropout_kept, key_spans, load_tile, map_row, score_inputs,
-    span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
+    LN_2, LOG2_E, aligned_strides, block_is_masked, dot, dropout_kept, dropout_scale, key_spans, load_tile, map_row,
+    score_inputs, span_block, span_is_masked, span_size, store_tile, transform_scores, visible_pairs,
 )
 
 
@@ -242,7 +242,7 @@ def attention_forward_kernel(
     l_safe = tl.where(empty, 1.0, l_i)
     b_o = acc / l_safe[:, None]
     if DROPOUT_P > 0:
-        b_o = b_o * (1.0 / (1.0 - DROPOUT_P))
+        b_o = b_o * dropout_scale(DROPOUT_P)
     b_lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN_2)
     p_o = o_base + offs_m[:, None] * stride_on + offs_dv[None, :] * stride_od
     store_tile(p_o, b_o.to(O.dtype.element_ty), q_idx < q_owned, offs_dv < HEAD_DIM_V, HEAD_DIM_V != BLOCK_DV)

@@ -173,30 +173,59 @@ def visible_pairs(
     return visible
 
 
+# Dropout's draw: Philox with 7 rounds, as FlashAttention 2's (Salmon et al. found Philox-4x32-7
+# passes BigCrush; Triton's default of 10 keeps a margin that costs 3 more rounds of two 32-bit
+# multiplies), each of its four 32-bit words giving two 16-bit numbers: eight pairs a call.
+DROPOUT_ROUNDS: tl.constexpr = tl.constexpr(7)
+
+
+@triton.constexpr_function
+def dropout_threshold(dropout_p):
+    """A pair's weight is dropped when its 16-bit number is below this: the drop probability is
+    dropout_p rounded to a multiple of 2^-16 (FlashAttention 2 rounds it to 8 bits)."""
+    return min(int(round(float(dropout_p) * 65536)), 65536)
+
+
+@triton.constexpr_function
+def dropout_scale(dropout_p):
+    """What the kept weights are scaled by: 1 / (1 - dropout_p), a constant to multiply by (a
+    division would be a full-precision divide a pair)."""
+    return 1.0 / (1.0 - float(dropout_p))
+
+
 @triton.jit
 def dropout_kept(DROPOUT_SEED, DROPOUT_P: tl.constexpr, batch, head, q_start, kv2,
                  BLOCK_Q: tl.constexpr, QUERIES_DOWN: tl.constexpr):
     """Which (query, key) pairs of a tile keep their weight under dropout (probability
-    1 - DROPOUT_P): queries q_start + [0, BLOCK_Q) (q_start a multiple of 4) down the tile
+    1 - DROPOUT_P): queries q_start + [0, BLOCK_Q) (q_start a multiple of 8) down the tile
     (QUERIES_DOWN, kv2 = keys[None, :]) or across it (kv2 = keys[:, None]).
 
-    Philox (Triton's) keyed by the call's 64-bit seed (DROPOUT_SEED: two int32 words), counter
-    (key, query // 4, head, batch): one call gives the four numbers of four consecutive queries,
-    query q taking the (q % 4)-th. The forward and both backward kernels so draw the same number
-    for a pair in any tile and orientation; varlen's batch is the sequence, its indices in-sequence.
+    Philox (DROPOUT_ROUNDS) keyed by the call's 64-bit seed (DROPOUT_SEED: two int32 words),
+    counter (key, query // 8, head, batch): one call gives the 16-bit numbers of eight consecutive
+    queries, query 8g + 4b + 2a + h taking word 2b + a's low (h = 0) or high half. The forward and
+    both backward kernels so draw the same number for a pair in any tile and orientation; varlen's
+    batch is the sequence, its indices in-sequence. The halves are compared where they are drawn and
+    only the booleans put in place.
     """
+    QUERIES: tl.constexpr = 8  # a draw's
+    tl.static_assert(BLOCK_Q % QUERIES == 0)
+    THRESHOLD: tl.constexpr = dropout_threshold(DROPOUT_P)
     seed = (tl.load(DROPOUT_SEED).to(tl.uint32, bitcast=True).to(tl.uint64)
             | (tl.load(DROPOUT_SEED + 1).to(tl.uint32, bitcast=True).to(tl.uint64) << 32))
-    groups = q_start // 4 + tl.arange(0, BLOCK_Q // 4)
+    groups = q_start // QUERIES + tl.arange(0, BLOCK_Q // QUERIES)
     groups = groups[:, None] if QUERIES_DOWN else groups[None, :]
     zero = groups * 0 + kv2 * 0
-    r0, r1, r2, r3 = tl.philox(seed, kv2 + zero, groups + zero, head + zero, batch + zero)
-    bits = tl.join(tl.join(r0, r2), tl.join(r1, r3))  # [..., i, j] = r_(2i + j): the group's 4 queries last
-    if QUERIES_DOWN:  # [BQ / 4, BN, 2, 2] -> [BQ, BN], row 4g + 2i + j
-        bits = tl.reshape(tl.permute(bits, (0, 2, 3, 1)), [BLOCK_Q, kv2.shape[1]])
-    else:  # [BN, BQ / 4, 2, 2] -> [BN, BQ], column 4g + 2i + j
-        bits = tl.reshape(bits, [kv2.shape[0], BLOCK_Q])
-    return tl.uint_to_uniform_float(bits) >= DROPOUT_P
+    r0, r1, r2, r3 = tl.philox(seed, kv2 + zero, groups + zero, head + zero, batch + zero, DROPOUT_ROUNDS)
+    w0 = tl.join((r0 & 0xFFFF) >= THRESHOLD, (r0 >> 16) >= THRESHOLD)  # [..., h]
+    w1 = tl.join((r1 & 0xFFFF) >= THRESHOLD, (r1 >> 16) >= THRESHOLD)
+    w2 = tl.join((r2 & 0xFFFF) >= THRESHOLD, (r2 >> 16) >= THRESHOLD)
+    w3 = tl.join((r3 & 0xFFFF) >= THRESHOLD, (r3 >> 16) >= THRESHOLD)
+    kept = tl.join(tl.join(w0, w1), tl.join(w2, w3))  # [..., h, a, b] = word 2b + a's half h
+    if QUERIES_DOWN:  # [BQ / 8, BN, h, a, b] -> [BQ, BN], row 8g + 4b + 2a + h
+        kept = tl.reshape(tl.permute(kept, (0, 4, 3, 2, 1)), [BLOCK_Q, kv2.shape[1]])
+    else:  # [BN, BQ / 8, h, a, b] -> [BN, BQ], column 8g + 4b + 2a + h
+        kept = tl.reshape(tl.permute(kept, (0, 1, 4, 3, 2)), [kv2.shape[0], BLOCK_Q])
+    return kept
 
 
 @triton.jit
