@@ -82,12 +82,12 @@ def attention_backward_preprocess_kernel(
 def _score_grads(
     qk, dp, lse_log2, delta, batch, head, q2, kv2, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-    DROPOUT_SEED, start_m,
+    DROPOUT_SEED, start_m, start_n,
     MASKED: tl.constexpr, LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr,
     SOFTCAP_FORM: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BOUND_ROWS: tl.constexpr,
-    DROPOUT_P: tl.constexpr, BLOCK_M: tl.constexpr, QUERIES_DOWN: tl.constexpr,
+    DROPOUT_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, QUERIES_DOWN: tl.constexpr,
 ):
     """(P, dS, d qk) of one tile, in whichever orientation q2/kv2, lse and delta broadcast to.
 
@@ -113,7 +113,7 @@ def _score_grads(
         s = tl.where(visible, s, float("-inf"))
     p = tl.math.exp2(s - lse_log2)
     if DROPOUT_P > 0:
-        kept = dropout_kept(DROPOUT_SEED, DROPOUT_P, batch, head, start_m, kv2, BLOCK_M, QUERIES_DOWN)
+        kept = dropout_kept(DROPOUT_SEED, DROPOUT_P, batch, head, start_m, start_n, BLOCK_M, BLOCK_N, QUERIES_DOWN)
         dp = tl.where(kept, dp * dropout_scale(DROPOUT_P), 0.0)
     ds = p * (dp - delta)
     dqk = grad_through_transforms(
@@ -266,10 +266,10 @@ def _dkdv_program(
                     qk, dp, lse2, delta2, batch, head, q2, kv2,
                     seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                    DROPOUT_SEED, start_m,
+                    DROPOUT_SEED, start_m, start_n,
                     span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER), LIMIT_LEFT, LIMIT_RIGHT,
                     MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                    SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS, DROPOUT_P, BLOCK_M, ROWS_DOWN,
+                    SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS, DROPOUT_P, BLOCK_M, BLOCK_N, ROWS_DOWN,
                 )
                 # (Each transpose right before its product: taken together first, they cost D = 64
                 # 8 KiB more shared memory.)
@@ -400,10 +400,10 @@ def _dq_program(
                 qk, dp, lse_log2[:, None], delta[:, None], batch, head, q_idx[:, None], kv_idx[None, :],
                 seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
-                DROPOUT_SEED, start_m,
+                DROPOUT_SEED, start_m, start_n,
                 span_is_masked(span, BLOCK_MAP, False, EDGES_TOGETHER), LIMIT_LEFT, LIMIT_RIGHT,
                 MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD,
-                SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS, DROPOUT_P, BLOCK_M, True,
+                SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BOUND_ROWS, DROPOUT_P, BLOCK_M, BLOCK_N, True,
             )
             if BIAS_GRAD:
                 p_db = dbias_base + q_idx[:, None].to(tl.int64) * stride_gq + kv_idx[None, :] * stride_gk

@@ -194,37 +194,42 @@ def dropout_scale(dropout_p):
 
 
 @triton.jit
-def dropout_kept(DROPOUT_SEED, DROPOUT_P: tl.constexpr, batch, head, q_start, kv2,
-                 BLOCK_Q: tl.constexpr, QUERIES_DOWN: tl.constexpr):
+def dropout_kept(DROPOUT_SEED, DROPOUT_P: tl.constexpr, batch, head, q_start, k_start,
+                 BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, QUERIES_DOWN: tl.constexpr):
     """Which (query, key) pairs of a tile keep their weight under dropout (probability
-    1 - DROPOUT_P): queries q_start + [0, BLOCK_Q) (q_start a multiple of 8) down the tile
-    (QUERIES_DOWN, kv2 = keys[None, :]) or across it (kv2 = keys[:, None]).
+    1 - DROPOUT_P): queries q_start + [0, BLOCK_Q) and keys k_start + [0, BLOCK_K) (both starts
+    multiples of 16), queries down the tile ([BLOCK_Q, BLOCK_K], QUERIES_DOWN) or across it.
 
-    Philox (DROPOUT_ROUNDS) keyed by the call's 64-bit seed (DROPOUT_SEED: two int32 words),
-    counter (key, query // 8, head, batch): one call gives the 16-bit numbers of eight consecutive
-    queries, query 8g + 4b + 2a + h taking word 2b + a's low (h = 0) or high half. The forward and
-    both backward kernels so draw the same number for a pair in any tile and orientation; varlen's
-    batch is the sequence, its indices in-sequence. The halves are compared where they are drawn and
-    only the booleans put in place.
+    Philox (DROPOUT_ROUNDS) keyed by the call's 64-bit seed (DROPOUT_SEED: two int32 words) gives
+    eight 16-bit numbers a counter (key group, query group, head, batch): the pairs that differ
+    only in key bit 0 (a word's halves), query bit 3 and key bit 3 (its words) share a counter.
+    Those three bits are the ones a thread holds in registers of a Hopper MMA accumulator with
+    queries down (the forward's and dQ's scores), so there the numbers need not move between
+    threads. The forward and both backward kernels draw the same number for a pair in any tile
+    and orientation; varlen's batch is the sequence, its indices in-sequence.
     """
-    QUERIES: tl.constexpr = 8  # a draw's
-    tl.static_assert(BLOCK_Q % QUERIES == 0)
+    tl.static_assert(BLOCK_Q % 16 == 0 and BLOCK_K % 16 == 0)
     THRESHOLD: tl.constexpr = dropout_threshold(DROPOUT_P)
     seed = (tl.load(DROPOUT_SEED).to(tl.uint32, bitcast=True).to(tl.uint64)
             | (tl.load(DROPOUT_SEED + 1).to(tl.uint32, bitcast=True).to(tl.uint64) << 32))
-    groups = q_start // QUERIES + tl.arange(0, BLOCK_Q // QUERIES)
-    groups = groups[:, None] if QUERIES_DOWN else groups[None, :]
-    zero = groups * 0 + kv2 * 0
-    r0, r1, r2, r3 = tl.philox(seed, kv2 + zero, groups + zero, head + zero, batch + zero, DROPOUT_ROUNDS)
-    w0 = tl.join((r0 & 0xFFFF) >= THRESHOLD, (r0 >> 16) >= THRESHOLD)  # [..., h]
+    # query q's group (q // 16) * 8 + q % 8 (its bit 3 dropped); key k's (k // 16) * 4 + (k // 2) % 4
+    q_groups = (q_start // 16 + tl.arange(0, BLOCK_Q // 16))[:, None] * 8 + tl.arange(0, 8)[None, :]
+    k_groups = (k_start // 16 + tl.arange(0, BLOCK_K // 16))[:, None] * 4 + tl.arange(0, 4)[None, :]
+    if QUERIES_DOWN:  # [Q / 16, 8, K / 16, 4]
+        q_groups, k_groups = q_groups[:, :, None, None], k_groups[None, None, :, :]
+    else:  # [K / 16, 4, Q / 16, 8]
+        q_groups, k_groups = q_groups[None, None, :, :], k_groups[:, :, None, None]
+    zero = q_groups * 0 + k_groups * 0
+    r0, r1, r2, r3 = tl.philox(seed, k_groups + zero, q_groups + zero, head + zero, batch + zero, DROPOUT_ROUNDS)
+    w0 = tl.join((r0 & 0xFFFF) >= THRESHOLD, (r0 >> 16) >= THRESHOLD)  # [..., h]: key bit 0
     w1 = tl.join((r1 & 0xFFFF) >= THRESHOLD, (r1 >> 16) >= THRESHOLD)
     w2 = tl.join((r2 & 0xFFFF) >= THRESHOLD, (r2 >> 16) >= THRESHOLD)
     w3 = tl.join((r3 & 0xFFFF) >= THRESHOLD, (r3 >> 16) >= THRESHOLD)
-    kept = tl.join(tl.join(w0, w1), tl.join(w2, w3))  # [..., h, a, b] = word 2b + a's half h
-    if QUERIES_DOWN:  # [BQ / 8, BN, h, a, b] -> [BQ, BN], row 8g + 4b + 2a + h
-        kept = tl.reshape(tl.permute(kept, (0, 4, 3, 2, 1)), [BLOCK_Q, kv2.shape[1]])
-    else:  # [BN, BQ / 8, h, a, b] -> [BN, BQ], column 8g + 4b + 2a + h
-        kept = tl.reshape(tl.permute(kept, (0, 1, 4, 3, 2)), [kv2.shape[0], BLOCK_Q])
+    kept = tl.join(tl.join(w0, w1), tl.join(w2, w3))  # [..., h, a, b]: word 2b + a's half h; a query bit 3, b key bit 3
+    if QUERIES_DOWN:  # [Q / 16, q % 8, K / 16, (k // 2) % 4, h, a, b] -> query 16i + 8a + q % 8, key 16j + 8b + 2(..) + h
+        kept = tl.reshape(tl.permute(kept, (0, 5, 1, 2, 6, 3, 4)), [BLOCK_Q, BLOCK_K])
+    else:  # [K / 16, (k // 2) % 4, Q / 16, q % 8, h, a, b] -> [BLOCK_K, BLOCK_Q]
+        kept = tl.reshape(tl.permute(kept, (0, 6, 1, 4, 2, 5, 3)), [BLOCK_K, BLOCK_Q])
     return kept
 
 
