@@ -125,7 +125,8 @@ def _attend_block(
     l_i = l_i * alpha + tl.sum(b_p, 1)
     acc = acc * alpha[:, None]
     if DROPOUT_P > 0:  # the row sums keep every weight; V sees the kept ones (scaled at the end)
-        b_p = tl.where(dropout_kept(DROPOUT_SEED, DROPOUT_P, batch, head, start_m, start_n, BLOCK_M, BLOCK_N, True), b_p, 0.0)
+        kept = dropout_kept(DROPOUT_SEED, DROPOUT_P, batch, head, start_m, start_n, BLOCK_M, BLOCK_N, True)
+        b_p = tl.where(kept, b_p, 0.0)
     b_v = load_tile(p_v, m_n, offs_dv < HEAD_DIM_V, MASKED, HEAD_DIM_V != BLOCK_DV)
     acc += dot(b_p.to(b_v.dtype), b_v, UPCAST_DOT, DOT_PRECISION)  # [BM, BDV] = [BM, BN] @ [BN, BDV]
     return acc, l_i, m_new

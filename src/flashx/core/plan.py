@@ -445,10 +445,12 @@ def default_blocks() -> tuple:
 FLOAT32_WIDE_TILES = TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1))
 
 
-# Dropout's draw (scores.dropout_kept) puts its numbers in place through shared memory, up to 16 KiB
-# a tile: from D = 128 the tuned tiles, near the H200's 227 KiB, then ran out (the D = 128 forward
-# at 8k keys and more asked 240 KiB: OutOfResources on the H200, bench_variants 2026-12-05; the
-# D = 256 dK and dQ 228 KiB offline). Their dropout calls pipeline one stage less.
+# Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
+# threads: in the backward kernels from D = 128 the tuned tiles, near the H200's 227 KiB, then ran
+# out (the D = 256 dK and dQ asked 228 KiB offline; before the draw followed the MMA layout the
+# D = 128 forward at 8k keys asked 240: OutOfResources on the H200, 2026-12-05). Their backward
+# kernels pipeline one stage less. The forward's draw moves nothing (offline, Triton 3.6: the
+# D = 128 forward at 16k keys asks 224 KiB on its tuned three stages) and keeps its tiles.
 DROPOUT_STAGES_FROM_WIDTH = 128
 
 
@@ -473,8 +475,7 @@ def _tile_config(
             tiles = dataclasses.replace(tiles, dkdv=window_dkdv)
         if dropout and width >= DROPOUT_STAGES_FROM_WIDTH:
             tiles = dataclasses.replace(tiles, **{kind: dataclasses.replace(t, num_stages=max(t.num_stages - 1, 1))
-                                                  for kind, t in (("forward", tiles.forward), ("dkdv", tiles.dkdv),
-                                                                  ("dq", tiles.dq))})
+                                                  for kind, t in (("dkdv", tiles.dkdv), ("dq", tiles.dq))})
     if map_blocks is None:
         return tiles
     # A block map's blocks must be whole multiples of each kernel's tiles (all powers of two).

@@ -226,7 +226,8 @@ def dropout_kept(DROPOUT_SEED, DROPOUT_P: tl.constexpr, batch, head, q_start, k_
     w2 = tl.join((r2 & 0xFFFF) >= THRESHOLD, (r2 >> 16) >= THRESHOLD)
     w3 = tl.join((r3 & 0xFFFF) >= THRESHOLD, (r3 >> 16) >= THRESHOLD)
     kept = tl.join(tl.join(w0, w1), tl.join(w2, w3))  # [..., h, a, b]: word 2b + a's half h; a query bit 3, b key bit 3
-    if QUERIES_DOWN:  # [Q / 16, q % 8, K / 16, (k // 2) % 4, h, a, b] -> query 16i + 8a + q % 8, key 16j + 8b + 2(..) + h
+    # [Q / 16, q % 8, K / 16, (k // 2) % 4, h, a, b]: query 16i + 8a + q % 8, key 16j + 8b + 2((k // 2) % 4) + h
+    if QUERIES_DOWN:
         kept = tl.reshape(tl.permute(kept, (0, 5, 1, 2, 6, 3, 4)), [BLOCK_Q, BLOCK_K])
     else:  # [K / 16, (k // 2) % 4, Q / 16, q % 8, h, a, b] -> [BLOCK_K, BLOCK_Q]
         kept = tl.reshape(tl.permute(kept, (0, 6, 1, 4, 2, 5, 3)), [BLOCK_K, BLOCK_Q])
