@@ -139,6 +139,43 @@ def test_torch_dropout_seeds(rng):
     assert torch.equal(sdpa, first)
 
 
+def test_dropout_mask_has_no_draw_structure(rng):
+    """The draw shares one Philox counter among the pairs that differ in key bit 0, query bit 3
+    and key bit 3 (scores.dropout_kept), and two heads or batches have counters of their own:
+    at p = 0.5 every such partner (and a neighbour sharing no counter) must agree with a pair
+    half the time, and each of the eight positions in a draw keep half its pairs, within 5
+    standard deviations. A draw that repeated a number across a word's halves, its words, heads
+    or batches would agree every time."""
+    b, n, h = 2, 64, 2
+    q, k = (torch.from_numpy(x).to(DEVICE) for x in random_qkv(rng, b, n, n, h, h, 16, 16)[:2])
+    eye = torch.eye(n, device=DEVICE)[None, :, None, :].expand(b, n, h, n).contiguous()
+    torch.manual_seed(3)
+    kept = _np(flashx.torch.attention(q, k, eye, dropout_p=0.5) != 0).astype(bool)  # [B, Nq, H, Nkv]: P > 0 everywhere
+    assert kept.shape == (b, n, h, n)
+
+    def agreement_ok(a, other):
+        rate = (a == other).mean()
+        return abs(rate - 0.5) < 5 * math.sqrt(0.25 / a.size), rate
+
+    partners = {
+        "key bit 0": kept[:, :, :, np.arange(n) ^ 1],
+        "key bit 3": kept[:, :, :, np.arange(n) ^ 8],
+        "query bit 3": kept[:, np.arange(n) ^ 8],
+        "query bit 0 (no shared counter)": kept[:, np.arange(n) ^ 1],
+        "head": kept[:, :, ::-1],
+        "batch": kept[::-1],
+    }
+    for name, other in partners.items():
+        ok, rate = agreement_ok(kept, other)
+        assert ok, f"pairs agree with their {name} partner {rate:.3f} of the time"
+    for key_bit0 in (0, 1):
+        for query_bit3 in (0, 1):
+            for key_bit3 in (0, 1):
+                rows = (np.arange(n) >> 3 & 1) == query_bit3
+                cols = ((np.arange(n) & 1) == key_bit0) & ((np.arange(n) >> 3 & 1) == key_bit3)
+                _check_kept_fraction(kept[:, rows][..., cols].astype(float), np.ones((b, rows.sum(), h, cols.sum())), 0.5)
+
+
 def test_torch_dropout_under_activation_checkpointing(rng):
     """torch.utils.checkpoint recomputes the forward with the RNG state it saved, so the recompute
     draws the same seed and mask: loss and gradient equal the plain call's bit for bit."""
