@@ -143,7 +143,7 @@ def test_dropout_mask_has_no_draw_structure(rng):
     """The draw shares one Philox counter among the pairs that differ in key bit 0, query bit 3
     and key bit 3 (scores.dropout_kept), and two heads or batches have counters of their own:
     at p = 0.5 every such partner (and a neighbour sharing no counter) must agree with a pair
-    half the time, and each of the eight positions in a draw keep half its pairs, within 5
+    half the time, and each of the eight positions in a draw keeps half its pairs, within 5
     standard deviations. A draw that repeated a number across a word's halves, its words, heads
     or batches would agree every time."""
     b, n, h = 2, 64, 2
