@@ -321,6 +321,8 @@ def test_jax_dropout_matches_reference(rng, case, dtype, p):
     pytest.param(Case(1, 250, 256, 4, 4, 128, 128, layout="bhnd"), id="d128-q250-kv256-bhnd"),
     # 8k queries: the long-sequence tiles, which ran out of shared memory with dropout at D = 128.
     pytest.param(Case(1, 8192, 256, 2, 2, 128, 128, causal=True), id="d128-q8192-kv256-causal"),
+    # D = 256: dK and dV in two launches, dK/dV's keys in two passes (TileConfig.dkdv_passes).
+    pytest.param(Case(1, 1000, 256, 2, 1, 256, 256, causal=True), id="d256-gqa-q1000-kv256-causal"),
 ])
 def test_gpu_torch_dropout(rng, case):
     """On the GPU (the tl kernels: dropout takes no Gluon route), bf16: as
