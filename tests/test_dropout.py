@@ -8,6 +8,7 @@ weights are P * Z with that mask. Bounds: variants_common's OUT_TOL / GRAD_TOL p
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -147,10 +148,11 @@ def test_dropout_mask_has_no_draw_structure(rng):
     standard deviations. A draw that repeated a number across a word's halves, its words, heads
     or batches would agree every time."""
     b, n, h = 2, 64, 2
-    q, k = (torch.from_numpy(x).to(DEVICE) for x in random_qkv(rng, b, n, n, h, h, 16, 16)[:2])
-    eye = torch.eye(n, device=DEVICE)[None, :, None, :].expand(b, n, h, n).contiguous()
+    case = Case(b, n, n, h, h, 16, 16)
+    q, k = (torch.from_numpy(x).to(DEVICE) for x in random_qkv(rng, *case[:7])[:2])
     torch.manual_seed(3)
-    kept = _np(flashx.torch.attention(q, k, eye, dropout_p=0.5) != 0).astype(bool)  # [B, Nq, H, Nkv]: P > 0 everywhere
+    weights = flashx.torch.attention(q, k, _identity_values(case, torch.float32), dropout_p=0.5)
+    kept = _np(weights != 0).astype(bool)  # [B, Nq, H, Nkv]: P > 0 everywhere
     assert kept.shape == (b, n, h, n)
 
     def agreement_ok(a, other):
@@ -168,12 +170,10 @@ def test_dropout_mask_has_no_draw_structure(rng):
     for name, other in partners.items():
         ok, rate = agreement_ok(kept, other)
         assert ok, f"pairs agree with their {name} partner {rate:.3f} of the time"
-    for key_bit0 in (0, 1):
-        for query_bit3 in (0, 1):
-            for key_bit3 in (0, 1):
-                rows = (np.arange(n) >> 3 & 1) == query_bit3
-                cols = ((np.arange(n) & 1) == key_bit0) & ((np.arange(n) >> 3 & 1) == key_bit3)
-                _check_kept_fraction(kept[:, rows][..., cols].astype(float), np.ones((b, rows.sum(), h, cols.sum())), 0.5)
+    for key_bit0, query_bit3, key_bit3 in itertools.product((0, 1), repeat=3):
+        rows = (np.arange(n) >> 3 & 1) == query_bit3
+        cols = ((np.arange(n) & 1) == key_bit0) & ((np.arange(n) >> 3 & 1) == key_bit3)
+        _check_kept_fraction(kept[:, rows][..., cols].astype(float), np.ones((b, rows.sum(), h, cols.sum())), 0.5)
 
 
 def test_torch_dropout_under_activation_checkpointing(rng):

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-_IMPLEMENTATIONS = (None, "xla", "cudnn")  # jax.nn's choices: flashx's kernel runs in their place
-
 import jax
 import jax.numpy as jnp
 
 from .. import core
 from .attention import _run
+
+_IMPLEMENTATIONS = (None, "xla", "cudnn")  # jax.nn's choices: flashx's kernel runs in their place
 
 # The core validates under its own argument names; core.errors_named re-raises its errors under
 # this function's (query, not q). The layout is the drop-in's choice, not the caller's: dropped from messages.
