@@ -42,6 +42,9 @@ more tree ("control"), so that each case's control/first ratio shows that in the
 on one tree compare a setting, e.g. Triton assembling with jaxlib's ptxas (CUDA 13.0's):
 
     python benchmarks/ab.py host=src ptxas13=src --env ptxas13:TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas --control
+
+--only TEXT ... keeps the groups' cases whose name holds one of the strings (a change that
+reaches one kernel, timed without the rest): --cases dropout --only "bwd dense B1 N16384 H16 D128".
 """
 from __future__ import annotations
 
@@ -145,9 +148,20 @@ def _every_pair_mask():
     return every_pair
 
 
-def worker(groups, calls: int = 1) -> dict:
-    """Runs in the tree's process: every case of `groups`, results by case name; each timing
-    runs `calls` calls back to back (per-call figures)."""
+def _case_name(case) -> str:
+    h, hkv = case["h"], case.get("hkv", case["h"])
+    heads = f"H{h}/{hkv}" if hkv != h else f"H{h}"
+    name = (f'{case["kind"]} {case.get("mask", "dense")} B{case["b"]} N{case["n"]} {heads} D{case["d"]}'
+            f'{" causal" if case["causal"] else ""}')
+    if case.get("dropout_p") is not None:
+        name += f' dropout {case["dropout_p"]}'
+    return name
+
+
+def worker(groups, calls: int = 1, only=None) -> dict:
+    """Runs in the tree's process: every case of `groups` (with `only`, those whose name holds
+    one of its strings), results by case name; each timing runs `calls` calls back to back
+    (per-call figures)."""
     import common  # benchmarks/, this script's folder
     import flashx.torch as ft
     import torch
@@ -156,6 +170,9 @@ def worker(groups, calls: int = 1) -> dict:
     torch.manual_seed(0)
     results = {}
     for case in _dense_cases(groups):
+        name = _case_name(case)
+        if only and not any(text in name for text in only):
+            continue
         b, n, h, d = case["b"], case["n"], case["h"], case["d"]
         hkv = case.get("hkv", h)
         q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -169,10 +186,6 @@ def worker(groups, calls: int = 1) -> dict:
             kwargs["block_mask"] = ft.create_block_mask(_every_pair_mask(), None, None, n, n, causal=True)
         if case.get("dropout_p") is not None:
             kwargs["dropout_p"] = case["dropout_p"]
-        heads = f"H{h}/{hkv}" if hkv != h else f"H{h}"
-        name = f'{case["kind"]} {case.get("mask", "dense")} B{b} N{n} {heads} D{d}{" causal" if case["causal"] else ""}'
-        if case.get("dropout_p") is not None:
-            name += f' dropout {case["dropout_p"]}'
         flops = 4.0 * b * h * _visible(case) * d * (2.5 if case["kind"] == "bwd" else 1.0)
         if case["kind"] == "fwd":
             def call():
@@ -212,14 +225,16 @@ def worker(groups, calls: int = 1) -> dict:
     return results
 
 
-def _run_tree(path: str, cases: list, label: str, calls: int = 1, env_vars: dict | None = None) -> dict:
+def _run_tree(path: str, cases: list, label: str, calls: int = 1, env_vars: dict | None = None,
+              only=None) -> dict:
     """One worker process on the tree at `path`, with `env_vars` added to its environment: its
     results by case name ({} if it failed)."""
     # The tree's flashx first, and no other flashx on the path (the caller's tree, say).
     others = [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep)
               if x and not os.path.isdir(os.path.join(x, "flashx"))]
     env = dict(os.environ, **(env_vars or {}), PYTHONPATH=os.pathsep.join([os.path.abspath(path)] + others))
-    proc = subprocess.run([sys.executable, __file__, "--worker", "--calls", str(calls), "--cases", *cases],
+    proc = subprocess.run([sys.executable, __file__, "--worker", "--calls", str(calls), "--cases", *cases,
+                           *(["--only", *only] if only else [])],
                           env=env, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
     if proc.returncode or not lines:
@@ -252,6 +267,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trees", nargs="*", help="label=path/to/src (the folder that holds flashx/)")
     p.add_argument("--cases", nargs="+", choices=CASE_GROUPS, default=list(CASE_GROUPS))
+    p.add_argument("--only", nargs="+", default=None, metavar="TEXT",
+                   help="time only the cases whose name holds one of these, e.g. 'bwd dense B1 N16384 H16 D128'")
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--rounds", type=int, default=1,
                    help="run the trees this many times, alternating forward and reverse order (default 1)")
@@ -273,7 +290,7 @@ def main(argv=None) -> int:
             p.error(f"--env {item!r}: expected LABEL:VAR=VALUE with LABEL one of {labels}")
         args.tree_env.setdefault(label, {})[var] = value
     if args.worker:
-        print("RESULTS " + json.dumps(worker(args.cases, args.calls)))
+        print("RESULTS " + json.dumps(worker(args.cases, args.calls, args.only)))
         return 0
     if args.control:
         if not args.trees:
@@ -292,7 +309,7 @@ def _compare(args, trees: list) -> int:
     for round_ in range(args.rounds):
         for tree in trees if round_ % 2 == 0 else trees[::-1]:
             label, _, path = tree.partition("=")
-            runs[label].append(_run_tree(path, args.cases, label, args.calls, args.tree_env.get(label)))
+            runs[label].append(_run_tree(path, args.cases, label, args.calls, args.tree_env.get(label), args.only))
     table = {label: _mean_over_rounds(results) for label, results in runs.items()}
     labels = [t.partition("=")[0] for t in trees]
     names = list(dict.fromkeys(name for label in labels for name in table[label]))

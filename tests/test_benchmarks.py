@@ -393,8 +393,8 @@ def test_ab_control_times_a_copy_of_the_first_tree(monkeypatch, tmp_path, capsys
         (tree / "flashx" / "__init__.py").write_text(text)
     order, speeds = [], {"head": 100.0, "new": 103.0, "control": 99.0}
 
-    def run_tree(path, cases, label, calls=1, env_vars=None):
-        assert not env_vars
+    def run_tree(path, cases, label, calls=1, env_vars=None, only=None):
+        assert not env_vars and not only
         assert (Path(path) / "flashx" / "__init__.py").read_text() == (second if label == "new" else first).joinpath(
             "flashx", "__init__.py").read_text()
         assert label != "control" or Path(path) != first
@@ -431,6 +431,27 @@ def test_ab_env_sets_a_variable_in_one_trees_processes(monkeypatch, tmp_path, ca
     with pytest.raises(SystemExit):
         ab.main([f"plain={tmp_path}", "--env", "other:FLASHX_AB_PROBE=1"])
     assert "expected LABEL:VAR=VALUE" in capsys.readouterr().err
+
+
+def test_ab_only_passes_its_strings_to_the_workers_which_keep_matching_cases(monkeypatch, tmp_path):
+    """ab.py --only TEXT ... reaches each worker, which times only the cases whose name holds one
+    of the strings (and builds no tensors for the others)."""
+    ab = benchmark_module("ab")
+    (tmp_path / "flashx").mkdir()
+    commands = []
+
+    def fake_run(command, env, **kwargs):
+        commands.append(command)
+        return types.SimpleNamespace(returncode=0, stdout='RESULTS {"bwd case": {"tflops": 1.0}}', stderr="")
+
+    monkeypatch.setattr(ab.subprocess, "run", fake_run)
+    assert ab.main([f"head={tmp_path}", "--cases", "dropout", "--only", "D128 causal dropout 0.1", "x y"]) == 0
+    assert commands[0][-3:] == ["--only", "D128 causal dropout 0.1", "x y"]
+    names = [ab._case_name(case) for case in ab._dense_cases(["dropout"])]
+    kept = [name for name in names if "bwd dense B1 N16384 H16 D128" in name]
+    assert kept == ["bwd dense B1 N16384 H16 D128 causal dropout 0.1", "bwd dense B1 N16384 H16 D128 causal dropout 0.0"]
+    monkeypatch.syspath_prepend(str(Path(ab.__file__).parent))  # a worker imports its folder's common
+    assert ab.worker(["dropout"], only=["no case is named this"]) == {}
 
 
 def test_causal_walk_model_hands_out_every_tile_once_and_evenly():

@@ -852,3 +852,103 @@ def test_gradient_lowered_ahead_on_threads(monkeypatch, lowered_ahead, rng):
     checked_gradients(rng, q, k, v, causal=True)
     assert len(lowered_ahead) == 4
     assert all(name.startswith("flashx-jax-compile") and err is None for name, err in lowered_ahead), lowered_ahead
+
+
+# ----------------------------------------------------------------------------------------------
+# jax.shard_map
+# ----------------------------------------------------------------------------------------------
+_SHARD_MAP_CHECK = """
+import os
+
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+import flashx.jax
+
+DTYPE, TOLERANCE, (B, N, HQ, HKV, D) = jnp.{dtype}, {tolerance}, {shape}
+shard_map = getattr(jax, "shard_map", None)
+if shard_map is None:  # JAX before 0.7
+    from jax.experimental.shard_map import shard_map
+devices = jax.devices()  # four forced host devices on the CPU; the one GPU's mesh is 1 x 1
+mesh = Mesh(np.array(devices[:4]).reshape(2, 2) if len(devices) >= 4 else np.array(devices[:1]).reshape(1, 1),
+            ("data", "model"))
+rng = np.random.default_rng()
+
+
+def fresh(*shape):
+    x = jnp.asarray(rng.standard_normal(shape), DTYPE)
+    return x, np.asarray(x, np.float64)  # the reference takes the rounded values
+
+
+def reference(q, k, v, causal, cotangent):
+    \"\"\"float64 attention in plain JAX: out, lse and (dq, dk, dv) for `cotangent` (dO; dlse 0).\"\"\"
+    def attend(q, k, v):
+        k, v = (jnp.repeat(x, HQ // HKV, axis=2) for x in (k, v))
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * D ** -0.5
+        if causal:
+            s = jnp.where(np.tril(np.ones(s.shape[-2:], bool)), s, -jnp.inf)
+        lse = jax.nn.logsumexp(s, axis=-1)
+        return jnp.einsum("bhqk,bkhd->bqhd", jnp.exp(s - lse[..., None]), v), lse
+    with jax.enable_x64():
+        (out, lse), vjp = jax.vjp(attend, *map(jnp.asarray, (q, k, v)))
+        return np.asarray(out), np.asarray(lse), [np.asarray(x) for x in vjp((jnp.asarray(cotangent), jnp.zeros_like(lse)))]
+
+
+def rel(got, want):
+    got = np.asarray(got, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+(q, q64), (k, k64), (v, v64), (g, g64) = fresh(B, N, HQ, D), fresh(B, N, HKV, D), fresh(B, N, HKV, D), fresh(B, N, HQ, D)
+errors = {{}}
+
+# 1. Batch along "data", heads along "model" (GQA groups stay whole): out, lse and gradients.
+spec, lse_spec = P("data", None, "model", None), P("data", "model", None)
+sharded = shard_map(lambda q, k, v: flashx.jax.attention(q, k, v, causal=True, return_lse=True), mesh=mesh,
+                    in_specs=(spec,) * 3, out_specs=(spec, lse_spec))
+placed = [jax.device_put(x, NamedSharding(mesh, spec)) for x in (q, k, v)]
+(out, lse), vjp = jax.jit(lambda *a: jax.vjp(sharded, *a))(*placed)
+grads = jax.jit(vjp)((g, jnp.zeros_like(lse)))
+want_out, want_lse, want_grads = reference(q64, k64, v64, True, g64)
+errors.update(out=rel(out, want_out), lse=rel(lse, want_lse), **{{f"d{{n}}": rel(x, w) for n, x, w in zip("qkv", grads, want_grads)}})
+assert all(x.sharding.is_equivalent_to(NamedSharding(mesh, spec), 4) for x in (out, *grads)), [x.sharding for x in (out, *grads)]
+loss = lambda *a: jnp.sum((sharded(*a)[0] * g).astype(jnp.float32))  # noqa: E731
+hlo = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(*placed).compile().as_text()
+assert "all-gather" not in hlo, "the sharded call gathered its inputs"
+
+# 2. Keys split along "data", q the same on every device (invariant there): each device attends
+# to its keys, the parts combine through their lse; q's gradient is the sum over the devices.
+def split_keys(q, k, v):
+    out, lse = flashx.jax.attention(q, k, v, return_lse=True)
+    top = jax.lax.pmax(jax.lax.stop_gradient(lse), "data")  # a stabilizer, no gradient through it
+    weight = jnp.swapaxes(jnp.exp(lse - top), 1, 2)[..., None]  # (B, Nq, H, 1)
+    return (jax.lax.psum(out * weight, "data") / jax.lax.psum(weight, "data")).astype(q.dtype)
+
+
+kv_spec = P(None, "data", None, None)
+combined = shard_map(split_keys, mesh=mesh, in_specs=(P(), kv_spec, kv_spec), out_specs=P())
+(k2, k2_64), (v2, v2_64) = (fresh(B, N + mesh.shape["data"] - 1, HKV, D) for _ in range(2))  # splits evenly
+out2, vjp2 = jax.jit(lambda *a: jax.vjp(combined, *a))(q, k2, v2)
+want_out2, _, want_grads2 = reference(q64, k2_64, v2_64, False, g64)
+errors.update({{"split out": rel(out2, want_out2)}}, **{{f"split d{{n}}": rel(x, w) for n, x, w in zip("qkv", jax.jit(vjp2)(g), want_grads2)}})
+print(errors)
+bad = {{n: e for n, e in errors.items() if not e <= TOLERANCE}}
+assert not bad, f"errors above {{TOLERANCE}}: {{bad}}"
+print("checked")
+"""
+
+
+@pytest.mark.parametrize("dtype, tolerance, shape", [
+    pytest.param("float32", 1e-4, (4, 37, 4, 2, 24), id="float32-d24"),
+    pytest.param("bfloat16", 2e-2, (4, 300, 4, 2, 64), id="bfloat16-d64-gpu", marks=pytest.mark.gpu),
+])
+def test_shard_map(tmp_path, dtype, tolerance, shape):
+    """Inside jax.shard_map (in a fresh process with four CPU devices; on the GPU a 1 x 1 mesh):
+    batch and heads sharded, forward, lse and gradients against float64, no gather; and keys
+    split across devices with q invariant, the parts combined through their lse, whose q
+    gradient is the psum of the devices'. Before flashx typed its launches' outputs as varying
+    where their inputs do, the backward failed there (JAX's check of the gradients' types)."""
+    check_in_fresh_process(tmp_path, "shard_map_check", _SHARD_MAP_CHECK.format(dtype=dtype, tolerance=tolerance, shape=shape))

@@ -60,6 +60,31 @@ def _to_torch(a: np.ndarray):
         return torch.from_numpy(a)
 
 
+def _varying_axes(x) -> frozenset:
+    """The shard_map mesh axes along which x varies from device to device (none outside shard_map)."""
+    aval = jax.typeof(x)
+    manual = getattr(aval, "manual_axis_type", None)  # JAX >= 0.10; before it, aval.vma
+    return frozenset(manual.varying if manual is not None else getattr(aval, "vma", ()))
+
+
+def _varying_over(x, axes: frozenset):
+    """x typed as varying along `axes` as well (the shard_map type of a value computed from inputs that vary)."""
+    missing = tuple(sorted(axes - _varying_axes(x)))
+    if not missing:
+        return x
+    return jax.lax.pcast(x, missing, to="varying") if hasattr(jax.lax, "pcast") else jax.lax.pvary(x, missing)
+
+
+def _typed_like(grad, primal):
+    """A gradient given its primal's shard_map type: summed over the axes along which it varies
+    and the primal does not (the transpose of the kernel taking the primal as varying there),
+    cast as varying along those the primal varies along."""
+    extra = tuple(sorted(_varying_axes(grad) - _varying_axes(primal)))
+    if extra:
+        grad = jax.lax.psum(grad, extra)
+    return _varying_over(grad, _varying_axes(primal))
+
+
 # A call builder: (arrays by kernel name, placeholder) -> (KernelCall, extra leading inputs).
 CallBuilder = Callable[[Mapping[str, Any], Any], tuple]
 
@@ -72,8 +97,16 @@ def _launch(build: CallBuilder, arrays: Mapping[str, Any], out_types: tuple, zer
     """Run one kernel on JAX arrays: triton_call on the GPU, a host callback into the interpreter on the CPU.
 
     zeroed: indices of the outputs that start at zero (the kernel may leave parts unwritten).
+    Inside shard_map the outputs vary along every mesh axis an input varies along (neither
+    triton_call nor a host callback types them so).
     """
     arrays = {name: a for name, a in arrays.items() if a is not None}
+    varying = frozenset().union(*map(_varying_axes, arrays.values()))
+    return tuple(_varying_over(out, varying) for out in _launch_kernel(build, arrays, out_types, zeroed))
+
+
+def _launch_kernel(build: CallBuilder, arrays: Mapping[str, Any], out_types: tuple, zeroed: tuple) -> tuple:
+    """_launch's kernel call, on arrays without Nones."""
     recorded = getattr(_recording, "launches", None)
     if recorded is not None:
         recorded.append((build, {n: jax.ShapeDtypeStruct(a.shape, a.dtype) for n, a in arrays.items()},
@@ -336,7 +369,8 @@ def _attention_fwd(options, q, k, v, bias, aux):
 def _attention_bwd(options, residuals, cotangents):
     q, k, v, bias, aux, out, lse = residuals
     dout, dlse = cotangents
-    dq, dk, dv, dbias = _first_order_backward(options, q, k, v, bias, aux, out, lse, dout, dlse)
+    grads = _first_order_backward(options, q, k, v, bias, aux, out, lse, dout, dlse)
+    dq, dk, dv, dbias = (None if g is None else _typed_like(g, x) for g, x in zip(grads, (q, k, v, bias)))
     return dq, dk, dv, dbias, jax.tree_util.tree_map(lambda _: None, aux)
 
 
