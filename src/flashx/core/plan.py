@@ -1660,15 +1660,19 @@ def plan_attention(
     return plan
 
 
-def plan_call(options: CallOptions, q: ArraySpec, k: ArraySpec, v: ArraySpec, arrays: Mapping[str, Any]) -> "AttentionPlan":
+def plan_call(options: CallOptions, q: ArraySpec, k: ArraySpec, v: ArraySpec, arrays: Mapping[str, Any],
+              cached: bool = True) -> "AttentionPlan":
     """plan_attention for options and optional arrays given by kernel argument name (others ignored).
 
     Plans are cached by their (hashable) inputs: a call at known shapes skips the validation,
-    which would otherwise cost more host time than a short kernel takes on the GPU.
+    which would otherwise cost more host time than a short kernel takes on the GPU. cached=False
+    plans afresh (a tracer that would step through the cache anyway).
     """
     # In ARRAY_KEYWORDS' order, not sorted: torch.compile cannot sort tuples holding ArraySpecs
     # (every call with an optional array failed under it before NOTES v0.50).
     keywords = tuple((keyword, arrays[name]) for name, keyword in ARRAY_KEYWORDS.items() if name in arrays)
+    if not cached:
+        return plan_attention(q, k, v, **options.as_keywords(), **dict(keywords))
     try:
         return _cached_plan(options, option_types(options), q, k, v, keywords)
     except TypeError as err:

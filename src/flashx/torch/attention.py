@@ -100,16 +100,6 @@ def _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, 
     )
 
 
-def _spec(name: str, x: Any, required: bool = False) -> Optional[core.ArraySpec]:
-    if x is None and not required:
-        return None
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.layout is not torch.strided:  # a sparse tensor reports strides of 0 and has no dense storage
-        raise TypeError(f"{name} must be a dense (strided) torch.Tensor, got layout {x.layout}")
-    return core.ArraySpec(tuple(x.shape), x.stride(), _dtype_name(x.dtype), _device_name(x.device))
-
-
 @functools.lru_cache(maxsize=None)
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
@@ -120,14 +110,33 @@ def _device_name(device: torch.device) -> str:
     return str(device)
 
 
-def _plan(q, k, v, bias, tensors: Sequence[Optional[torch.Tensor]], options: core.CallOptions) -> core.AttentionPlan:
+def _spec(name: str, x: Any, required: bool = False, dtype_name=_dtype_name, device_name=_device_name,
+          ) -> Optional[core.ArraySpec]:
+    if x is None and not required:
+        return None
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout is not torch.strided:  # a sparse tensor reports strides of 0 and has no dense storage
+        raise TypeError(f"{name} must be a dense (strided) torch.Tensor, got layout {x.layout}")
+    return core.ArraySpec(tuple(x.shape), x.stride(), dtype_name(x.dtype), device_name(x.device))
+
+
+# Where Dynamo traces a plan: the cached helpers unwrapped (Dynamo traces through a cache anyway,
+# with a UserWarning at each cached function it meets).
+_UNCACHED = dict(dtype_name=_dtype_name.__wrapped__, device_name=_device_name.__wrapped__)
+
+
+def _plan(q, k, v, bias, tensors: Sequence[Optional[torch.Tensor]], options: core.CallOptions,
+          traced: bool = False) -> core.AttentionPlan:
     """The (cached) plan of one call. Runs on every call, in the ops too: kept lean, as host time
-    per call is what limits short sequences."""
-    specs = {name: _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x)
+    per call is what limits short sequences. traced: in code Dynamo traces, planned uncached."""
+    names = _UNCACHED if traced else {}
+    specs = {name: _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x, **names)
              for name, x in zip(_OPTIONAL_INPUTS, tensors) if x is not None}
     if bias is not None:
-        specs["BIAS"] = _spec("bias", bias)
-    return core.plan_call(options, _spec("q", q, True), _spec("k", k, True), _spec("v", v, True), specs)
+        specs["BIAS"] = _spec("bias", bias, **names)
+    return core.plan_call(options, _spec("q", q, True, **names), _spec("k", k, True, **names),
+                          _spec("v", v, True, **names), specs, cached=not traced)
 
 
 def _on_device(t: torch.Tensor):
@@ -460,7 +469,7 @@ def _run(
         # Planned without the functions, which Dynamo cannot inspect: the plan here only validates
         # shapes (the op plans again with them, from the registry); they were checked eagerly.
         _plan(q, k, v, bias, tensor_list, dataclasses.replace(options, mask_mod=None, score_mod=None,
-                                                             score_mod_grad=None))
+                                                             score_mod_grad=None), traced=True)
         out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options, functions_key))
         return (out, lse) if return_lse else out
     plan = _plan(q, k, v, bias, tensor_list, options)
