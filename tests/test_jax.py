@@ -883,15 +883,23 @@ def fresh(*shape):
     return x, np.asarray(x, np.float64)  # the reference takes the rounded values
 
 
-def reference(q, k, v, causal, cotangent):
-    \"\"\"float64 attention in plain JAX: out, lse and (dq, dk, dv) for `cotangent` (dO; dlse 0).\"\"\"
+def reference(q, k, v, causal, cotangent, slopes=None, layout="bnhd"):
+    \"\"\"float64 attention in plain JAX (bottom-right causal, ALiBi slope_h * |i' - j|): out,
+    lse and (dq, dk, dv) for `cotangent` (dO; dlse 0).\"\"\"
     def attend(q, k, v):
-        k, v = (jnp.repeat(x, HQ // HKV, axis=2) for x in (k, v))
+        if layout == "bhnd":
+            q, k, v = (jnp.swapaxes(x, 1, 2) for x in (q, k, v))
+        k, v = (jnp.repeat(x, q.shape[2] // k.shape[2], axis=2) for x in (k, v))
         s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * D ** -0.5
+        nq, nkv = s.shape[-2:]
+        rows = np.arange(nq)[:, None] + nkv - nq
+        if slopes is not None:
+            s = s - jnp.asarray(slopes)[:, None, None] * np.abs(rows - np.arange(nkv))
         if causal:
-            s = jnp.where(np.tril(np.ones(s.shape[-2:], bool)), s, -jnp.inf)
+            s = jnp.where(rows >= np.arange(nkv), s, -jnp.inf)
         lse = jax.nn.logsumexp(s, axis=-1)
-        return jnp.einsum("bhqk,bkhd->bqhd", jnp.exp(s - lse[..., None]), v), lse
+        out = jnp.einsum("bhqk,bkhd->bqhd", jnp.exp(s - lse[..., None]), v)
+        return (jnp.swapaxes(out, 1, 2) if layout == "bhnd" else out), lse
     with jax.enable_x64():
         (out, lse), vjp = jax.vjp(attend, *map(jnp.asarray, (q, k, v)))
         return np.asarray(out), np.asarray(lse), [np.asarray(x) for x in vjp((jnp.asarray(cotangent), jnp.zeros_like(lse)))]
@@ -934,6 +942,45 @@ combined = shard_map(split_keys, mesh=mesh, in_specs=(P(), kv_spec, kv_spec), ou
 out2, vjp2 = jax.jit(lambda *a: jax.vjp(combined, *a))(q, k2, v2)
 want_out2, _, want_grads2 = reference(q64, k2_64, v2_64, False, g64)
 errors.update({{"split out": rel(out2, want_out2)}}, **{{f"split d{{n}}": rel(x, w) for n, x, w in zip("qkv", jax.jit(vjp2)(g), want_grads2)}})
+
+# 3. No shard_map: arrays on a mesh of Explicit axes (JAX's sharding in types) and plain jit.
+# flashx splits the call over batch and heads itself; out, lse and gradients keep the split.
+if hasattr(jax.sharding, "AxisType") and hasattr(jax, "set_mesh"):
+    key = jax.random.key(5)  # off the mesh, as the off-mesh call below takes it
+    explicit = jax.make_mesh(mesh.devices.shape, ("data", "model"), devices=mesh.devices.flatten(),
+                             axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    with jax.set_mesh(explicit):
+        placed = [jax.device_put(x, spec) for x in (q, k, v)]
+        attend = lambda q, k, v: flashx.jax.attention(q, k, v, causal=True, return_lse=True)  # noqa: E731
+        (out, lse), vjp = jax.jit(lambda *a: jax.vjp(attend, *a))(*placed)
+        grads = jax.jit(vjp)((jax.device_put(g, spec), jnp.zeros_like(lse)))
+        errors.update({{"explicit out": rel(out, want_out), "explicit lse": rel(lse, want_lse)}},
+                      **{{f"explicit d{{n}}": rel(x, w) for n, x, w in zip("qkv", grads, want_grads)}})
+        assert all(x.sharding.is_equivalent_to(NamedSharding(explicit, spec), 4) for x in (out, *grads)), \
+            [jax.typeof(x) for x in (out, *grads)]
+        loss = lambda *a: jnp.sum((attend(*a)[0] * g).astype(jnp.float32))  # noqa: E731
+        assert "all-gather" not in jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(*placed).compile().as_text()
+
+        # One kv head (MQA), "bhnd", ALiBi slopes: q's heads split, k and v whole on each device.
+        (qm, qm64), (km, km64), (vm, vm64) = fresh(B, HQ, N, D), fresh(B, 1, N + 3, D), fresh(B, 1, N + 3, D)
+        (gm, gm64), slopes = fresh(B, HQ, N, D), np.abs(rng.standard_normal(HQ)).astype(np.float32)
+        attend = lambda q, k, v: flashx.jax.attention(q, k, v, causal=True, layout="bhnd",  # noqa: E731
+                                                      alibi_slopes=jnp.asarray(slopes))
+        q_spec, kv_spec = P("data", "model", None, None), P("data", None, None, None)
+        args = jax.device_put(qm, q_spec), jax.device_put(km, kv_spec), jax.device_put(vm, kv_spec)
+        outm, vjpm = jax.jit(lambda *a: jax.vjp(attend, *a))(*args)
+        wantm, _, want_gradsm = reference(qm64, km64, vm64, True, gm64, slopes=slopes, layout="bhnd")
+        errors.update({{"mqa out": rel(outm, wantm)}},
+                      **{{f"mqa d{{n}}": rel(x, w) for n, x, w in zip("qkv", jax.jit(vjpm)(jax.device_put(gm, q_spec)), want_gradsm)}})
+        assert outm.sharding.is_equivalent_to(NamedSharding(explicit, q_spec), 4), jax.typeof(outm)
+
+        # Dropout sees the global batch and head index: the call runs whole on every device, its
+        # mask that of the same call off the mesh.
+        drop = lambda q, k, v: jnp.sum(flashx.jax.attention(q, k, v, dropout_p=0.25, dropout_key=key) * g)  # noqa: E731
+        on_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(*placed)
+    off_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(q, k, v)
+    for name, x, y in zip(("loss", "dq", "dk", "dv"), jax.tree_util.tree_leaves(on_mesh), jax.tree_util.tree_leaves(off_mesh)):
+        assert np.array_equal(np.asarray(x), np.asarray(y)), f"dropout on the mesh: {{name}} differs from off it"
 print(errors)
 bad = {{n: e for n, e in errors.items() if not e <= TOLERANCE}}
 assert not bad, f"errors above {{TOLERANCE}}: {{bad}}"
@@ -950,5 +997,9 @@ def test_shard_map(tmp_path, dtype, tolerance, shape):
     batch and heads sharded, forward, lse and gradients against float64, no gather; and keys
     split across devices with q invariant, the parts combined through their lse, whose q
     gradient is the psum of the devices'. Before flashx typed its launches' outputs as varying
-    where their inputs do, the backward failed there (JAX's check of the gradients' types)."""
+    where their inputs do, the backward failed there (JAX's check of the gradients' types).
+    Then without shard_map, on a mesh of Explicit axes under plain jit: flashx splits the call
+    itself (GQA batch and heads; MQA "bhnd" with ALiBi, q's heads split), against float64 and
+    keeping the split; a dropout call runs whole on every device, equal to the call off the
+    mesh. Before, the forward gathered onto one device and the gradient failed inside JAX."""
     check_in_fresh_process(tmp_path, "shard_map_check", _SHARD_MAP_CHECK.format(dtype=dtype, tolerance=tolerance, shape=shape))

@@ -1217,6 +1217,34 @@ def test_folds_mapped_axis(options, optional, folds):
     assert core.folds_mapped_axis(options, optional) is folds
 
 
+@pytest.mark.parametrize(
+    "layout, options, optional, axes",
+    [
+        pytest.param("bnhd", core.CallOptions(causal=True, window=(8, 0), softcap=30.0), {}, (0, 2), id="bnhd-plain"),
+        pytest.param("bhnd", core.CallOptions(), {"SLOPES": (4,)}, (0, 1), id="bhnd-slopes-per-head"),
+        pytest.param("varlen", core.CallOptions(causal=True), {"CU_SEQLENS_Q": (3,), "CU_SEQLENS_K": (3,)}, (None, 1),
+                     id="varlen-heads-only"),
+        pytest.param("bnhd", core.CallOptions(), {"SLOPES": (2, 4)}, None, id="slopes-per-batch"),
+        pytest.param("bnhd", core.CallOptions(), {"BIAS": (1, 1, 5, 7)}, None, id="bias"),
+        pytest.param("bnhd", core.CallOptions(dropout_p=0.1), {"DROPOUT_SEED": (2,)}, None, id="dropout-draws-by-index"),
+        pytest.param("bnhd", core.CallOptions(mask_mod=_document_mask), {}, None, id="mask-mod-sees-the-indices"),
+        pytest.param("bnhd", core.CallOptions(score_mod=_document_mask), {}, None, id="score-mod-sees-the-indices"),
+    ],
+)
+def test_splittable_axes(layout, options, optional, axes):
+    """The (batch, heads) axes of q, k, v along which a call splits into independent calls (the
+    JAX frontend's split over an Explicit mesh, tests/test_jax.py::test_shard_map), none where
+    anything sees the global batch or head index."""
+    if layout == "varlen":
+        q, k = spec((5, 4, 16)), spec((5, 2, 16))
+        plan = core.plan_attention(q, k, k, causal=True, cu_seqlens_q=spec((3,), "int32"),
+                                   cu_seqlens_k=spec((3,), "int32"), max_seqlen_q=3, max_seqlen_k=3)
+    else:
+        shape_q, shape_k = ((2, 5, 4, 16), (2, 7, 2, 16)) if layout == "bnhd" else ((2, 4, 5, 16), (2, 2, 7, 16))
+        plan = core.plan_attention(spec(shape_q), spec(shape_k), spec(shape_k), layout=layout)
+    assert core.splittable_axes(plan, options, optional) == axes
+
+
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_dropout_backward_pipelines_one_stage_less_from_d128(gpu_plans, d):
     """Dropout's draw takes shared memory in the backward: from D = 128 its dK/dV and dQ kernels

@@ -726,6 +726,25 @@ def folds_mapped_axis(options: CallOptions, optional: Mapping[str, tuple]) -> bo
     return True
 
 
+def splittable_axes(plan: "AttentionPlan", options: CallOptions, optional: Mapping[str, tuple]) -> Optional[tuple]:
+    """The axes of q, k, v and out, (batch or None, heads), along which a call splits into
+    independent calls on slices: run on each slice of a split (jax.shard_map's devices), they
+    give the whole call's result. None where something sees the global batch or head index
+    (mask_mod, score_mod and block maps; dropout's draw) or an optional array other than
+    per-head ALiBi slopes (H,), which split with the heads, and varlen's offsets, which are whole
+    on every slice (varlen splits its heads only). optional: the call's optional input arrays
+    present, by kernel name (BIAS included), each as its shape."""
+    if (options.mask_mod is not None or options.score_mod is not None or options.block_mask is not None
+            or check_dropout_p(options.dropout_p) > 0):
+        return None
+    for name, shape in optional.items():
+        if not ((name == "SLOPES" and len(shape) == 1) or name in ("CU_SEQLENS_Q", "CU_SEQLENS_K")):
+            return None
+    if plan.varlen:
+        return None, plan.layout_axes[1]
+    return plan.layout_axes[0], plan.layout_axes[2]
+
+
 def plan_block_mask(
     mask_mod: Any, batch: Optional[int], heads: Optional[int], seqlen_q: int, seqlen_kv: int, *,
     causal: bool = False, window: Any = None, blocks: Optional[tuple] = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -404,15 +405,100 @@ def create_block_mask(
 
 def _run(q, k, v, bias, aux: dict, options: core.CallOptions, return_lse: bool):
     """Validate (naming the argument) before tracing any kernel, build mask_mod's block map
-    if the plan asks for one, then call the differentiable op."""
+    if the plan asks for one, then call the differentiable op (split over the devices where q,
+    k, v carry explicit shardings: _split_explicitly)."""
     core.check_flag("return_lse", return_lse)
     plan = _plan(options, q, k, v, bias, aux)
     if plan.auto_block_mask is not None:
         built = _build_block_mask(plan.auto_block_mask)
         options = dataclasses.replace(options, block_mask=built.spec)
         aux = {**aux, **built.kernel_arrays()}
-    out, lse = _attention(options, q, k, v, bias, {n: a for n, a in aux.items() if a is not None})
+    aux = {n: a for n, a in aux.items() if a is not None}
+    attend = functools.partial(_attention, options)
+    out, lse = _split_explicitly(attend, plan, options, q, k, v, bias, aux) or attend(q, k, v, bias, aux)
     return (out, lse) if return_lse else out
+
+
+def _shard_map() -> Callable:
+    """jax.shard_map (JAX >= 0.7; jax.experimental's before)."""
+    if hasattr(jax, "shard_map"):
+        return jax.shard_map
+    from jax.experimental.shard_map import shard_map
+
+    return shard_map
+
+
+def _explicit_names(x) -> frozenset:
+    """The Explicit axes (jax.sharding.AxisType) of the mesh x's type is placed on: JAX's
+    sharding in types; none for an Auto or Manual mesh, or a JAX without it."""
+    mesh = getattr(getattr(jax.typeof(x), "sharding", None), "mesh", None)
+    explicit = getattr(getattr(jax.sharding, "AxisType", None), "Explicit", None)
+    if mesh is None or explicit is None:
+        return frozenset()
+    return frozenset(n for n, t in zip(mesh.axis_names, getattr(mesh, "axis_types", ())) if t == explicit)
+
+
+def _explicit_axes(x, axis: int) -> tuple:
+    """The Explicit mesh axes along which x's type splits its `axis` (_explicit_names)."""
+    spec = getattr(getattr(jax.typeof(x), "sharding", None), "spec", None)
+    if spec is None or axis >= len(spec) or spec[axis] is None:
+        return ()
+    names = spec[axis] if isinstance(spec[axis], tuple) else (spec[axis],)
+    return tuple(n for n in names if n in _explicit_names(x))
+
+
+def _split_explicitly(attend: Callable, plan: core.AttentionPlan, options: core.CallOptions, q, k, v, bias, aux):
+    """attend(q, k, v, bias, aux) -> (out, lse) inside jax.shard_map where the inputs' types place
+    them on a mesh with Explicit axes (JAX's sharding in types), over whose devices XLA cannot
+    spread a kernel call. Where the call splits over batch and heads (core.splittable_axes), each
+    device attends over the slice that q's batch split and k's heads split give it (q's heads
+    split as k's, so that each GQA group stays on one device; with one kv head, as q's), and out
+    and lse come back split so; a split along any other axis is gathered first. A call that does
+    not split runs whole on every device. None off such a mesh: XLA places the call."""
+    on_mesh = [x for x in (q, k, v, *([] if bias is None else [bias]), *aux.values()) if _explicit_names(x)]
+    if not on_mesh:
+        return None
+    mesh = jax.typeof(on_mesh[0]).sharding.mesh
+    replicated = jax.sharding.PartitionSpec()
+    optional = {n: tuple(a.shape) for n, a in aux.items()}
+    if bias is not None:
+        optional["BIAS"] = tuple(bias.shape)
+    batch = heads = kv_heads = ()
+    axes = core.splittable_axes(plan, options, optional)
+    if axes is not None:
+        batch_axis, heads_axis = axes
+
+        def divides(names, count):
+            return count % math.prod(mesh.shape[n] for n in names) == 0
+
+        batch = _explicit_axes(q, batch_axis) if batch_axis is not None else ()
+        batch = batch if divides(batch, plan.batch) else ()
+        kv_heads = _explicit_axes(k, heads_axis) if plan.heads_kv > 1 else ()
+        heads = kv_heads or (_explicit_axes(q, heads_axis) if plan.heads_kv == 1 else ())
+        if set(heads) & set(batch) or not (divides(heads, plan.heads_q) and divides(kv_heads, plan.heads_kv)):
+            heads = kv_heads = ()
+
+    def spec(heads_split):
+        names = [None] * q.ndim
+        if batch:
+            names[batch_axis] = batch
+        if heads_split:
+            names[heads_axis] = heads_split
+        return jax.sharding.PartitionSpec(*names)
+
+    q_spec, kv_spec = spec(heads), spec(kv_heads)
+    lse_spec = jax.sharding.PartitionSpec(heads or None, None) if plan.varlen else \
+        jax.sharding.PartitionSpec(batch or None, heads or None, None)
+    aux_specs = {n: jax.sharding.PartitionSpec(heads or None) if n == "SLOPES" else replicated for n in aux}
+    def reshard(x, spec):  # named on the inputs' mesh: the caller need not be inside jax.set_mesh
+        return jax.sharding.reshard(x, jax.sharding.NamedSharding(mesh, spec))
+
+    q, k, v = reshard(q, q_spec), reshard(k, kv_spec), reshard(v, kv_spec)
+    bias = None if bias is None else reshard(bias, replicated)
+    aux = {n: reshard(a, aux_specs[n]) for n, a in aux.items()}
+    split = _shard_map()(attend, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec, replicated, aux_specs),
+                      out_specs=(q_spec, lse_spec))
+    return split(q, k, v, bias, aux)
 
 
 def _block_mask_arrays(block_mask: Optional[core.BlockMask]) -> dict:
