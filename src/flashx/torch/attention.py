@@ -9,6 +9,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from .. import core
+from . import distributed as _distributed
 
 # Tensor inputs by kernel argument name, in the order the ops take them.
 # BIAS travels as its own op argument (it may need a gradient); these go as one list.
@@ -653,6 +654,15 @@ def attention(
         q, k, v = _autocast(q, k, v)
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
+    if type(q) is not torch.Tensor and _distributed.any_dtensor(q, k, v):
+        keywords = dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
+                        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
+                        score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p)
+        options = _distributed.core_options(keywords)
+        return _distributed.attention_on_dtensors(
+            attention, lambda q, k, v, named: _plan(q, k, v, None, [named.get(n) for n in _OPTIONAL_INPUTS], options),
+            q, k, v, keywords, dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k),
+            return_lse)
     dense_key = None
     if (alibi_slopes is None and cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None
             and max_seqlen_k is None and mask_mod is None and score_mod is None and score_mod_grad is None

@@ -1,0 +1,102 @@
+"""flashx on DTensors (torch.distributed.tensor): each rank attends over its slice.
+
+The kernels take plain tensors. A call on DTensors redistributes q, k and v to a split over the
+batch and heads where the call splits so (core.splittable_axes), runs flashx on each rank's local
+tensors, and wraps out and lse as DTensors split the same way; autograd runs through DTensor's
+own redistribute / to_local / from_local. Anything else (a split along the sequence or head dim,
+a Partial placement) is gathered first; a call that sees the global batch or head index runs
+whole on every rank.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Mapping
+
+from .. import core
+
+
+def dtensor_type():
+    """torch.distributed.tensor.DTensor where that module is loaded (a DTensor exists only then)."""
+    return getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+
+
+def any_dtensor(*tensors) -> bool:
+    dtensor = dtensor_type()
+    return dtensor is not None and any(isinstance(t, dtensor) for t in tensors)
+
+
+def attention_on_dtensors(attend: Callable, plan_of: Callable, q, k, v, keywords: Mapping[str, Any],
+                          tensors: Mapping[str, Any], return_lse: bool):
+    """attend(q, k, v, **keywords, **tensors' keywords, return_lse=True) on each rank's slice of the
+    DTensors q, k, v (see the module's docstring), out (and lse) as DTensors.
+
+    tensors: the optional tensor arguments by keyword (alibi_slopes, cu_seqlens_q, ...): DTensors
+    on q's mesh or plain tensors, which every rank must hold whole and equal. plan_of(q, k, v,
+    tensors by kernel name) validates the global call and returns its plan."""
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, DTensor):
+            raise TypeError(f"{name} must be a DTensor like q, k and v, or none of them: got {type(x).__name__}")
+    mesh = q.device_mesh
+    for name, x in (("k", k), ("v", v), *((n, t) for n, t in tensors.items() if isinstance(t, DTensor))):
+        if x.device_mesh != mesh:
+            raise ValueError(f"{name} must be on q's device mesh {mesh}, got {x.device_mesh}")
+    if core.check_dropout_p(keywords.get("dropout_p", 0.0)) > 0:
+        raise ValueError("dropout_p > 0 on DTensors is not supported: each rank would draw its own mask; call "
+                         "flashx on the local tensors (DTensor.to_local) with generators seeded alike")
+    replicated = (Replicate(),) * mesh.ndim
+    whole = {n: t if isinstance(t, DTensor) or t is None else DTensor.from_local(t, mesh, replicated, run_check=False)
+             for n, t in tensors.items()}
+    by_kernel_name = {_KERNEL_NAMES[n]: t for n, t in whole.items() if t is not None}
+    plan = plan_of(q, k, v, by_kernel_name)
+    axes = core.splittable_axes(plan, core_options(keywords), {n: tuple(t.shape) for n, t in by_kernel_name.items()})
+
+    q_places, kv_places = list(replicated), list(replicated)
+    if axes is not None:
+        batch_axis, heads_axis = axes
+        batch_parts = heads_parts = 1
+        for dim, (pq, pk) in enumerate(zip(q.placements, k.placements)):
+            parts = mesh.size(dim)
+            if batch_axis is not None and pq == Shard(batch_axis) and plan.batch % (batch_parts * parts) == 0:
+                q_places[dim] = kv_places[dim] = Shard(batch_axis)
+                batch_parts *= parts
+            elif plan.heads_kv > 1 and pk == Shard(heads_axis) and plan.heads_kv % (heads_parts * parts) == 0:
+                q_places[dim] = kv_places[dim] = Shard(heads_axis)  # a GQA group stays on one rank
+                heads_parts *= parts
+            elif plan.heads_kv == 1 and pq == Shard(heads_axis) and plan.heads_q % (heads_parts * parts) == 0:
+                q_places[dim] = Shard(heads_axis)  # MQA: q's heads split, the one kv head on every rank
+                heads_parts *= parts
+    lse_dims = {heads_axis: 0} if plan.varlen else {batch_axis: 0, heads_axis: 1} if axes is not None else {}
+    lse_places = tuple(Shard(lse_dims[p.dim]) if isinstance(p, Shard) else p for p in q_places)
+    slopes_places = tuple(Shard(0) if isinstance(p, Shard) and p.dim == (axes or (None, None))[1] else Replicate()
+                          for p in q_places)
+
+    def local(x, places, grad_places=None):
+        return x.redistribute(mesh, places).to_local(grad_placements=grad_places)
+
+    # Where only q is split (MQA's heads), each rank's dK and dV are its q heads' part of the sum.
+    kv_grad_places = tuple(Partial() if isinstance(pq, Shard) and pk == Replicate() else pk
+                           for pq, pk in zip(q_places, kv_places))
+    local_tensors = {n: None if t is None else local(t, slopes_places if n == "alibi_slopes" else replicated)
+                     for n, t in whole.items()}
+    out, lse = attend(local(q, q_places), local(k, kv_places, kv_grad_places), local(v, kv_places, kv_grad_places),
+                      **keywords, **local_tensors, return_lse=True)
+    out = DTensor.from_local(out, mesh, tuple(q_places), run_check=False)
+    lse = DTensor.from_local(lse, mesh, lse_places, run_check=False)
+    return (out, lse) if return_lse else out
+
+
+# The attention keywords of the optional tensors, by kernel argument name and back.
+_KERNEL_NAMES = {"alibi_slopes": "SLOPES", "cu_seqlens_q": "CU_SEQLENS_Q", "cu_seqlens_k": "CU_SEQLENS_K"}
+
+
+def core_options(keywords: Mapping[str, Any]) -> core.CallOptions:
+    """The CallOptions of attention's keyword arguments (those CallOptions holds)."""
+    fields = core.CallOptions.__dataclass_fields__
+    options = {n: v for n, v in keywords.items() if n in fields}
+    if isinstance(options.get("window"), list):
+        options["window"] = tuple(options["window"])
+    if isinstance(options.get("block_mask"), core.BlockMask):
+        options["block_mask"] = options["block_mask"].spec
+    return core.CallOptions(**options)
