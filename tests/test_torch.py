@@ -1429,12 +1429,13 @@ def check(rank, port, seed):
         assert "DTensor" in str(err), err
     else:
         raise AssertionError("dropout on DTensors did not raise")
-    try:
-        flashx.torch.attention(q, q.full_tensor(), q)
-    except TypeError as err:
-        assert "k must be a DTensor" in str(err), err
-    else:
-        raise AssertionError("a plain k beside DTensors did not raise")
+    for args, name in (((q, q.full_tensor(), q), "k"), ((q.full_tensor(), q, q), "q")):
+        try:
+            flashx.torch.attention(*args)
+        except TypeError as err:
+            assert f"{name} must be a DTensor" in str(err), err
+        else:
+            raise AssertionError(f"a plain {name} beside DTensors did not raise")
     dist.destroy_process_group()
     # Every check has passed. torch 2.13's gloo teardown at interpreter exit aborts now and then
     # ("terminate called without an active exception", 1 run in 8 of a flashx-free DTensor

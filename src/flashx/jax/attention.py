@@ -490,6 +490,7 @@ def _split_explicitly(attend: Callable, plan: core.AttentionPlan, options: core.
     lse_spec = jax.sharding.PartitionSpec(heads or None, None) if plan.varlen else \
         jax.sharding.PartitionSpec(batch or None, heads or None, None)
     aux_specs = {n: jax.sharding.PartitionSpec(heads or None) if n == "SLOPES" else replicated for n in aux}
+
     def reshard(x, spec):  # named on the inputs' mesh: the caller need not be inside jax.set_mesh
         return jax.sharding.reshard(x, jax.sharding.NamedSharding(mesh, spec))
 

@@ -654,7 +654,7 @@ def attention(
         q, k, v = _autocast(q, k, v)
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
-    if type(q) is not torch.Tensor and _distributed.any_dtensor(q, k, v):
+    if not (type(q) is type(k) is type(v) is torch.Tensor) and _distributed.any_dtensor(q, k, v):
         keywords = dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
                         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
                         score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p)
