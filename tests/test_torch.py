@@ -1408,6 +1408,11 @@ def check(rank, port, seed):
         for name, got, w in zip(("out", "dq", "dk", "dv"), (out, dq.grad, dk.grad, dv.grad), want):
             error = rel(got.full_tensor(), w)
             assert error < 1e-4, f"{keywords} {name}: error {error:.2e}"
+    # torch.compile traces the split and gives eager's result bit for bit.
+    q, k, v = (distribute_tensor(fresh(B, N, HQ, D), mesh, [Shard(0)]) for _ in range(3))
+    compiled = torch.compile(lambda q, k, v: flashx.torch.attention(q, k, v, causal=True), backend="aot_eager")
+    out = compiled(q, k, v)
+    assert out.placements == (Shard(0),) and torch.equal(out.full_tensor(), flashx.torch.attention(q, k, v, causal=True).full_tensor())
     # The SDPA drop-in (B, H, N, E), causal with Nq == Nkv: its top-left diagonal is flashx's.
     q, k, v, g = (fresh(B, HQ, N, D) for _ in range(4))
     dq, dk, dv = (distribute_tensor(x, mesh, [Shard(0)]).requires_grad_() for x in (q, k, v))
@@ -1461,7 +1466,7 @@ def test_dtensor(tmp_path):
     batch split (GQA, causal, cross), kv heads split with per-head ALiBi slopes, MQA "bhnd" with
     q's heads split and k, v whole (their gradients summed over the ranks); out keeps that split
     and out and every gradient match float64; a sequence split is gathered first (out whole); the
-    SDPA drop-in, causal. Dropout is refused (ranks would draw differently), as are a plain k
-    beside DTensors and the drop-in's attn_mask. Before, a DTensor call failed inside the
-    launch ("invalid python storage")."""
+    SDPA drop-in, causal; torch.compile of a split call, equal to eager. Dropout is refused (ranks
+    would draw differently), as are a plain q or k beside DTensors and the drop-in's attn_mask.
+    Before, a DTensor call failed inside the launch ("invalid python storage")."""
     check_in_fresh_process(tmp_path, "dtensor_check", _DTENSOR_CHECK)

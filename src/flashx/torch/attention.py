@@ -660,7 +660,8 @@ def attention(
                         score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p)
         options = _distributed.core_options(keywords)
         return _distributed.attention_on_dtensors(
-            attention, lambda q, k, v, named: _plan(q, k, v, None, [named.get(n) for n in _OPTIONAL_INPUTS], options),
+            attention, lambda q, k, v, named: _plan(q, k, v, None, [named.get(n) for n in _OPTIONAL_INPUTS], options,
+                                                    traced=torch.compiler.is_compiling()),
             q, k, v, keywords, dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k),
             return_lse)
     dense_key = None
