@@ -1470,3 +1470,61 @@ def test_dtensor(tmp_path):
     would draw differently), as are a plain q or k beside DTensors and the drop-in's attn_mask.
     Before, a DTensor call failed inside the launch ("invalid python storage")."""
     check_in_fresh_process(tmp_path, "dtensor_check", _DTENSOR_CHECK)
+
+
+# ----------------------------------------------------------------------------------------------
+# Nested (jagged) tensors
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_nested_jagged(rng, layout):
+    """torch.nested jagged q, k, v ((B, j, H, D) in "bnhd", (B, H, j, D) in "bhnd" as SDPA takes
+    them; cross lengths, GQA, causal) run as flashx's varlen call: out comes back jagged like q,
+    and each sequence's out and q, k, v gradients match SDPA's in float64 on that sequence alone."""
+    lengths_q, lengths_k, hq, hkv, d = (7, 1, 12), (9, 4, 12), 4, 2, 24
+
+    def nested(lengths, heads):
+        parts = [torch.from_numpy(rng.standard_normal((n, heads, d)).astype("float32")).to(DEVICE) for n in lengths]
+        return torch.nested.nested_tensor(parts, layout=torch.jagged, requires_grad=True)
+
+    q, k, v = nested(lengths_q, hq), nested(lengths_k, hkv), nested(lengths_k, hkv)
+    as_layout = (lambda x: x) if layout == "bnhd" else (lambda x: x.transpose(1, 2))  # noqa: E731
+    out = flashx.torch.attention(as_layout(q), as_layout(k), as_layout(v), causal=True, layout=layout)
+    assert out.is_nested and out.layout is torch.jagged and out._ragged_idx == (1 if layout == "bnhd" else 2)
+    packed = out.values() if layout == "bnhd" else out.values().transpose(0, 1)  # (total_q, Hq, D)
+    grad = torch.randn_like(packed)
+    (packed * grad).sum().backward()
+    starts_q, starts_k = np.cumsum((0,) + lengths_q), np.cumsum((0,) + lengths_k)
+    for i in range(len(lengths_q)):
+        rows, keys = slice(starts_q[i], starts_q[i + 1]), slice(starts_k[i], starts_k[i + 1])
+        ref_in = [x.values()[part].detach().double()[None].requires_grad_() for x, part in ((q, rows), (k, keys), (v, keys))]
+        ref = sdpa(*ref_in, causal=True, upcast=True)
+        ref_grads = torch.autograd.grad(ref, ref_in, grad[rows].double()[None])
+        got = [packed[rows], q.grad.values()[rows], k.grad.values()[keys], v.grad.values()[keys]]
+        for name, g, r in zip(("out", "dq", "dk", "dv"), got, (ref[0], *(x[0] for x in ref_grads))):
+            error = rel_error(to_numpy(g), to_numpy(r))
+            assert error < 2e-5, f"sequence {i} {name}: error {error:.2e}"
+
+
+def test_nested_jagged_sdpa_drop_in_and_bad_calls(rng):
+    """The SDPA drop-in takes jagged (B, H, j, E) query, key, value (causal where they share their
+    offsets, as self-attention's do) and gives flashx.torch.attention's result; a nested q beside
+    dense k, explicit cu_seqlens, a k / v length mismatch and causal across different offsets
+    are refused, naming what is wrong."""
+    lengths, h, d = (5, 11), 2, 16
+    parts = [torch.from_numpy(rng.standard_normal((n, h, d)).astype("float32")).to(DEVICE) for n in lengths]
+    q = torch.nested.nested_tensor(parts, layout=torch.jagged)
+    k = torch.nested.nested_tensor_from_jagged(q.values() * 0.5 + 1.0, q.offsets())  # q's offsets: self-attention
+    out = flashx.torch.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), k.transpose(1, 2), is_causal=True)
+    want = flashx.torch.attention(q, k, k, causal=True)
+    assert out.is_nested and torch.equal(out.transpose(1, 2).values(), want.values())
+    other = torch.nested.nested_tensor([p.clone() for p in parts], layout=torch.jagged)  # equal lengths, other offsets
+    with pytest.raises(TypeError, match="is_causal only where"):
+        flashx.torch.scaled_dot_product_attention(q.transpose(1, 2), other.transpose(1, 2), other.transpose(1, 2),
+                                                  is_causal=True)
+    with pytest.raises(TypeError, match="k must be a nested tensor"):
+        flashx.torch.attention(q, q.values()[None], q)
+    with pytest.raises(ValueError, match="cu_seqlens_q must be None"):
+        flashx.torch.attention(q, q, q, cu_seqlens_q=q.offsets().int())
+    shorter = torch.nested.nested_tensor([p[:3] for p in parts], layout=torch.jagged)
+    with pytest.raises(ValueError, match="v must have k's sequence lengths"):
+        flashx.torch.attention(q, q, shorter)

@@ -10,6 +10,7 @@ import torch
 
 from .. import core
 from . import distributed as _distributed
+from . import nested as _nested
 
 # Tensor inputs by kernel argument name, in the order the ops take them.
 # BIAS travels as its own op argument (it may need a gradient); these go as one list.
@@ -654,16 +655,19 @@ def attention(
         q, k, v = _autocast(q, k, v)
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
-    if not (type(q) is type(k) is type(v) is torch.Tensor) and _distributed.any_dtensor(q, k, v):
+    if not (type(q) is type(k) is type(v) is torch.Tensor) and (
+            _distributed.any_dtensor(q, k, v) or _nested.any_nested(q, k, v)):
         keywords = dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
                         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
                         score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p)
+        tensors = dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+        if _nested.any_nested(q, k, v):
+            return _nested.attention_on_nested(attention, q, k, v, {**keywords, **tensors}, return_lse)
         options = _distributed.core_options(keywords)
         return _distributed.attention_on_dtensors(
             attention, lambda q, k, v, named: _plan(q, k, v, None, [named.get(n) for n in _OPTIONAL_INPUTS], options,
                                                     traced=torch.compiler.is_compiling()),
-            q, k, v, keywords, dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k),
-            return_lse)
+            q, k, v, keywords, tensors, return_lse)
     dense_key = None
     if (alibi_slopes is None and cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None
             and max_seqlen_k is None and mask_mod is None and score_mod is None and score_mod_grad is None

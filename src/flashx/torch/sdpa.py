@@ -7,6 +7,7 @@ import torch
 
 from .. import core
 from . import distributed as _distributed
+from . import nested as _nested
 from .attention import _autocast, _run, attention
 
 # The core validates under its own argument names; core.errors_named re-raises its errors under
@@ -61,10 +62,12 @@ def scaled_dot_product_attention(
         query, key, value = (x.unsqueeze(0) if isinstance(x, torch.Tensor) else x for x in (query, key, value))
     if not enable_gqa and all(isinstance(x, torch.Tensor) and x.dim() == 4 for x in (query, key)) and query.shape[1] != key.shape[1]:
         raise ValueError(f"query has {query.shape[1]} heads and key {key.shape[1]}: pass enable_gqa=True for GQA")
-    if not (type(query) is type(key) is type(value) is torch.Tensor) and _distributed.any_dtensor(
-            query, key, value, attn_mask):
+    if not (type(query) is type(key) is type(value) is torch.Tensor) and (
+            _distributed.any_dtensor(query, key, value, attn_mask) or _nested.any_nested(query, key, value)):
+        kind = "nested tensors" if _nested.any_nested(query, key, value) else "DTensors"
+        # Nq == Nkv: for nested tensors, the same offsets (torch gives them the same ragged size).
         if attn_mask is not None or (is_causal and query.shape[-2] != key.shape[-2]):
-            raise TypeError("scaled_dot_product_attention on DTensors takes no attn_mask, and is_causal only where "
+            raise TypeError(f"scaled_dot_product_attention on {kind} takes no attn_mask, and is_causal only where "
                             "Nq == Nkv (torch's top-left causal is flashx's bottom-right there); use "
                             "flashx.torch.attention")
         out = attention(query, key, value, causal=is_causal, scale=scale, layout="bhnd", dropout_p=dropout_p)
