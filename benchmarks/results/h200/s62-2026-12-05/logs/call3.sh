@@ -7,7 +7,6 @@ set -u
 date -u +%H:%M:%S
 timeout -s INT -k 20 200 python3 benchmarks/ab.py s61=.scratch/s61head/src head=src --cases host short --calls 20 \
   --rounds 2 --control > $OUT/ab_host.log 2>&1; echo "ab host rc $?"
-python3 benchmarks/jax_vs_torch.py --help > /dev/null 2>&1 && echo "(jax_vs_torch available for a JAX host check)"
 if [ -s .scratch/unreached.txt ]; then
   python3 scripts/gpu_tests.py --processes 6 --deadline 200 --ids .scratch/unreached.txt --log $OUT/rerun.log > $OUT/rerun_summary.log 2>&1
   echo "rerun rc $?"; tail -n 12 $OUT/rerun_summary.log
