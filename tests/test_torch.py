@@ -1408,6 +1408,26 @@ def check(rank, port, seed):
         for name, got, w in zip(("out", "dq", "dk", "dv"), (out, dq.grad, dk.grad, dv.grad), want):
             error = rel(got.full_tensor(), w)
             assert error < 1e-4, f"{keywords} {name}: error {error:.2e}"
+    # varlen (total, H, D): heads split, cu_seqlens whole on every rank; with per-sequence slopes
+    # (B, Hq) the call sees the sequence index and runs whole on every rank instead.
+    lengths_q, lengths_k = (5, 1, 7), (6, 3, 7)
+    cu_q, cu_k = (torch.tensor(np.cumsum((0,) + n), dtype=torch.int32) for n in (lengths_q, lengths_k))
+    per_sequence = torch.rand(3, HQ, generator=gen) + 0.1
+    for slopes, out_place in ((None, Shard(1)), (per_sequence, Replicate())):
+        q, g = fresh(sum(lengths_q), HQ, D), fresh(sum(lengths_q), HQ, D)
+        k, v = fresh(sum(lengths_k), HKV, D), fresh(sum(lengths_k), HKV, D)
+        dq, dk, dv = (distribute_tensor(x, mesh, [Shard(1)]).requires_grad_() for x in (q, k, v))
+        out = flashx.torch.attention(dq, dk, dv, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=7,
+                                     max_seqlen_k=7, alibi_slopes=slopes)
+        assert out.placements == (out_place,), out.placements
+        out.backward(distribute_tensor(g, mesh, out.placements))
+        for i in range(3):
+            rows, keys = slice(int(cu_q[i]), int(cu_q[i + 1])), slice(int(cu_k[i]), int(cu_k[i + 1]))
+            want = reference(q[rows][None], k[keys][None], v[keys][None], g[rows][None], True,
+                             None if slopes is None else slopes[i])
+            got = (out.full_tensor()[rows], dq.grad.full_tensor()[rows], dk.grad.full_tensor()[keys], dv.grad.full_tensor()[keys])
+            for name, x, w in zip(("out", "dq", "dk", "dv"), got, want):
+                assert rel(x, w[0]) < 1e-4, f"varlen slopes={slopes is not None} sequence {i} {name}"
     # torch.compile traces the split and gives eager's result bit for bit.
     q, k, v = (distribute_tensor(fresh(B, N, HQ, D), mesh, [Shard(0)]) for _ in range(3))
     compiled = torch.compile(lambda q, k, v: flashx.torch.attention(q, k, v, causal=True), backend="aot_eager")
@@ -1464,8 +1484,9 @@ if __name__ == "__main__":
 def test_dtensor(tmp_path):
     """On DTensors (two CPU ranks, gloo, in a fresh process) flashx attends over each rank's slice:
     batch split (GQA, causal, cross), kv heads split with per-head ALiBi slopes, MQA "bhnd" with
-    q's heads split and k, v whole (their gradients summed over the ranks); out keeps that split
-    and out and every gradient match float64; a sequence split is gathered first (out whole); the
+    q's heads split and k, v whole (their gradients summed over the ranks), varlen with its heads
+    split; out keeps that split and out and every gradient match float64; a sequence split is
+    gathered first and a varlen call with per-sequence slopes runs whole (out whole); the
     SDPA drop-in, causal; torch.compile of a split call, equal to eager. Dropout is refused (ranks
     would draw differently), as are a plain q or k beside DTensors and the drop-in's attn_mask.
     Before, a DTensor call failed inside the launch ("invalid python storage")."""

@@ -67,10 +67,11 @@ def attention_on_dtensors(attend: Callable, plan_of: Callable, q, k, v, keywords
             elif plan.heads_kv == 1 and pq == Shard(heads_axis) and plan.heads_q % (heads_parts * parts) == 0:
                 q_places[dim] = Shard(heads_axis)  # MQA: q's heads split, the one kv head on every rank
                 heads_parts *= parts
-    lse_dims = {heads_axis: 0} if plan.varlen else {batch_axis: 0, heads_axis: 1} if axes is not None else {}
+    # lse is (B, Hq, Nq), or (Hq, total_q) for varlen: its dims for q's split ones.
+    lse_dims = {} if axes is None else {heads_axis: 0} if plan.varlen else {batch_axis: 0, heads_axis: 1}
     lse_places = tuple(Shard(lse_dims[p.dim]) if isinstance(p, Shard) else p for p in q_places)
-    slopes_places = tuple(Shard(0) if isinstance(p, Shard) and p.dim == (axes or (None, None))[1] else Replicate()
-                          for p in q_places)
+    heads_dim = None if axes is None else axes[1]  # per-head slopes (Hq,) split with q's heads
+    slopes_places = tuple(Shard(0) if isinstance(p, Shard) and p.dim == heads_dim else Replicate() for p in q_places)
 
     def local(x, places, grad_places=None):
         return x.redistribute(mesh, places).to_local(grad_placements=grad_places)
