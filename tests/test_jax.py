@@ -974,6 +974,21 @@ if hasattr(jax.sharding, "AxisType") and hasattr(jax, "set_mesh"):
                       **{{f"mqa d{{n}}": rel(x, w) for n, x, w in zip("qkv", jax.jit(vjpm)(jax.device_put(gm, q_spec)), want_gradsm)}})
         assert outm.sharding.is_equivalent_to(NamedSharding(explicit, q_spec), 4), jax.typeof(outm)
 
+        # Varlen (total, H, D): its heads split, the offsets whole on every device.
+        lengths = (N // 3, 2, N - N // 3 - 2)  # two keys at least: with one, dq and dk are exactly 0
+        cu = jnp.asarray(np.cumsum((0,) + lengths), jnp.int32)
+        (qv, qv64), (kv, kv64), (vv, vv64), (gv, gv64) = (fresh(N, h, D) for h in (HQ, HKV, HKV, HQ))
+        packed = lambda q, k, v: flashx.jax.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu,  # noqa: E731
+                                                      max_seqlen_q=max(lengths), max_seqlen_k=max(lengths))
+        heads_spec = P(None, "model", None)
+        outv, vjpv = jax.jit(lambda *a: jax.vjp(packed, *a))(*(jax.device_put(x, heads_spec) for x in (qv, kv, vv)))
+        assert outv.sharding.is_equivalent_to(NamedSharding(explicit, heads_spec), 3), jax.typeof(outv)
+        got = (outv, *jax.jit(vjpv)(jax.device_put(gv, heads_spec)))
+        for i, (start, stop) in enumerate(zip(np.asarray(cu)[:-1], np.asarray(cu)[1:])):
+            want_v, _, want_grads_v = reference(*(x[start:stop][None] for x in (qv64, kv64, vv64)), True, gv64[start:stop][None])
+            for name, x, w in zip(("out", "dq", "dk", "dv"), got, (want_v, *want_grads_v)):
+                errors[f"varlen {{i}} {{name}}"] = rel(np.asarray(x)[start:stop], w[0])
+
         # Dropout sees the global batch and head index: the call runs whole on every device, its
         # mask that of the same call off the mesh.
         drop = lambda q, k, v: jnp.sum(flashx.jax.attention(q, k, v, dropout_p=0.25, dropout_key=key) * g)  # noqa: E731
@@ -999,7 +1014,7 @@ def test_shard_map(tmp_path, dtype, tolerance, shape):
     gradient is the psum of the devices'. Before flashx typed its launches' outputs as varying
     where their inputs do, the backward failed there (JAX's check of the gradients' types).
     Then without shard_map, on a mesh of Explicit axes under plain jit: flashx splits the call
-    itself (GQA batch and heads; MQA "bhnd" with ALiBi, q's heads split), against float64 and
-    keeping the split; a dropout call runs whole on every device, equal to the call off the
+    itself (GQA batch and heads; MQA "bhnd" with ALiBi, q's heads split; varlen, its heads split),
+    against float64 and keeping the split; a dropout call runs whole on every device, equal to the call off the
     mesh. Before, the forward gathered onto one device and the gradient failed inside JAX."""
     check_in_fresh_process(tmp_path, "shard_map_check", _SHARD_MAP_CHECK.format(dtype=dtype, tolerance=tolerance, shape=shape))
