@@ -1245,6 +1245,28 @@ def test_splittable_axes(layout, options, optional, axes):
     assert core.splittable_axes(plan, options, optional) == axes
 
 
+def test_device_split_follows_q_batch_and_k_heads():
+    """core.device_split, shared by JAX's Explicit meshes and torch's DTensors: an axis splitting
+    q's batch splits q, k, v there; one splitting k's heads splits q's too (GQA); with one kv head
+    an axis splitting q's heads splits q alone; a split whose sizes do not divide, one along the
+    sequence, and any split of a call that sees the batch or head index are left whole."""
+    Split = core.AxisSplit
+    gqa = core.plan_attention(spec((4, 5, 8, 16)), spec((4, 7, 2, 16)), spec((4, 7, 2, 16)))
+    options = core.CallOptions()
+    axes = [("data", 2, 0, 0), ("model", 2, 2, 2), ("seq", 2, 1, 1)]
+    assert core.device_split(gqa, options, {}, axes) == {"data": Split(0, 0, 0, False), "model": Split(2, 2, 1, True)}
+    # k's heads split where q's are not: q follows k; a second 2-way heads split would not divide Hkv = 2.
+    assert core.device_split(gqa, options, {}, [("a", 2, None, 2), ("b", 2, None, 2)]) == {"a": Split(2, 2, 1, True)}
+    assert core.device_split(gqa, options, {}, [("a", 3, 0, 0)]) == {}  # B = 4
+    mqa = core.plan_attention(spec((4, 8, 5, 16)), spec((4, 1, 7, 16)), spec((4, 1, 7, 16)), layout="bhnd")
+    assert core.device_split(mqa, options, {"SLOPES": (8,)}, [("m", 4, 1, None)]) == {"m": Split(1, None, 1, True)}
+    varlen = core.plan_attention(spec((9, 4, 16)), spec((9, 2, 16)), spec((9, 2, 16)), cu_seqlens_q=spec((3,), "int32"),
+                                 cu_seqlens_k=spec((3,), "int32"), max_seqlen_q=5, max_seqlen_k=5)
+    assert core.device_split(varlen, options, {"CU_SEQLENS_Q": (3,), "CU_SEQLENS_K": (3,)},
+                             [("t", 2, 0, 0), ("m", 2, 1, 1)]) == {"m": Split(1, 1, 0, True)}
+    assert core.device_split(gqa, core.CallOptions(mask_mod=_document_mask), {}, axes) == {}
+
+
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_dropout_backward_pipelines_one_stage_less_from_d128(gpu_plans, d):
     """Dropout's draw takes shared memory in the backward: from D = 128 its dK/dV and dQ kernels

@@ -15,7 +15,7 @@ import math
 import numbers
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from . import runtime, scores
 from .backward import attention_backward_kernel, attention_backward_preprocess_kernel
@@ -743,6 +743,47 @@ def splittable_axes(plan: "AttentionPlan", options: CallOptions, optional: Mappi
     if plan.varlen:
         return None, plan.layout_axes[1]
     return plan.layout_axes[0], plan.layout_axes[2]
+
+
+class AxisSplit(NamedTuple):
+    """What one device-mesh axis splits in a call (device_split): the dims of q (and out), of k and
+    v (None: whole on every device) and of lse; heads: whether it splits the heads (per-head
+    arrays, ALiBi's slopes, split with them)."""
+
+    q_dim: int
+    kv_dim: Optional[int]
+    lse_dim: int
+    heads: bool
+
+
+def device_split(plan: "AttentionPlan", options: CallOptions, optional: Mapping[str, tuple],
+                 mesh_axes: Sequence[tuple]) -> dict:
+    """How a call runs over a device mesh, each device on its slice (JAX's shard_map, torch's
+    DTensors): {mesh axis: AxisSplit} for the axes it splits along; the inputs whole along every
+    other axis (gathered first where they came split).
+
+    mesh_axes: (name, size, q_dim, k_dim) for each mesh axis, major first: the dims of q and of k
+    the inputs came split along on it (None: none). An axis that splits q's batch splits the batch
+    of q, k and v; one that splits k's heads, the heads of q, k and v (each GQA group on one
+    device); with one kv head, one that splits q's heads splits q's alone. Only where the call
+    splits so (splittable_axes) and the sizes divide evenly; optional: as splittable_axes'."""
+    axes = splittable_axes(plan, options, optional)
+    if axes is None:
+        return {}
+    batch_axis, heads_axis = axes
+    lse_dims = {heads_axis: 0} if plan.varlen else {batch_axis: 0, heads_axis: 1}  # lse (B, Hq, Nq) or (Hq, total)
+    split, batch_parts, heads_parts = {}, 1, 1
+    for name, size, q_dim, k_dim in mesh_axes:
+        if batch_axis is not None and q_dim == batch_axis and plan.batch % (batch_parts * size) == 0:
+            split[name] = AxisSplit(batch_axis, batch_axis, lse_dims[batch_axis], False)
+            batch_parts *= size
+        elif plan.heads_kv > 1 and k_dim == heads_axis and plan.heads_kv % (heads_parts * size) == 0:
+            split[name] = AxisSplit(heads_axis, heads_axis, lse_dims[heads_axis], True)
+            heads_parts *= size
+        elif plan.heads_kv == 1 and q_dim == heads_axis and plan.heads_q % (heads_parts * size) == 0:
+            split[name] = AxisSplit(heads_axis, None, lse_dims[heads_axis], True)
+            heads_parts *= size
+    return split
 
 
 def plan_block_mask(
@@ -1690,15 +1731,14 @@ def plan_call(options: CallOptions, q: ArraySpec, k: ArraySpec, v: ArraySpec, ar
     # In ARRAY_KEYWORDS' order, not sorted: torch.compile cannot sort tuples holding ArraySpecs
     # (every call with an optional array failed under it before NOTES v0.50).
     keywords = tuple((keyword, arrays[name]) for name, keyword in ARRAY_KEYWORDS.items() if name in arrays)
-    if not cached:
-        return plan_attention(q, k, v, **options.as_keywords(), **dict(keywords))
-    try:
-        return _cached_plan(options, option_types(options), q, k, v, keywords)
-    except TypeError as err:
-        if "unhashable" not in str(err):
-            raise
-        # Symbolic sizes (torch.compile's dynamic shapes) do not hash: plan without the cache.
-        return plan_attention(q, k, v, **options.as_keywords(), **dict(keywords))
+    if cached:
+        try:
+            return _cached_plan(options, option_types(options), q, k, v, keywords)
+        except TypeError as err:
+            if "unhashable" not in str(err):
+                raise
+            # Symbolic sizes (torch.compile's dynamic shapes) do not hash: plan without the cache.
+    return plan_attention(q, k, v, **options.as_keywords(), **dict(keywords))
 
 
 def option_types(options: CallOptions) -> tuple:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -450,46 +449,33 @@ def _explicit_axes(x, axis: int) -> tuple:
 def _split_explicitly(attend: Callable, plan: core.AttentionPlan, options: core.CallOptions, q, k, v, bias, aux):
     """attend(q, k, v, bias, aux) -> (out, lse) inside jax.shard_map where the inputs' types place
     them on a mesh with Explicit axes (JAX's sharding in types), over whose devices XLA cannot
-    spread a kernel call. Where the call splits over batch and heads (core.splittable_axes), each
-    device attends over the slice that q's batch split and k's heads split give it (q's heads
-    split as k's, so that each GQA group stays on one device; with one kv head, as q's), and out
-    and lse come back split so; a split along any other axis is gathered first. A call that does
-    not split runs whole on every device. None off such a mesh: XLA places the call."""
+    spread a kernel call. Each device attends over the slice core.device_split gives it from the
+    axes q and k come split along (batch and heads, where the call splits so), and out and lse
+    come back split the same; a split along any other axis is gathered first, and a call that
+    does not split runs whole on every device. None off such a mesh: XLA places the call."""
     on_mesh = [x for x in (q, k, v, *([] if bias is None else [bias]), *aux.values()) if _explicit_names(x)]
     if not on_mesh:
         return None
     mesh = jax.typeof(on_mesh[0]).sharding.mesh
-    replicated = jax.sharding.PartitionSpec()
+    P = jax.sharding.PartitionSpec
+    replicated = P()
     optional = {n: tuple(a.shape) for n, a in aux.items()}
     if bias is not None:
         optional["BIAS"] = tuple(bias.shape)
-    batch = heads = kv_heads = ()
-    axes = core.splittable_axes(plan, options, optional)
-    if axes is not None:
-        batch_axis, heads_axis = axes
+    # Each Explicit axis q or k comes split along, with the dims it splits, in their specs' order.
+    dims = {}
+    for role, x in enumerate((q, k)):
+        for dim in range(x.ndim):
+            for name in _explicit_axes(x, dim):
+                dims.setdefault(name, [None, None])[role] = dim
+    split = core.device_split(plan, options, optional, [(n, mesh.shape[n], *d) for n, d in dims.items()])
 
-        def divides(names, count):
-            return count % math.prod(mesh.shape[n] for n in names) == 0
+    def spec_of(ndim, dim_of):  # the names of the axes that split each dim, major first
+        return P(*(tuple(n for n, s in split.items() if dim_of(s) == d) or None for d in range(ndim)))
 
-        batch = _explicit_axes(q, batch_axis) if batch_axis is not None else ()
-        batch = batch if divides(batch, plan.batch) else ()
-        kv_heads = _explicit_axes(k, heads_axis) if plan.heads_kv > 1 else ()
-        heads = kv_heads or (_explicit_axes(q, heads_axis) if plan.heads_kv == 1 else ())
-        if set(heads) & set(batch) or not (divides(heads, plan.heads_q) and divides(kv_heads, plan.heads_kv)):
-            heads = kv_heads = ()
-
-    def spec(heads_split):
-        names = [None] * q.ndim
-        if batch:
-            names[batch_axis] = batch
-        if heads_split:
-            names[heads_axis] = heads_split
-        return jax.sharding.PartitionSpec(*names)
-
-    q_spec, kv_spec = spec(heads), spec(kv_heads)
-    lse_spec = jax.sharding.PartitionSpec(heads or None, None) if plan.varlen else \
-        jax.sharding.PartitionSpec(batch or None, heads or None, None)
-    aux_specs = {n: jax.sharding.PartitionSpec(heads or None) if n == "SLOPES" else replicated for n in aux}
+    q_spec, kv_spec = spec_of(q.ndim, lambda s: s.q_dim), spec_of(q.ndim, lambda s: s.kv_dim)
+    lse_spec = spec_of(2 if plan.varlen else 3, lambda s: s.lse_dim)
+    aux_specs = {n: spec_of(1, lambda s: 0 if s.heads else None) if n == "SLOPES" else replicated for n in aux}
 
     def reshard(x, spec):  # named on the inputs' mesh: the caller need not be inside jax.set_mesh
         return jax.sharding.reshard(x, jax.sharding.NamedSharding(mesh, spec))
@@ -497,9 +483,8 @@ def _split_explicitly(attend: Callable, plan: core.AttentionPlan, options: core.
     q, k, v = reshard(q, q_spec), reshard(k, kv_spec), reshard(v, kv_spec)
     bias = None if bias is None else reshard(bias, replicated)
     aux = {n: reshard(a, aux_specs[n]) for n, a in aux.items()}
-    split = _shard_map()(attend, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec, replicated, aux_specs),
-                      out_specs=(q_spec, lse_spec))
-    return split(q, k, v, bias, aux)
+    return _shard_map()(attend, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec, replicated, aux_specs),
+                        out_specs=(q_spec, lse_spec))(q, k, v, bias, aux)
 
 
 def _block_mask_arrays(block_mask: Optional[core.BlockMask]) -> dict:

@@ -1,7 +1,7 @@
 """flashx on DTensors (torch.distributed.tensor): each rank attends over its slice.
 
-The kernels take plain tensors. A call on DTensors redistributes q, k and v to a split over the
-batch and heads where the call splits so (core.splittable_axes), runs flashx on each rank's local
+The kernels take plain tensors. A call on DTensors redistributes q, k and v to the split over
+batch and heads that core.device_split gives for their placements, runs flashx on each rank's local
 tensors, and wraps out and lse as DTensors split the same way; autograd runs through DTensor's
 own redistribute / to_local / from_local. Anything else (a split along the sequence or head dim,
 a Partial placement) is gathered first; a call that sees the global batch or head index runs
@@ -50,40 +50,30 @@ def attention_on_dtensors(attend: Callable, plan_of: Callable, q, k, v, keywords
              for n, t in tensors.items()}
     by_kernel_name = {_KERNEL_NAMES[n]: t for n, t in whole.items() if t is not None}
     plan = plan_of(q, k, v, by_kernel_name)
-    axes = core.splittable_axes(plan, core_options(keywords), {n: tuple(t.shape) for n, t in by_kernel_name.items()})
+    # Each mesh dim, with the dims of q and k its placements split (torch's order: dim 0 major).
+    mesh_axes = [(dim, mesh.size(dim), *(p.dim if isinstance(p, Shard) else None for p in (pq, pk)))
+                 for dim, (pq, pk) in enumerate(zip(q.placements, k.placements))]
+    split = core.device_split(plan, core_options(keywords), {n: tuple(t.shape) for n, t in by_kernel_name.items()},
+                              mesh_axes)
 
-    q_places, kv_places = list(replicated), list(replicated)
-    if axes is not None:
-        batch_axis, heads_axis = axes
-        batch_parts = heads_parts = 1
-        for dim, (pq, pk) in enumerate(zip(q.placements, k.placements)):
-            parts = mesh.size(dim)
-            if batch_axis is not None and pq == Shard(batch_axis) and plan.batch % (batch_parts * parts) == 0:
-                q_places[dim] = kv_places[dim] = Shard(batch_axis)
-                batch_parts *= parts
-            elif plan.heads_kv > 1 and pk == Shard(heads_axis) and plan.heads_kv % (heads_parts * parts) == 0:
-                q_places[dim] = kv_places[dim] = Shard(heads_axis)  # a GQA group stays on one rank
-                heads_parts *= parts
-            elif plan.heads_kv == 1 and pq == Shard(heads_axis) and plan.heads_q % (heads_parts * parts) == 0:
-                q_places[dim] = Shard(heads_axis)  # MQA: q's heads split, the one kv head on every rank
-                heads_parts *= parts
-    # lse is (B, Hq, Nq), or (Hq, total_q) for varlen: its dims for q's split ones.
-    lse_dims = {} if axes is None else {heads_axis: 0} if plan.varlen else {batch_axis: 0, heads_axis: 1}
-    lse_places = tuple(Shard(lse_dims[p.dim]) if isinstance(p, Shard) else p for p in q_places)
-    heads_dim = None if axes is None else axes[1]  # per-head slopes (Hq,) split with q's heads
-    slopes_places = tuple(Shard(0) if isinstance(p, Shard) and p.dim == heads_dim else Replicate() for p in q_places)
+    def places(dim_of):
+        return tuple(Replicate() if dim not in split or dim_of(split[dim]) is None else Shard(dim_of(split[dim]))
+                     for dim in range(mesh.ndim))
 
-    def local(x, places, grad_places=None):
-        return x.redistribute(mesh, places).to_local(grad_placements=grad_places)
+    q_places, kv_places, lse_places = places(lambda s: s.q_dim), places(lambda s: s.kv_dim), places(lambda s: s.lse_dim)
+    slopes_places = places(lambda s: 0 if s.heads else None)  # per-head slopes (Hq,) split with q's heads
+
+    def local(x, placements, grad_placements=None):
+        return x.redistribute(mesh, placements).to_local(grad_placements=grad_placements)
 
     # Where only q is split (MQA's heads), each rank's dK and dV are its q heads' part of the sum.
-    kv_grad_places = tuple(Partial() if isinstance(pq, Shard) and pk == Replicate() else pk
-                           for pq, pk in zip(q_places, kv_places))
+    kv_grad_places = tuple(Partial() if dim in split and split[dim].kv_dim is None else p
+                           for dim, p in enumerate(kv_places))
     local_tensors = {n: None if t is None else local(t, slopes_places if n == "alibi_slopes" else replicated)
                      for n, t in whole.items()}
     out, lse = attend(local(q, q_places), local(k, kv_places, kv_grad_places), local(v, kv_places, kv_grad_places),
                       **keywords, **local_tensors, return_lse=True)
-    out = DTensor.from_local(out, mesh, tuple(q_places), run_check=False)
+    out = DTensor.from_local(out, mesh, q_places, run_check=False)
     lse = DTensor.from_local(lse, mesh, lse_places, run_check=False)
     return (out, lse) if return_lse else out
 
