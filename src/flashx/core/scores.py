@@ -194,6 +194,12 @@ def dropout_scale(dropout_p):
 
 
 @triton.jit
+def _halves_kept(word, THRESHOLD: tl.constexpr):
+    """Whether each 16-bit half of a Philox word keeps its pair, joined last ([..., h], h = key bit 0)."""
+    return tl.join((word & 0xFFFF) >= THRESHOLD, (word >> 16) >= THRESHOLD)
+
+
+@triton.jit
 def dropout_kept(DROPOUT_SEED, DROPOUT_P: tl.constexpr, batch, head, q_start, k_start,
                  BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, QUERIES_DOWN: tl.constexpr):
     """Which (query, key) pairs of a tile keep their weight under dropout (probability
@@ -221,11 +227,9 @@ def dropout_kept(DROPOUT_SEED, DROPOUT_P: tl.constexpr, batch, head, q_start, k_
         q_groups, k_groups = q_groups[None, None, :, :], k_groups[:, :, None, None]
     zero = q_groups * 0 + k_groups * 0
     r0, r1, r2, r3 = tl.philox(seed, k_groups + zero, q_groups + zero, head + zero, batch + zero, DROPOUT_ROUNDS)
-    w0 = tl.join((r0 & 0xFFFF) >= THRESHOLD, (r0 >> 16) >= THRESHOLD)  # [..., h]: key bit 0
-    w1 = tl.join((r1 & 0xFFFF) >= THRESHOLD, (r1 >> 16) >= THRESHOLD)
-    w2 = tl.join((r2 & 0xFFFF) >= THRESHOLD, (r2 >> 16) >= THRESHOLD)
-    w3 = tl.join((r3 & 0xFFFF) >= THRESHOLD, (r3 >> 16) >= THRESHOLD)
-    kept = tl.join(tl.join(w0, w1), tl.join(w2, w3))  # [..., h, a, b]: word 2b + a's half h; a query bit 3, b key bit 3
+    kept = tl.join(tl.join(_halves_kept(r0, THRESHOLD), _halves_kept(r1, THRESHOLD)),
+                   tl.join(_halves_kept(r2, THRESHOLD), _halves_kept(r3, THRESHOLD)))
+    # kept [..., h, a, b]: word 2b + a's half h; a query bit 3, b key bit 3
     # [Q / 16, q % 8, K / 16, (k // 2) % 4, h, a, b]: query 16i + 8a + q % 8, key 16j + 8b + 2((k // 2) % 4) + h
     if QUERIES_DOWN:
         kept = tl.reshape(tl.permute(kept, (0, 5, 1, 2, 6, 3, 4)), [BLOCK_Q, BLOCK_K])
