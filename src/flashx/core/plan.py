@@ -703,6 +703,11 @@ def check_dropout_p(dropout_p: Any) -> float:
 DROPOUT_SEED_SHAPE = (2,)  # int32: the two words of the call's 64-bit Philox seed (scores.dropout_kept)
 
 
+def _sees_indices(options: CallOptions) -> bool:
+    """Whether the call's user functions or block map see the batch and head index."""
+    return options.mask_mod is not None or options.score_mod is not None or options.block_mask is not None
+
+
 def folds_mapped_axis(options: CallOptions, optional: Mapping[str, tuple]) -> bool:
     """Whether a vmapped call (jax.vmap, torch.func.vmap) can run as one launch with the mapped
     axis folded into the batch axis: q, k, v, the outputs and the backward's inputs, all batch
@@ -713,7 +718,7 @@ def folds_mapped_axis(options: CallOptions, optional: Mapping[str, tuple]) -> bo
 
     optional: the call's optional input arrays present, by kernel name (BIAS included), each as
     (its shape within one mapped slice, whether it is mapped)."""
-    if options.mask_mod is not None or options.score_mod is not None or options.block_mask is not None:
+    if _sees_indices(options):
         return False
     for name, (shape, mapped) in optional.items():
         if mapped:
@@ -734,8 +739,7 @@ def splittable_axes(plan: "AttentionPlan", options: CallOptions, optional: Mappi
     per-head ALiBi slopes (H,), which split with the heads, and varlen's offsets, which are whole
     on every slice (varlen splits its heads only). optional: the call's optional input arrays
     present, by kernel name (BIAS included), each as its shape."""
-    if (options.mask_mod is not None or options.score_mod is not None or options.block_mask is not None
-            or check_dropout_p(options.dropout_p) > 0):
+    if _sees_indices(options) or check_dropout_p(options.dropout_p) > 0:
         return None
     for name, shape in optional.items():
         if not ((name == "SLOPES" and len(shape) == 1) or name in ("CU_SEQLENS_Q", "CU_SEQLENS_K")):
