@@ -34,7 +34,8 @@ def attention(q, k, v, **options):
 
     Arrays of other DLPack producers (NumPy, CuPy, ...) are viewed as torch tensors without a
     copy, run through the torch frontend, and returned as the producer's own array type; array
-    options (alibi_slopes, cu_seqlens_q, cu_seqlens_k) of that producer are viewed the same way.
+    options (alibi_slopes, cu_seqlens_q/k, seqused_q/k, block_table) of that producer are viewed
+    the same way.
     Options and shapes are those of `flashx.torch.attention`.
     """
     kind = _framework("q", q)

@@ -57,9 +57,23 @@ def sequence_bounds(
 
 
 @triton.jit
+def paged_rows(table_row, kv_idx, m_n, page_count, stride_page, stride_row, PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr):
+    """Element offsets (int64) of logical keys kv_idx in a paged KV cache: key j lives in row
+    j % PAGE_SIZE of page table_row[j // PAGE_SIZE]. Page numbers are clamped into
+    [0, page_count), so a bad table reads wrong rows of the cache, never outside it."""
+    p_page = table_row + kv_idx // PAGE_SIZE
+    if MASKED:  # keys past the sequence may lie past the table's row
+        page = tl.load(p_page, mask=m_n, other=0)
+    else:
+        page = tl.load(p_page)
+    page = tl.minimum(tl.maximum(page, 0), page_count - 1).to(tl.int64)
+    return page * stride_page + (kv_idx % PAGE_SIZE) * stride_row
+
+
+@triton.jit
 def _attend_block(
     acc, l_i, m_i, b_q, k_base, v_base, start_n,
-    stride_kn, stride_kd, stride_vn, stride_vd,
+    stride_kn, stride_kd, stride_vn, stride_vd, table_row, page_count, stride_kb, stride_vb,
     batch, head, q_idx, seqlen_q, seqlen_kv, diag_offset, window_left, window_right,
     sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
     DROPOUT_SEED, start_m,
@@ -70,6 +84,7 @@ def _attend_block(
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, BOUND_ROWS: tl.constexpr, DROPOUT_P: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
 ):
     """One step of the online softmax over keys [start_n, start_n + BLOCK_N).
 
@@ -82,11 +97,17 @@ def _attend_block(
     offs_dv = tl.arange(0, BLOCK_DV)
     kv_idx = start_n + offs_n
     m_n = kv_idx < seqlen_kv
-    # Block start in 64 bits (it can pass 2^31 elements); offsets inside a block stay 32-bit.
-    start_n64 = tl.cast(start_n, tl.int64)
     # [BD, BN]: k transposed, so that q @ k is [BM, BN] = [BM, BD] @ [BD, BN]
-    p_k = k_base + start_n64 * stride_kn + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
-    p_v = v_base + start_n64 * stride_vn + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd
+    if PAGE_SIZE > 0:  # a paged cache: each key's row through the block table
+        rows_k = paged_rows(table_row, kv_idx, m_n, page_count, stride_kb, stride_kn, PAGE_SIZE, MASKED)
+        rows_v = paged_rows(table_row, kv_idx, m_n, page_count, stride_vb, stride_vn, PAGE_SIZE, MASKED)
+        p_k = k_base + rows_k[None, :] + offs_d[:, None] * stride_kd
+        p_v = v_base + rows_v[:, None] + offs_dv[None, :] * stride_vd
+    else:
+        # Block start in 64 bits (it can pass 2^31 elements); offsets inside a block stay 32-bit.
+        start_n64 = tl.cast(start_n, tl.int64)
+        p_k = k_base + start_n64 * stride_kn + offs_n[None, :] * stride_kn + offs_d[:, None] * stride_kd
+        p_v = v_base + start_n64 * stride_vn + offs_n[:, None] * stride_vn + offs_dv[None, :] * stride_vd
     b_k = load_tile(p_k, offs_d < HEAD_DIM, m_n, HEAD_DIM != BLOCK_D, MASKED)
     qk = dot(b_q, b_k, UPCAST_DOT, DOT_PRECISION)
     if FOLD_SCALE:
@@ -146,6 +167,7 @@ def attention_forward_kernel(
     stride_mb, stride_mh, stride_mq, stride_mk,
     stride_cb, stride_ch, stride_cq,
     stride_ib, stride_ih, stride_iq, stride_ik,
+    BLOCK_TABLE, page_count, stride_tb,
     O, LSE,
     HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -156,7 +178,7 @@ def attention_forward_kernel(
     SCORE_MOD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, ONE_LOOP: tl.constexpr,
-    BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr, DROPOUT_P: tl.constexpr,
+    BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr, DROPOUT_P: tl.constexpr, PAGE_SIZE: tl.constexpr,
 ):
     """One program: BLOCK_M query rows of one (batch, q head).
 
@@ -165,7 +187,10 @@ def attention_forward_kernel(
     Q [B, Nq, Hq, D], K [B, Nkv, Hkv, D], V [B, Nkv, Hkv, Dv], O [B, Nq, Hq, Dv] through their
     strides (any layout; varlen: B strides 0 and rows offset by cu_seqlens); LSE [B, Hq, Nq].
     DROPOUT_P > 0: each weight kept with probability 1 - DROPOUT_P (scores.dropout_kept) and O
-    scaled by 1 / (1 - DROPOUT_P), as FlashAttention's; lse is of every weight. A constexpr: each
+    scaled by 1 / (1 - DROPOUT_P), as FlashAttention's; lse is of every weight.
+    PAGE_SIZE > 0: K and V are a paged cache [pages, PAGE_SIZE, Hkv, ·] (page_count pages; the
+    batch strides step pages) and batch b's key j lives in page BLOCK_TABLE[b, j // PAGE_SIZE]
+    (table row stride stride_tb). A constexpr: each
     dropout probability compiles its own kernels (a float argument, even unused, cost the D = 128
     backward's registers and stack under ptxas).
     """
@@ -196,8 +221,13 @@ def attention_forward_kernel(
     row0 = (q_start + start_m).to(tl.int64)
     q_base = Q + b64 * stride_qb + h64 * stride_qh + row0 * stride_qn
     o_base = O + b64 * stride_ob + h64 * stride_oh + row0 * stride_on
-    k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + tl.cast(k_start, tl.int64) * stride_kn
-    v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + tl.cast(k_start, tl.int64) * stride_vn
+    table_row = BLOCK_TABLE + b64 * stride_tb
+    if PAGE_SIZE > 0:  # each block finds its rows through the table (paged_rows)
+        k_base = K + head_kv.to(tl.int64) * stride_kh
+        v_base = V + head_kv.to(tl.int64) * stride_vh
+    else:
+        k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + tl.cast(k_start, tl.int64) * stride_kn
+        v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + tl.cast(k_start, tl.int64) * stride_vn
     bias_base, mask_base, slope = score_inputs(
         BIAS, MASK, SLOPES, batch, head, stride_bb, stride_bh, stride_mb, stride_mh, stride_sb, stride_sh, HAS_ALIBI,
     )
@@ -227,7 +257,7 @@ def attention_forward_kernel(
             start_n = span_block(span, i, p_indices, stride_ik, first, BLOCK_N, BLOCK_MAP, MAP_STEPS, ONE_LOOP=ONE_LOOP)
             acc, l_i, m_i = _attend_block(
                 acc, l_i, m_i, b_q, k_base, v_base, start_n,
-                stride_kn, stride_kd, stride_vn, stride_vd,
+                stride_kn, stride_kd, stride_vn, stride_vd, table_row, page_count, stride_kb, stride_vb,
                 batch, head, q_idx, seqlen_q_b, seqlen_kv_b, diag_offset, window_left, window_right,
                 sm_scale, qk_scale_log2, softcap, slope, bias_base, stride_bq, stride_bk, mask_base, stride_mq, stride_mk,
                 DROPOUT_SEED, start_m,
@@ -235,7 +265,7 @@ def attention_forward_kernel(
                 HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, BLOCK_M, BLOCK_N, span_is_masked(span, BLOCK_MAP, ONE_LOOP),
                 LIMIT_LEFT, LIMIT_RIGHT, MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK,
                 SCORE_MOD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, FOLD_SCALE, UPCAST_DOT, DOT_PRECISION,
-                BOUND_ROWS, DROPOUT_P,
+                BOUND_ROWS, DROPOUT_P, PAGE_SIZE,
             )
 
     # A row that saw no key (causal with Nq > Nkv, an empty window, padding) gives 0 and lse = -inf.

@@ -687,7 +687,7 @@ CALL_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(CallOptions))
 ARRAY_KEYWORDS = {
     "SLOPES": "alibi_slopes", "BIAS": "bias", "MASK": "mask", "CU_SEQLENS_Q": "cu_seqlens_q",
     "CU_SEQLENS_K": "cu_seqlens_k", "SEQUSED_Q": "seqused_q", "SEQUSED_K": "seqused_k",
-    "DROPOUT_SEED": "dropout_seed",
+    "DROPOUT_SEED": "dropout_seed", "BLOCK_TABLE": "block_table",
 }
 
 
@@ -887,9 +887,9 @@ def _check_array(name: str, spec: Any, ndim: int, dtypes: Sequence[str]) -> None
 
 
 def _check_contiguous(name: str, spec: ArraySpec) -> None:
-    # The kernels read these offsets as dense int32 vectors.
-    if spec.shape[0] > 1 and spec.strides[0] != 1:
-        raise ValueError(f"{name} must be contiguous, got stride {spec.strides[0]}")
+    # The kernels read these offsets (and a page table's rows) as dense int32 vectors.
+    if spec.shape[-1] > 1 and spec.strides[-1] != 1:
+        raise ValueError(f"{name} must be contiguous along its last dim, got strides {tuple(spec.strides)}")
 
 
 def _broadcast_strides(name: str, spec: ArraySpec, target: tuple) -> tuple:
@@ -963,6 +963,10 @@ class AttentionPlan:
         """Raise if this call's gradient cannot be computed (before any backward launch)."""
         if self.flags["HAS_SCORE_MOD"] and self.flags["SCORE_MOD_GRAD"] is None:
             raise NotImplementedError("the backward through a score_mod needs score_mod_grad, d score_mod / d score")
+        if self.flags["PAGE_SIZE"]:
+            raise NotImplementedError("a paged KV cache (block_table) is forward only: its pages may be shared "
+                                      "between sequences, so they have no gradient of their own; call without "
+                                      "block_table (on a gathered k and v) to differentiate")
 
     # Output and gradient layouts: dense in the user's layout (lse: dense (B, Hq, Nq) or (Hq, total)).
     def _dense(self, prefix: str, shape: tuple) -> dict:
@@ -1105,7 +1109,7 @@ class AttentionPlan:
         128 x 128 blocks, with or without mask_mod), and nothing else (FOLD_SCALE: a positive scale
         and no score_mod, softcap, ALiBi or bias), without dropout."""
         f, s = self.flags, self.scalars
-        others = ("VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_DENSE_MASK", "DROPOUT_P")
+        others = ("VARLEN", "HAS_SEQUSED_Q", "HAS_SEQUSED_K", "HAS_DENSE_MASK", "DROPOUT_P", "PAGE_SIZE")
         plain = f["FOLD_SCALE"] and not any(f[name] for name in others) and (window or not f["LIMIT_LEFT"])
         if f["BLOCK_MAP"]:
             plain = plain and block_map and (self.block_mask.block_m, self.block_mask.block_n) == (128, 128)
@@ -1464,12 +1468,17 @@ def plan_attention(
     bottom_right: bool = True,
     dropout_p: float = 0.0,
     dropout_seed: Optional[ArraySpec] = None,
+    block_table: Optional[ArraySpec] = None,
 ) -> AttentionPlan:
     """Validate one call and compute everything its launches need.
 
     Raises ValueError or TypeError naming the offending argument; nothing is launched here.
-    bias, mask, seqused_* and bottom_right=False serve the SDPA / jax.nn drop-ins. dropout_p > 0
-    takes dropout_seed, int32 DROPOUT_SEED_SHAPE, which the frontend draws for each call.
+    seqused_q / seqused_k (int32 (B,)): how many of each batch's (or sequence's) rows take part,
+    the rest padding; causal and windows align on those lengths. block_table (int32 (B, pages)):
+    k and v are a paged cache (pages, page_size, Hkv, ·) and batch b's keys are the pages its row
+    names, in order (forward only). bias, mask and bottom_right=False serve the SDPA / jax.nn
+    drop-ins. dropout_p > 0 takes dropout_seed, int32 DROPOUT_SEED_SHAPE, which the frontend
+    draws for each call.
     """
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
@@ -1482,7 +1491,8 @@ def plan_attention(
         raise TypeError(f"q, k and v must share one dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
     devices = {name: s.device for name, s in (("q", q), ("k", k), ("v", v), ("alibi_slopes", alibi_slopes),
                ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k), ("bias", bias), ("mask", mask),
-               ("seqused_q", seqused_q), ("seqused_k", seqused_k), ("dropout_seed", dropout_seed)) if s is not None}
+               ("seqused_q", seqused_q), ("seqused_k", seqused_k), ("dropout_seed", dropout_seed),
+               ("block_table", block_table)) if s is not None}
     if len(set(devices.values())) > 1:
         raise ValueError("all arrays must be on one device, got " + ", ".join(f"{n} {d}" for n, d in devices.items()))
     if not runtime.INTERPRETER and q.device == "cpu":
@@ -1518,6 +1528,9 @@ def plan_attention(
         lse_shape = (hq, tq)
         if bias is not None or mask is not None or block_mask is not None:
             raise ValueError("varlen does not combine with bias, mask or block_mask (mask_mod alone is fine)")
+        if block_table is not None:
+            raise ValueError("block_table does not combine with cu_seqlens_q / cu_seqlens_k: give the batch "
+                             "dense q (B, Nq, Hq, D) and each sequence's cache length in seqused_k")
     else:
         axes = LAYOUTS[layout]
 
@@ -1528,7 +1541,21 @@ def plan_attention(
         kb, nkv, hkv, dk = canonical(k.shape)
         vb, nv, hv, dv = canonical(v.shape)
         shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} (layout {layout!r})"
-        if not (batch == kb == vb):
+        if block_table is not None:
+            page_size = nkv
+            _check_array("block_table", block_table, 2, INDEX_DTYPES)
+            _check_contiguous("block_table", block_table)
+            if block_table.shape[0] != batch:
+                raise ValueError(f"block_table must have q's batch size {batch} as its first dim, got "
+                                 f"{tuple(block_table.shape)}")
+            if kb != vb or nv != nkv:
+                raise ValueError(f"k and v must be paged alike (pages, page_size, heads, ·), got {shapes}")
+            if kb < 1 or page_size < 1:
+                raise ValueError(f"a paged cache needs at least one page of at least one row, got {shapes}")
+            if bias is not None or mask is not None:
+                raise ValueError("block_table does not combine with bias or mask")
+            nkv = nv = int(block_table.shape[1]) * page_size  # each sequence's keys: its pages, in order
+        elif not (batch == kb == vb):
             raise ValueError(f"q, k and v must have the same batch size, got {shapes}")
         if nv != nkv:
             raise ValueError(f"k and v must have the same sequence length, got {shapes}")
@@ -1682,6 +1709,7 @@ def plan_attention(
         # float32 inputs: full-precision dots rather than tf32, so fp32 means fp32.
         DOT_PRECISION="ieee" if q.dtype == "float32" else "tf32",
         BIAS_GRAD=False,
+        PAGE_SIZE=int(k.shape[axes[1]]) if block_table is not None else 0,
         # Rows past the sequence need the per-element bound only where one could read memory by
         # row (mask_mod, a dense mask, score_mod) or holds real data (seqused padding). Elsewhere
         # it loads zeros, its outputs are never stored and its lse reads +inf in the backward
@@ -1698,6 +1726,8 @@ def plan_attention(
         sm_scale=float(scale), softcap=float(softcap or 1.0),
         window_left=max(window_left, 0), window_right=max(window_right, 0),
         bottom_right=int(bottom_right), seqlen_q=nq, seqlen_kv=nkv, gqa_group=hq // hkv,
+        page_count=int(k.shape[axes[0]]) if block_table is not None else 1,
+        stride_tb=int(block_table.strides[0]) if block_table is not None else 0,
         **_named_strides("stride_q", "bnhd", q_strides), **_named_strides("stride_k", "bnhd", k_strides),
         **_named_strides("stride_v", "bnhd", v_strides), **_named_strides("stride_s", "bh", slope_strides),
         **_named_strides("stride_b", "bhqk", bias_strides), **_named_strides("stride_m", "bhqk", mask_strides),

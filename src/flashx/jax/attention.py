@@ -361,6 +361,9 @@ _first_order_forward, _first_order_backward = _first_order(_forward), _first_ord
 
 
 def _attention_fwd(options, q, k, v, bias, aux):
+    # jax.grad of NumPy inputs hands this rule their values as NumPy-like literals (JAX 0.10),
+    # which attention() itself refuses: make them the jax.Arrays they stand for.
+    q, k, v, bias, aux = jax.tree_util.tree_map(jnp.asarray, (q, k, v, bias, aux))
     _compile_ahead(options, q, k, v, bias, aux)
     out, lse = _first_order_forward(options, q, k, v, bias, aux)
     return (out, lse), (q, k, v, bias, aux, out, lse)
@@ -519,6 +522,9 @@ def attention(
     return_lse: bool = False,
     dropout_p: float = 0.0,
     dropout_key: Optional[jax.Array] = None,
+    seqused_q: Optional[jax.Array] = None,
+    seqused_k: Optional[jax.Array] = None,
+    block_table: Optional[jax.Array] = None,
 ) -> Union[jax.Array, tuple[jax.Array, jax.Array]]:
     """Fused softmax(score(q, k)) v; works eagerly and inside `jax.jit`, differentiable in q, k, v.
 
@@ -529,7 +535,10 @@ def attention(
     alibi -> masks. Returns out (q's layout and dtype, last dim Dv) and, if return_lse, the
     float32 lse (B, Hq, Nq) (varlen: (Hq, total_q)). dropout_p > 0 drops each weight with that
     probability (the rest scaled by 1 / (1 - dropout_p)) by a mask drawn from dropout_key (a
-    jax.random key, required then): the same key, the same mask.
+    jax.random key, required then): the same key, the same mask. seqused_q / seqused_k (int32
+    (B,)) cut each batch's query rows / keys to its own length (padding after); block_table
+    (int32 (B, pages_per_seq)) reads k and v as a paged KV cache (pages, page_size, Hkv, D),
+    forward only.
     """
     core.check_flag("deterministic", deterministic)
     options = core.CallOptions(
@@ -538,7 +547,8 @@ def attention(
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
         block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, dropout_p=dropout_p,
     )
-    aux = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k, **_block_mask_arrays(block_mask),
+    aux = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k, SEQUSED_Q=seqused_q,
+               SEQUSED_K=seqused_k, BLOCK_TABLE=block_table, **_block_mask_arrays(block_mask),
                DROPOUT_SEED=_dropout_seed(dropout_p, dropout_key))
     return _run(q, k, v, None, aux, options, return_lse)
 

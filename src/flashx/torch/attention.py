@@ -16,8 +16,10 @@ from . import nested as _nested
 # BIAS travels as its own op argument (it may need a gradient); these go as one list.
 _OPTIONAL_INPUTS = (
     "SLOPES", "MASK", "CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "DROPOUT_SEED",
-    "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS", "MAP_T_INDICES",
+    "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS", "MAP_T_INDICES", "BLOCK_TABLE",
 )
+# attention()'s tensor keywords by kernel argument name.
+_KERNEL_NAME = {keyword: name for name, keyword in core.plan.ARRAY_KEYWORDS.items()}
 
 
 # torch.library ops take tensors and plain values only: the options travel as plain values, and
@@ -621,6 +623,9 @@ def attention(
     deterministic: bool = False,
     return_lse: bool = False,
     dropout_p: float = 0.0,
+    seqused_q: Optional[torch.Tensor] = None,
+    seqused_k: Optional[torch.Tensor] = None,
+    block_table: Optional[torch.Tensor] = None,
 ) -> Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Fused softmax(score(q, k)) v, differentiable in q, k and v.
 
@@ -646,6 +651,13 @@ def attention(
         dropout_p: each attention weight is dropped with this probability and the rest scaled by
             1 / (1 - dropout_p), as in FlashAttention and SDPA; a fresh mask each call, drawn from
             torch's generator on q's device (torch.manual_seed repeats it); lse keeps every weight.
+        seqused_q, seqused_k: int32 (B,): only the first seqused_q[b] query rows and seqused_k[b]
+            keys of batch b (of sequence b, varlen) take part, the rest are padding (output 0);
+            causal and windows align on these lengths (a KV cache's filled length: seqused_k).
+        block_table: int32 (B, pages_per_seq): k and v are a paged KV cache, (pages, page_size,
+            Hkv, D) ("bhnd": (pages, Hkv, page_size, D)), and batch b's keys are the pages
+            block_table[b] names, in order (Nkv = pages_per_seq * page_size; seqused_k cuts each).
+            Forward only: no gradient flows through a paged call.
 
     The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
     Returns out in q's layout and dtype, last dim Dv; and lse if return_lse. Under torch.autocast
@@ -660,7 +672,8 @@ def attention(
         keywords = dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
                         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
                         score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p)
-        tensors = dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+        tensors = dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                       seqused_q=seqused_q, seqused_k=seqused_k, block_table=block_table)
         if _nested.any_nested(q, k, v):
             return _nested.attention_on_nested(attention, q, k, v, {**keywords, **tensors}, return_lse)
         options = _distributed.core_options(keywords)
@@ -670,7 +683,8 @@ def attention(
             q, k, v, keywords, tensors, return_lse)
     dense_key = None
     if (alibi_slopes is None and cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None
-            and max_seqlen_k is None and mask_mod is None and score_mod is None and score_mod_grad is None
+            and max_seqlen_k is None and seqused_q is None and seqused_k is None and block_table is None
+            and mask_mod is None and score_mod is None and score_mod_grad is None
             and block_mask is None and type(dropout_p) is float and dropout_p == 0.0
             and not torch.compiler.is_compiling() and not _under_functorch()):
         dense_key = _dense_key(q, k, v, causal, scale, layout, window, softcap)
@@ -683,8 +697,10 @@ def attention(
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
         block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, dropout_p=dropout_p,
     )
-    # Offsets are read as dense vectors: a strided view costs one tiny copy.
-    cu_seqlens_q, cu_seqlens_k = (x.contiguous() if isinstance(x, torch.Tensor) else x for x in (cu_seqlens_q, cu_seqlens_k))
-    tensors = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k)
+    # Offsets, lengths and page tables are read as dense vectors: a strided view costs one tiny copy.
+    tensors = {_KERNEL_NAME[keyword]: x.contiguous() if isinstance(x, torch.Tensor) and keyword != "alibi_slopes" else x
+               for keyword, x in (("alibi_slopes", alibi_slopes), ("cu_seqlens_q", cu_seqlens_q),
+                                  ("cu_seqlens_k", cu_seqlens_k), ("seqused_q", seqused_q), ("seqused_k", seqused_k),
+                                  ("block_table", block_table)) if x is not None}
     tensors.update(_block_mask_tensors(block_mask))
     return _run(q, k, v, tensors, options, return_lse, dense_key=dense_key)

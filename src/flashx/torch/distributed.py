@@ -78,8 +78,8 @@ def attention_on_dtensors(attend: Callable, plan_of: Callable, q, k, v, keywords
     return (out, lse) if return_lse else out
 
 
-# The attention keywords of the optional tensors, by kernel argument name and back.
-_KERNEL_NAMES = {"alibi_slopes": "SLOPES", "cu_seqlens_q": "CU_SEQLENS_Q", "cu_seqlens_k": "CU_SEQLENS_K"}
+# The optional tensors' kernel argument names, by attention keyword.
+_KERNEL_NAMES = {keyword: name for name, keyword in core.plan.ARRAY_KEYWORDS.items()}
 
 
 def core_options(keywords: Mapping[str, Any]) -> core.CallOptions:

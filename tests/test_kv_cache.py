@@ -1,0 +1,379 @@
+"""Per-sequence lengths (seqused_q / seqused_k) and paged KV caches (block_table), in both frontends.
+
+What inference code calls: a batch whose rows and keys are padded to one length, each sequence
+using its own prefix (seqused_*); and a decode or chunked-prefill step over a paged cache, whose
+pages a block table lists per sequence (shared prefixes share pages). Every result is compared
+with a float64 NumPy reference on the gathered, cut sequences; paged calls also with flashx's
+own dense call on the gathered cache, which runs the same kernel and must agree bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flashx  # noqa: F401, I001  (first: decides compiled vs interpreted before triton loads)
+from conftest import INTERPRETED
+from variants_common import GRAD_TOL, OUT_TOL, assert_close, assert_lse, window_visible
+
+torch = pytest.importorskip("torch")
+import flashx.torch  # noqa: E402
+
+DEVICE = "cpu" if INTERPRETED else "cuda"
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+# ----------------------------------------------------------------------------------------------
+# The float64 reference: each sequence cut to its lengths, gradients by the softmax's formulas
+# ----------------------------------------------------------------------------------------------
+
+
+def reference(q, k, v, dout=None, *, used_q=None, used_k=None, causal=False, window=None, softcap=None,
+              slopes=None, scale=None):
+    """q (B, Nq, Hq, D), k (B, Nkv, Hkv, D), v (B, Nkv, Hkv, Dv), float64 NumPy. Batch b's first
+    used_q[b] rows attend to its first used_k[b] keys (causal and windows aligned bottom-right on
+    those lengths); padding rows give 0 and lse -inf, padding keys no gradient. Returns out, lse
+    (B, Hq, Nq) and, given dout, (dq, dk, dv)."""
+    b_, nq, hq, d = q.shape
+    nkv, hkv, dv_ = k.shape[1], k.shape[2], v.shape[3]
+    group = hq // hkv
+    scale = 1.0 / np.sqrt(d) if scale is None else scale
+    out = np.zeros((b_, nq, hq, dv_))
+    lse = np.full((b_, hq, nq), -np.inf)
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    for b in range(b_):
+        m = nq if used_q is None else int(used_q[b])
+        n = nkv if used_k is None else int(used_k[b])
+        visible = window_visible(m, n, window, causal)
+        i = np.arange(m)[:, None] + n - m
+        for h in range(hq):
+            qh, kh, vh = q[b, :m, h], k[b, :n, h // group], v[b, :n, h // group]
+            raw = scale * qh @ kh.T
+            tanh = np.tanh(raw / softcap) if softcap else None
+            s = softcap * tanh if softcap else raw
+            if slopes is not None:
+                s = s - slopes[h] * np.abs(i - np.arange(n)[None, :])
+            s = np.where(visible, s, -np.inf)
+            row_max = s.max(axis=1, initial=-np.inf, keepdims=True)
+            seen = np.isfinite(row_max)
+            p = np.where(seen, np.exp(s - np.where(seen, row_max, 0.0)), 0.0)
+            total = p.sum(axis=1, keepdims=True)
+            p = np.divide(p, total, out=np.zeros_like(p), where=total > 0)
+            out[b, :m, h] = p @ vh
+            lse[b, h, :m] = np.where(seen[:, 0], (row_max + np.log(np.where(total > 0, total, 1.0)))[:, 0], -np.inf)
+            if dout is not None:
+                do = dout[b, :m, h]
+                dv[b, :n, h // group] += p.T @ do
+                dp = do @ vh.T
+                ds = p * (dp - (do * out[b, :m, h]).sum(axis=1, keepdims=True))
+                if softcap:
+                    ds = ds * (1.0 - tanh ** 2)
+                dq[b, :m, h] = scale * ds @ kh
+                dk[b, :n, h // group] += scale * ds.T @ qh
+    return (out, lse) if dout is None else (out, lse, (dq, dk, dv))
+
+
+def gathered(cache: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """(B, pages_per_seq * page_size, H, ·): each sequence's pages, in its table's order."""
+    pages = cache[table]  # (B, pages_per_seq, page_size, H, ·)
+    return pages.reshape(table.shape[0], -1, *cache.shape[2:])
+
+
+def random_lengths(rng, batch: int, full: int) -> np.ndarray:
+    """int32 lengths in [0, full], the extremes included once the batch has room for them."""
+    lengths = rng.integers(1, full + 1, size=batch)
+    lengths[0] = full
+    if batch > 2:
+        lengths[-1] = 0
+    return lengths.astype(np.int32)
+
+
+def np64(t) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+def tensor(x: np.ndarray, dtype: str = "float32") -> torch.Tensor:
+    if x.dtype.kind in "iu":
+        return torch.from_numpy(x).to(DEVICE)
+    return torch.from_numpy(x).to(DEVICE, TORCH_DTYPES[dtype])
+
+
+# ----------------------------------------------------------------------------------------------
+# seqused_q / seqused_k on a padded batch (torch), forward and backward
+# ----------------------------------------------------------------------------------------------
+
+SEQUSED_CASES = [
+    pytest.param(dict(causal=True), "float32", id="causal-fp32"),
+    pytest.param(dict(window=(5, 2)), "float32", id="window-fp32"),
+    pytest.param(dict(causal=True, softcap=3.0), "bfloat16", id="causal-softcap-bf16"),
+    pytest.param(dict(slopes=True), "float16", id="alibi-fp16"),
+    pytest.param(dict(), "float32", id="plain-fp32"),
+]
+
+
+@pytest.mark.parametrize("opts, dtype", SEQUSED_CASES)
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_seqused_torch(rng, opts, dtype, layout):
+    """Padded batch (B=4, Nq=13, Nkv=37, GQA 6/2, D=24, Dv=40): out, lse, dq, dk, dv match the
+    float64 reference on each sequence cut to its lengths (padding: out 0, lse -inf, no gradient)."""
+    b, nq, nkv, hq, hkv, d, dv = 4, 13, 37, 6, 2, 24, 40
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((b, nq, hq, d), (b, nkv, hkv, d), (b, nkv, hkv, dv)))
+    used_q, used_k = random_lengths(rng, b, nq), random_lengths(rng, b, nkv)
+    used_q[1], used_k[1] = 11, 4  # more rows than keys: causal leaves the first rows without a key
+    slopes = rng.uniform(0.05, 0.5, hq).astype(np.float32) if opts.get("slopes") else None
+    kwargs = {n: x for n, x in opts.items() if n != "slopes"}
+
+    def arranged(x):  # bnhd <-> the layout under test (a swap of dims 1 and 2 either way)
+        return x.transpose(1, 2) if layout == "bhnd" else x
+
+    tq, tk, tv = (arranged(tensor(x, dtype)).requires_grad_() for x in (q, k, v))
+    out, lse = flashx.torch.attention(
+        tq, tk, tv, layout=layout, seqused_q=tensor(used_q), seqused_k=tensor(used_k), return_lse=True,
+        alibi_slopes=None if slopes is None else tensor(slopes), **kwargs)
+    dout = rng.standard_normal((b, nq, hq, dv)).astype(np.float32)
+    out.backward(arranged(tensor(dout, dtype)))
+    q64, k64, v64 = (np64(arranged(x)) for x in (tq, tk, tv))  # the inputs as the kernel reads them
+    want_out, want_lse, want_grads = reference(q64, k64, v64, np64(tensor(dout, dtype)), used_q=used_q,
+                                               used_k=used_k, slopes=slopes, **kwargs)
+    got_out = np64(arranged(out))
+    assert_close(got_out, want_out, OUT_TOL[dtype], "out")
+    assert_lse(np64(lse), want_lse)
+    for name, x, want in zip(("dq", "dk", "dv"), (tq, tk, tv), want_grads):
+        got = np64(arranged(x.grad))
+        assert_close(got, want, GRAD_TOL[dtype], name)
+    for bi in range(b):  # padding exactly 0, not merely small
+        assert not got_out[bi, used_q[bi]:].any(), f"out past seqused_q[{bi}] is not 0"
+        for name, x in (("dk", tk), ("dv", tv)):
+            grad = np64(arranged(x.grad))
+            assert not grad[bi, used_k[bi]:].any(), f"{name} past seqused_k[{bi}] is not 0"
+
+
+def test_seqused_k_with_varlen(rng):
+    """Varlen: seqused_k cuts each packed sequence's keys (the rest of its rows are padding)."""
+    cu_q, cu_k = np.array([0, 5, 12, 20], np.int32), np.array([0, 9, 9, 30], np.int32)
+    used_k = np.array([6, 0, 17], np.int32)
+    hq, hkv, d = 4, 2, 16
+    q = rng.standard_normal((20, hq, d)).astype(np.float32)
+    k, v = (rng.standard_normal((30, hkv, d)).astype(np.float32) for _ in range(2))
+    out, lse = flashx.torch.attention(
+        tensor(q), tensor(k), tensor(v), cu_seqlens_q=tensor(cu_q), cu_seqlens_k=tensor(cu_k), max_seqlen_q=8,
+        max_seqlen_k=21, seqused_k=tensor(used_k), causal=True, return_lse=True)
+    for s in range(3):
+        rows, keys = slice(cu_q[s], cu_q[s + 1]), slice(cu_k[s], cu_k[s] + used_k[s])
+        want_out, want_lse = reference(q[None, rows].astype(np.float64), k[None, keys].astype(np.float64),
+                                       v[None, keys].astype(np.float64), causal=True)
+        assert_close(np64(out[rows])[None], want_out, OUT_TOL["float32"], f"out of sequence {s}")
+        assert_lse(np64(lse[:, rows])[None], want_lse, what=f"lse of sequence {s}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Paged KV caches (torch)
+# ----------------------------------------------------------------------------------------------
+
+
+def paged_inputs(rng, *, batch, nq, hq, hkv, d, page_size, pages_per_seq, num_pages, dtype, layout="bnhd"):
+    """q, a paged k/v cache and a block table whose sequences share some pages (a common prefix),
+    plus each sequence's cache length. Cache: (pages, page_size, Hkv, D) ("bhnd": heads second)."""
+    q = rng.standard_normal((batch, nq, hq, d)).astype(np.float32)
+    k_cache, v_cache = (rng.standard_normal((num_pages, page_size, hkv, d)).astype(np.float32) for _ in range(2))
+    table = np.stack([rng.permutation(num_pages)[:pages_per_seq] for _ in range(batch)]).astype(np.int32)
+    table[1:, 0] = table[0, 0]  # a prefix page shared by every sequence
+    used_k = random_lengths(rng, batch, pages_per_seq * page_size)
+    used_k[-1] = max(used_k[-1], nq)
+    return q, k_cache, v_cache, table, used_k
+
+
+def arrange(x: np.ndarray, layout: str) -> np.ndarray:
+    return np.ascontiguousarray(x.swapaxes(1, 2)) if layout == "bhnd" else x
+
+
+PAGED_CASES = [
+    # batch, nq, hq, hkv, d, page_size, pages_per_seq, num_pages, options
+    pytest.param(3, 1, 4, 1, 32, 16, 4, 13, dict(), id="decode-mqa-page16"),
+    pytest.param(3, 6, 4, 2, 24, 16, 3, 9, dict(causal=True), id="chunk-causal-gqa-page16"),
+    pytest.param(2, 3, 2, 2, 16, 5, 7, 17, dict(causal=True), id="page5"),
+    pytest.param(2, 4, 4, 2, 40, 64, 2, 5, dict(causal=True, window=(30, -1), softcap=4.0), id="page64-window-softcap"),
+]
+
+
+@pytest.mark.parametrize("batch, nq, hq, hkv, d, page_size, pages_per_seq, num_pages, opts", PAGED_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_paged_torch(rng, batch, nq, hq, hkv, d, page_size, pages_per_seq, num_pages, opts, dtype, layout):
+    """A decode / chunked-prefill step over a paged cache matches the float64 reference on the
+    gathered sequences, and flashx's dense call on the gathered cache bit for bit."""
+    q, k_cache, v_cache, table, used_k = paged_inputs(
+        rng, batch=batch, nq=nq, hq=hq, hkv=hkv, d=d, page_size=page_size, pages_per_seq=pages_per_seq,
+        num_pages=num_pages, dtype=dtype)
+    tq, tk, tv = (tensor(arrange(x, layout), dtype) for x in (q, k_cache, v_cache))
+    out, lse = flashx.torch.attention(tq, tk, tv, layout=layout, block_table=tensor(table), seqused_k=tensor(used_k),
+                                      return_lse=True, **opts)
+    q64, k64, v64 = (np64(x.transpose(1, 2)) if layout == "bhnd" else np64(x) for x in (tq, tk, tv))
+    want_out, want_lse = reference(q64, gathered(k64, table), gathered(v64, table), used_k=used_k, **opts)
+    assert_close(np64(out.transpose(1, 2) if layout == "bhnd" else out), want_out, OUT_TOL[dtype], "out")
+    assert_lse(np64(lse), want_lse)
+    dense_k, dense_v = (tensor(arrange(gathered(np64(x.transpose(1, 2)) if layout == "bhnd" else np64(x), table), layout),
+                               dtype) for x in (tk, tv))
+    dense_out, dense_lse = flashx.torch.attention(tq, dense_k, dense_v, layout=layout, seqused_k=tensor(used_k),
+                                                  return_lse=True, **opts)
+    assert torch.equal(out, dense_out) and torch.equal(lse, dense_lse), "paged and dense calls differ"
+
+
+def test_paged_full_table_without_seqused(rng):
+    """Without seqused_k every sequence is all its pages' rows (Nkv = pages_per_seq * page_size)."""
+    q, k_cache, v_cache, table, _ = paged_inputs(rng, batch=2, nq=3, hq=2, hkv=1, d=16, page_size=8,
+                                                 pages_per_seq=3, num_pages=6, dtype="float32")
+    out = flashx.torch.attention(tensor(q), tensor(k_cache), tensor(v_cache), block_table=tensor(table), causal=True)
+    want, _ = reference(q.astype(np.float64), gathered(k_cache, table).astype(np.float64),
+                        gathered(v_cache, table).astype(np.float64), causal=True)
+    assert_close(np64(out), want, OUT_TOL["float32"], "out")
+
+
+def test_paged_out_of_range_pages_are_clamped(rng):
+    """Page numbers outside [0, pages) read the first or last page, never outside the cache."""
+    q, k_cache, v_cache, table, used_k = paged_inputs(rng, batch=2, nq=2, hq=2, hkv=2, d=16, page_size=8,
+                                                      pages_per_seq=3, num_pages=5, dtype="float32")
+    bad = table.copy()
+    bad[0, 1], bad[1, 2] = -7, 1000
+    clamped = np.clip(bad, 0, 4)
+    args = tensor(q), tensor(k_cache), tensor(v_cache)
+    out = flashx.torch.attention(*args, block_table=tensor(bad), seqused_k=tensor(used_k))
+    want, _ = reference(q.astype(np.float64), gathered(k_cache, clamped).astype(np.float64),
+                        gathered(v_cache, clamped).astype(np.float64), used_k=used_k)
+    assert_close(np64(out), want, OUT_TOL["float32"], "out")
+
+
+def test_paged_backward_raises(rng):
+    q, k_cache, v_cache, table, used_k = paged_inputs(rng, batch=2, nq=2, hq=2, hkv=1, d=16, page_size=8,
+                                                      pages_per_seq=2, num_pages=4, dtype="float32")
+    tq = tensor(q).requires_grad_()
+    out = flashx.torch.attention(tq, tensor(k_cache), tensor(v_cache), block_table=tensor(table))
+    with pytest.raises(NotImplementedError, match="block_table"):
+        out.sum().backward()
+
+
+def test_paged_under_torch_compile(rng):
+    """A compiled decode step (fullgraph) gives the eager call's result bit for bit."""
+    q, k_cache, v_cache, table, used_k = paged_inputs(rng, batch=2, nq=1, hq=4, hkv=2, d=16, page_size=16,
+                                                      pages_per_seq=2, num_pages=5, dtype="float32")
+    args = tuple(tensor(x) for x in (q, k_cache, v_cache, table, used_k))
+
+    def step(q, k, v, table, used):
+        return flashx.torch.attention(q, k, v, block_table=table, seqused_k=used, causal=True)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True)
+    assert torch.equal(compiled(*args), step(*args))
+
+
+def _bad_paged(**change):
+    def make(rng):
+        q, k_cache, v_cache, table, used_k = paged_inputs(rng, batch=2, nq=2, hq=2, hkv=1, d=16, page_size=8,
+                                                          pages_per_seq=2, num_pages=4, dtype="float32")
+        args = dict(q=tensor(q), k=tensor(k_cache), v=tensor(v_cache), block_table=tensor(table),
+                    seqused_k=tensor(used_k))
+        for name, value in change.items():
+            args[name] = value(args) if callable(value) else value
+        return args
+    return make
+
+
+BAD_PAGED = [
+    pytest.param(_bad_paged(block_table=lambda a: a["block_table"].float()), TypeError, r"block_table.*int32", id="float-table"),
+    pytest.param(_bad_paged(block_table=lambda a: a["block_table"][0]), ValueError, r"block_table must be 2-D", id="1d-table"),
+    pytest.param(_bad_paged(block_table=lambda a: a["block_table"][:1]), ValueError, r"block_table.*batch", id="short-table"),
+    pytest.param(_bad_paged(v=lambda a: a["v"][:3]), ValueError, r"paged alike", id="v-fewer-pages"),
+    pytest.param(_bad_paged(seqused_k=lambda a: a["seqused_k"][:1]), ValueError, r"seqused_k must have shape", id="short-seqused"),
+    pytest.param(_bad_paged(seqused_k=lambda a: a["seqused_k"].long()), TypeError, r"seqused_k.*int32", id="int64-seqused"),
+    pytest.param(_bad_paged(block_table=lambda a: [[0, 1], [2, 3]]), TypeError, r"block_table must be a torch.Tensor", id="list-table"),
+]
+
+
+@pytest.mark.parametrize("make, error, match", BAD_PAGED)
+def test_paged_bad_input_raises(rng, make, error, match):
+    args = make(rng)
+    with pytest.raises(error, match=match):
+        flashx.torch.attention(args.pop("q"), args.pop("k"), args.pop("v"), **args)
+
+
+def test_paged_with_varlen_raises(rng):
+    q = tensor(rng.standard_normal((5, 2, 16)).astype(np.float32))
+    cache = tensor(rng.standard_normal((4, 8, 2, 16)).astype(np.float32))
+    cu = tensor(np.array([0, 5], np.int32))
+    with pytest.raises(ValueError, match="block_table does not combine with cu_seqlens"):
+        flashx.torch.attention(q, cache[0], cache[0], cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=5, max_seqlen_k=5,
+                               block_table=tensor(np.zeros((1, 2), np.int32)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page_size", [16, 256])
+def test_paged_decode_gpu(rng, page_size):
+    """A realistic bf16 decode step: B=5, Hq=32 over Hkv=8, D=128, caches up to 4k keys."""
+    pages_per_seq = 4096 // page_size
+    q, k_cache, v_cache, table, used_k = paged_inputs(
+        rng, batch=5, nq=1, hq=32, hkv=8, d=128, page_size=page_size, pages_per_seq=pages_per_seq,
+        num_pages=5 * pages_per_seq, dtype="bfloat16")
+    tq, tk, tv = (tensor(x, "bfloat16") for x in (q, k_cache, v_cache))
+    out, lse = flashx.torch.attention(tq, tk, tv, block_table=tensor(table), seqused_k=tensor(used_k), causal=True,
+                                      return_lse=True)
+    want_out, want_lse = reference(np64(tq), gathered(np64(tk), table), gathered(np64(tv), table), used_k=used_k,
+                                   causal=True)
+    assert_close(np64(out), want_out, OUT_TOL["bfloat16"], "out")
+    assert_lse(np64(lse), want_lse)
+
+
+# ----------------------------------------------------------------------------------------------
+# The JAX frontend
+# ----------------------------------------------------------------------------------------------
+
+
+def test_seqused_and_paged_jax(rng):
+    """Inside jax.jit: seqused_q/k's forward and gradients, and a paged chunk's forward, match the
+    float64 reference; a paged call's gradient raises."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    import flashx.jax
+
+    b, nq, nkv, hq, hkv, d = 3, 7, 21, 4, 2, 16
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((b, nq, hq, d), (b, nkv, hkv, d), (b, nkv, hkv, d)))
+    used_q, used_k = random_lengths(rng, b, nq), random_lengths(rng, b, nkv)
+    dout = rng.standard_normal((b, nq, hq, d)).astype(np.float32)
+
+    def loss(q, k, v, used_q, used_k):
+        out, lse = flashx.jax.attention(q, k, v, causal=True, seqused_q=used_q, seqused_k=used_k, return_lse=True)
+        return (out * dout).sum(), (out, lse)
+
+    grads, (out, lse) = jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))(
+        *map(jnp.asarray, (q, k, v, used_q, used_k)))
+    want_out, want_lse, want_grads = reference(*(x.astype(np.float64) for x in (q, k, v, dout)), used_q=used_q,
+                                               used_k=used_k, causal=True)
+    assert_close(out, want_out, OUT_TOL["float32"], "out")
+    assert_lse(lse, want_lse)
+    for name, got, want in zip(("dq", "dk", "dv"), grads, want_grads):
+        assert_close(got, want, GRAD_TOL["float32"], name)
+
+    q, k_cache, v_cache, table, used_k = paged_inputs(rng, batch=3, nq=4, hq=4, hkv=1, d=16, page_size=8,
+                                                      pages_per_seq=3, num_pages=7, dtype="float32")
+    step = jax.jit(lambda q, k, v, t, u: flashx.jax.attention(q, k, v, block_table=t, seqused_k=u, causal=True,
+                                                               return_lse=True))
+    out, lse = step(*map(jnp.asarray, (q, k_cache, v_cache, table, used_k)))
+    want_out, want_lse = reference(q.astype(np.float64), gathered(k_cache, table).astype(np.float64),
+                                   gathered(v_cache, table).astype(np.float64), used_k=used_k, causal=True)
+    assert_close(out, want_out, OUT_TOL["float32"], "paged out")
+    assert_lse(lse, want_lse, what="paged lse")
+    with pytest.raises(NotImplementedError, match="block_table"):
+        jax.grad(lambda q: flashx.jax.attention(q, *map(jnp.asarray, (k_cache, v_cache)),
+                                                block_table=jnp.asarray(table)).sum())(jnp.asarray(q))
+
+
+def test_jax_grad_of_numpy_inputs(rng):
+    """jax.grad at NumPy arrays (JAX converts them; its rule then sees NumPy-like literals) gives
+    the float64 reference's gradient."""
+    jax = pytest.importorskip("jax")
+    import flashx.jax
+
+    q, k, v = (rng.standard_normal((2, 5, 2, 8)).astype(np.float32) for _ in range(3))
+    grads = jax.grad(lambda q, k, v: flashx.jax.attention(q, k, v, causal=True).sum(), argnums=(0, 1, 2))(q, k, v)
+    _, _, want = reference(*(x.astype(np.float64) for x in (q, k, v)), np.ones((2, 5, 2, 8)), causal=True)
+    for name, got, expected in zip(("dq", "dk", "dv"), grads, want):
+        assert_close(got, expected, GRAD_TOL["float32"], name)
+
