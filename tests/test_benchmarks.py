@@ -489,3 +489,19 @@ def test_gpu_causal_walk_is_its_model(programs, blocks, heads):
     got = tiles.tolist()
     for p, mine in enumerate(expected):
         assert [tuple(x) for x in got[p][:len(mine)]] == mine, p
+
+
+def test_decode_pages_hold_the_cache_in_the_block_tables_order():
+    """bench_decode.py's paged cache: sequence b's page j, looked up through the table, is rows
+    j * P .. j * P + P - 1 of b's dense cache (so paged and dense systems read the same keys)."""
+    import torch
+
+    bench_decode = benchmark_module("bench_decode")
+    batch, heads, n, d, page = 3, 2, 32, 4, 8
+    cache = torch.randn(batch, heads, n, d)
+    order = torch.randperm(batch * n // page)
+    pages = bench_decode.paged(cache, page, order)
+    table = order.view(batch, n // page)
+    for b in range(batch):
+        gathered = pages[table[b]].reshape(n, heads, d).permute(1, 0, 2)
+        assert torch.equal(gathered, cache[b])
