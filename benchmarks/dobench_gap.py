@@ -124,7 +124,7 @@ def breakdown(case: tuple, torch) -> list:
     gluon = plan.gluon_forward_tile(descriptors) is not None
 
     def forward_call():
-        kernel_call = plan.forward_call(arrays, placeholder, gluon=gluon, descriptors=descriptors)
+        (kernel_call,) = plan.forward_calls(arrays, placeholder, gluon=gluon, descriptors=descriptors)  # one launch (no key split)
         return kernel_call, plan.launch_outputs(kernel_call, dict(O=out, LSE=lse), placeholder)
 
     kernel_call, bound = forward_call()
@@ -175,7 +175,7 @@ def breakdown(case: tuple, torch) -> list:
         ("  torch.cuda.current_device()", torch.cuda.current_device),
         ("  torch.cuda.device(q.device) entered and left", device_context),
         ("  _dense_key", lambda: fta._dense_key(q, k, v, causal, None, "bhnd", None, None)),
-        ("  plan.forward_call + launch_outputs", forward_call),
+        ("  plan.forward_calls + launch_outputs", forward_call),
         ("  CompiledRunners.key", lambda: kernel_call.runners.key(key_arrays)),
         ("  KernelCall.launch (key, runner, launch)", lambda: kernel_call.launch(bound, allocator=allocator)),
         ("  Triton runner (launch)", with_allocator(lambda: runner(*args))),

@@ -33,6 +33,7 @@ spills); another Triton version compiles differently.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 
 
@@ -53,8 +54,8 @@ def describe(compiled) -> str:
 
 
 # Pointer element types of the kernels' array arguments (the rest are the inputs' dtype).
-_FLOAT32_ARRAYS = ("LSE", "LSE_LOG2", "DELTA", "DLSE", "DBIAS", "SLOPES")
-_INT32_ARRAYS = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS",
+_FLOAT32_ARRAYS = ("LSE", "LSE_LOG2", "DELTA", "DLSE", "DBIAS", "SLOPES", "O_SPLIT", "LSE_SPLIT")
+_INT32_ARRAYS = ("BLOCK_TABLE", "CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS",
                  "MAP_T_INDICES", "MASK", "DROPOUT_SEED")
 
 
@@ -98,7 +99,7 @@ def sass_loops(sass: str, top: int = 8, fewest: int = 16) -> list:
 
 def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documents: bool = False,
             seqlen: int = 4096, tile: str = None, sass_dir: str = None, other_ptxas: str = None,
-            softcap: float = None, dropout_p: float = 0.0) -> None:
+            softcap: float = None, dropout_p: float = 0.0, decode: bool = False) -> None:
     """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
     for sm_90 without a GPU; print their resources (ptx_hash: and a hash of normalized_ptx, to
     compare two trees' kernels).
@@ -107,6 +108,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     documents: only the causal document mask (mask_mod, 8 documents, its block map) is built.
     softcap: every config with this softcap (the tl kernels' path: the Gluon ones take none).
     dropout_p: every config with dropout (the tl kernels' path too).
+    decode: instead, a decode step (B = 1, Nq = 1, 32 q heads over 8, N keys) on a cache paged in
+    pages of 256 rows, as the portable forward splits it over the keys (on 132 SMs), and its combine.
     seqlen: N of the (16384 // N, N, 2048 // D, D) shape planned (the routes differ by N).
     tile: a gluon_forward_check.py variant that the TMA route then gives every call of its head
     dim (its "Gluon TMA fwd" line), to read a prepared tile's resources before it runs.
@@ -179,12 +182,14 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
         gluon = call.kernel.__class__.__name__ == "GluonJITFunction"
         values = list(call.args) + list(outputs or (None,) * len(call.outputs))
         signature, attrs, constants = {}, {}, {}
-        for i, name in enumerate(list(names) + list(call.outputs)):
+        # The kernel's own names for its outputs (a split forward binds O_SPLIT in O's place).
+        params = [n for n in inspect.signature(call.kernel.fn).parameters if n not in constexpr_names]
+        for i, (name, role) in enumerate(zip(params, list(names) + list(call.outputs))):
             value = values[i]
             if hasattr(value, "block_shape"):  # a TMA descriptor
                 signature[name] = mangle_type(value)
             elif name.isupper():  # an array
-                signature[name] = "*" + ("fp32" if name in _FLOAT32_ARRAYS else "i32" if name in _INT32_ARRAYS else dtype)
+                signature[name] = "*" + ("fp32" if role in _FLOAT32_ARRAYS else "i32" if role in _INT32_ARRAYS else dtype)
                 attrs[(i,)] = [["tt.divisibility", 16]]
             elif isinstance(value, float):
                 signature[name] = "fp64" if jax_like else "fp32"
@@ -248,6 +253,21 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                 + serialized + loops + other)
 
     print(f"Triton {triton.__version__}, sm_90, {'jax-triton' if jax_like else 'torch (Triton launcher)'} specialization")
+    if decode:
+        for d in d_list:
+            page_rows = 256
+            q = core.ArraySpec((1, 1, 32, d), core.dense_strides((1, 1, 32, d)), "bfloat16", "cuda:0")
+            cache_shape = (seqlen // page_rows, page_rows, 8, d)
+            cache = core.ArraySpec(cache_shape, core.dense_strides(cache_shape), "bfloat16", "cuda:0")
+            table = core.ArraySpec((1, seqlen // page_rows), (seqlen // page_rows, 1), "int32", "cuda:0")
+            lengths = core.ArraySpec((1,), (1,), "int32", "cuda:0")
+            plan = core.plan_attention(q, cache, cache, causal=True, block_table=table, seqused_k=lengths)
+            for call in plan.forward_calls({}, None):
+                name = "split forward" if call.outputs[0] == "O_SPLIT" else "combine" if call.kernel.fn.__name__.startswith(
+                    "attention_combine") else "forward"
+                print(f"D={d:3d} decode N={seqlen} splits {plan.scalars['kv_splits']:2d} {name:13s} "
+                      f"{resources(call, 'bf16')}", flush=True)
+        return
     for d in d_list:
         for causal in (False, True) if window is None and not documents else (True,):
             shape = (max(16384 // seqlen, 1), seqlen, 2048 // d, d)
@@ -318,6 +338,7 @@ def main(argv=None) -> int:
     p.add_argument("--documents", action="store_true", help="--offline: the causal document mask instead")
     p.add_argument("--softcap", type=float, default=None, help="--offline: every config with this softcap")
     p.add_argument("--dropout", type=float, default=0.0, help="--offline: every config with this dropout_p")
+    p.add_argument("--decode", action="store_true", help="--offline: a paged decode step's split forward and combine instead")
     p.add_argument("--n", type=int, default=4096, help="--offline: plan (16384 // N, N, 2048 // D, D) (default 4096)")
     p.add_argument("--tile", help="--offline: route this gluon_forward_check.py (TMA) variant")
     p.add_argument("--ptx-hash", action="store_true",
@@ -330,7 +351,7 @@ def main(argv=None) -> int:
         if args.sass:
             os.makedirs(args.sass, exist_ok=True)
         offline(args.d, args.jax, args.window, args.ptx_hash, args.documents, args.n, args.tile, args.sass,
-                args.other_ptxas, args.softcap, args.dropout)
+                args.other_ptxas, args.softcap, args.dropout, args.decode)
         return 0
 
     import torch

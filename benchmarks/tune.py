@@ -180,7 +180,7 @@ def launcher(torch, c: dict, kernel: str, tiles):
     if kernel == "forward":
         out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
         lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
-        call = plan.forward_call(arrays, placeholder, gluon=False)  # the table's tl tiles, not a Gluon route
+        (call,) = plan.forward_calls(arrays, placeholder, gluon=False)  # the table's tl tiles, not a Gluon route; no key split
         return (lambda: call.launch((out, lse))), (out,)
     ref = c["ref"]
     delta, lse_log2 = ref["delta"], ref["lse_log2"]
@@ -216,7 +216,8 @@ def reference_outputs(torch, c: dict) -> dict:
     placeholder = torch.empty(1, dtype=torch.int32, device=q.device)
     out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
-    plan.forward_call(dict(Q=q, K=c["k"], V=c["v"]), placeholder, gluon=False).launch((out, lse))
+    (call,) = plan.forward_calls(dict(Q=q, K=c["k"], V=c["v"]), placeholder, gluon=False)
+    call.launch((out, lse))
     delta, lse_log2 = (torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device) for _ in range(2))
     arrays = dict(Q=q, K=c["k"], V=c["v"], O=out, DO=c["do"], LSE=lse, DELTA=delta, LSE_LOG2=lse_log2)
     pre, *gradients = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)

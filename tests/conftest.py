@@ -96,18 +96,19 @@ def _count_backward_launches(monkeypatch) -> list:
 
 @pytest.fixture
 def forward_kernels(monkeypatch) -> list:
-    """Wraps AttentionPlan.forward_call: the returned list gets each forward launch's kernel."""
+    """Wraps AttentionPlan.forward_calls: the returned list gets the kernel of each forward's
+    launch that reads Q, K and V (the first)."""
     from flashx import core
 
     kernels = []
-    forward_call = core.AttentionPlan.forward_call
+    forward_calls = core.AttentionPlan.forward_calls
 
     def recorded(self, *args, **kwargs):
-        call = forward_call(self, *args, **kwargs)
-        kernels.append(call.kernel)
-        return call
+        calls = forward_calls(self, *args, **kwargs)
+        kernels.append(calls[0].kernel)
+        return calls
 
-    monkeypatch.setattr(core.AttentionPlan, "forward_call", recorded)
+    monkeypatch.setattr(core.AttentionPlan, "forward_calls", recorded)
     return kernels
 
 

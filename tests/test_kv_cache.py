@@ -400,3 +400,122 @@ def test_jax_grad_of_numpy_inputs(rng):
     for name, got, expected in zip(("dq", "dk", "dv"), grads, want):
         assert_close(got, expected, GRAD_TOL["float32"], name)
 
+
+
+# ----------------------------------------------------------------------------------------------
+# Split-KV forward (flash-decoding): a few tiles over long caches split their keys
+# ----------------------------------------------------------------------------------------------
+
+
+def test_kv_splits_rule():
+    """kv_splits: no split where the tiles nearly fill the SMs or the keys are few; the most that
+    fit in one wave; else the fewest splits that fill the waves (32 tiles on 132 SMs: 4 splits,
+    128 programs in one wave)."""
+    from flashx.core.plan import KV_SPLIT_MAX, KV_SPLIT_MIN_BLOCKS, kv_splits
+
+    assert kv_splits(programs=132, key_blocks=1000, multiprocessors=132) == 1
+    assert kv_splits(programs=106, key_blocks=1000, multiprocessors=132) == 1
+    assert kv_splits(programs=32, key_blocks=64, multiprocessors=132) == 4
+    assert kv_splits(programs=32, key_blocks=2 * KV_SPLIT_MIN_BLOCKS - 1, multiprocessors=132) == 1
+    assert kv_splits(programs=32, key_blocks=3 * KV_SPLIT_MIN_BLOCKS, multiprocessors=132) == 3
+    assert kv_splits(programs=1, key_blocks=10**6, multiprocessors=132) == KV_SPLIT_MAX
+    assert kv_splits(programs=8, key_blocks=10**6, multiprocessors=132) == KV_SPLIT_MAX  # 128 programs: one wave
+
+
+@pytest.fixture
+def split_launches(monkeypatch) -> list:
+    """The plan sees a device of 512 SMs (so small calls split their keys, as a decode step on a
+    GPU does); the returned list gets each forward's number of launches."""
+    from flashx.core import AttentionPlan, plan, runtime
+
+    monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 512)
+    plan.clear_plan_cache()
+    counts = []
+    forward_calls = AttentionPlan.forward_calls
+
+    def counted(self, *args, **kwargs):
+        calls = forward_calls(self, *args, **kwargs)
+        counts.append(len(calls))
+        return calls
+
+    monkeypatch.setattr(AttentionPlan, "forward_calls", counted)
+    yield counts
+    plan.clear_plan_cache()
+
+
+SPLIT_CASES = [
+    # batch, nq, hq, hkv, nkv, options
+    pytest.param(2, 1, 4, 1, 300, dict(causal=True), id="decode-mqa"),
+    pytest.param(3, 4, 4, 2, 257, dict(causal=True, window=(100, -1), slopes=True), id="window-alibi"),
+    pytest.param(2, 6, 2, 2, 190, dict(causal=True, softcap=5.0), id="softcap-seqused"),
+]
+
+
+@pytest.mark.parametrize("batch, nq, hq, hkv, nkv, opts", SPLIT_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_split_keys_torch(rng, split_launches, batch, nq, hq, hkv, nkv, opts, dtype):
+    """Split over the keys (two launches), out, lse and the gradients through them match the
+    float64 reference; splits that see no key (windows, short caches) merge to nothing."""
+    d = 16
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((batch, nq, hq, d), (batch, nkv, hkv, d), (batch, nkv, hkv, d)))
+    used_k = random_lengths(rng, batch, nkv) if opts.get("softcap") else None
+    slopes = rng.uniform(0.01, 0.1, hq).astype(np.float32) if opts.get("slopes") else None
+    kwargs = {n: x for n, x in opts.items() if n != "slopes"}
+    tq, tk, tv = (tensor(x, dtype).requires_grad_() for x in (q, k, v))
+    out, lse = flashx.torch.attention(tq, tk, tv, return_lse=True, alibi_slopes=None if slopes is None else tensor(slopes),
+                                      seqused_k=None if used_k is None else tensor(used_k), **kwargs)
+    assert split_launches == [2], "the forward did not split its keys"
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    out.backward(tensor(dout, dtype))
+    want_out, want_lse, want_grads = reference(np64(tq), np64(tk), np64(tv), np64(tensor(dout, dtype)), used_k=used_k,
+                                               slopes=slopes, **kwargs)
+    assert_close(np64(out), want_out, OUT_TOL[dtype], "out")
+    assert_lse(np64(lse), want_lse)
+    for name, x, want in zip(("dq", "dk", "dv"), (tq, tk, tv), want_grads):
+        assert_close(np64(x.grad), want, GRAD_TOL[dtype], name)
+
+
+def test_split_keys_paged_and_varlen_torch(rng, split_launches):
+    """A paged decode step and a varlen batch, split over the keys, match the float64 reference."""
+    q, k_cache, v_cache, table, used_k = paged_inputs(rng, batch=2, nq=1, hq=4, hkv=2, d=16, page_size=16,
+                                                      pages_per_seq=12, num_pages=30, dtype="float32")
+    out = flashx.torch.attention(tensor(q), tensor(k_cache), tensor(v_cache), block_table=tensor(table),
+                                 seqused_k=tensor(used_k), causal=True)
+    want, _ = reference(q.astype(np.float64), gathered(k_cache, table).astype(np.float64),
+                        gathered(v_cache, table).astype(np.float64), used_k=used_k, causal=True)
+    assert_close(np64(out), want, OUT_TOL["float32"], "paged out")
+    cu_q, cu_k = np.array([0, 2, 3, 6], np.int32), np.array([0, 150, 150, 400], np.int32)
+    q = rng.standard_normal((7, 4, 16)).astype(np.float32)  # a last row that belongs to no sequence
+    k, v = (rng.standard_normal((400, 2, 16)).astype(np.float32) for _ in range(2))
+    out, lse = flashx.torch.attention(tensor(q), tensor(k), tensor(v), cu_seqlens_q=tensor(cu_q),
+                                      cu_seqlens_k=tensor(cu_k), max_seqlen_q=3, max_seqlen_k=250, causal=True,
+                                      return_lse=True)
+    assert split_launches == [2, 2]
+    for s in range(3):
+        rows, keys = slice(cu_q[s], cu_q[s + 1]), slice(cu_k[s], cu_k[s + 1])
+        want_out, want_lse = reference(q[None, rows].astype(np.float64), k[None, keys].astype(np.float64),
+                                       v[None, keys].astype(np.float64), causal=True)
+        assert_close(np64(out[rows])[None], want_out, OUT_TOL["float32"], f"out of sequence {s}")
+        assert_lse(np64(lse[:, rows])[None], want_lse, what=f"lse of sequence {s}")
+    assert not np64(out[6]).any() and not np64(lse[:, 6]).any(), "the row past every sequence is not 0"
+
+
+def test_split_keys_jax(rng, split_launches):
+    """The JAX frontend's split forward (two launches inside jax.jit) and its gradient."""
+    jax = pytest.importorskip("jax")
+    import flashx.jax
+
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 4, 16), (2, 260, 2, 16), (2, 260, 2, 16)))
+    dout = rng.standard_normal((2, 3, 4, 16)).astype(np.float32)
+
+    def loss(q, k, v):
+        out, lse = flashx.jax.attention(q, k, v, causal=True, return_lse=True)
+        return (out * dout).sum(), (out, lse)
+
+    grads, (out, lse) = jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))(*map(jax.numpy.asarray, (q, k, v)))
+    assert 2 in split_launches, "the forward did not split its keys"
+    want_out, want_lse, want_grads = reference(*(x.astype(np.float64) for x in (q, k, v, dout)), causal=True)
+    assert_close(out, want_out, OUT_TOL["float32"], "out")
+    assert_lse(lse, want_lse)
+    for name, got, want in zip(("dq", "dk", "dv"), grads, want_grads):
+        assert_close(got, want, GRAD_TOL["float32"], name)

@@ -1105,13 +1105,14 @@ def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
     routes = (tma_route, plan_mod.GLUON_FORWARD_ROUTE)
     tile = next(filter(None, (plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, r) for r in routes)))
     calls = []
-    forward_call = core.AttentionPlan.forward_call
+    forward_calls = core.AttentionPlan.forward_calls
 
     def recorded(self, *args, **kwargs):
-        calls.append(forward_call(self, *args, **kwargs))
-        return calls[-1]
+        launches = forward_calls(self, *args, **kwargs)
+        calls.append(launches[0])
+        return launches
 
-    monkeypatch.setattr(core.AttentionPlan, "forward_call", recorded)
+    monkeypatch.setattr(core.AttentionPlan, "forward_calls", recorded)
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr(case).encode()))
     q, k, v = (torch.randn(s, generator=gen, device="cuda", dtype=torch.float32).to(TORCH_DTYPES[dtype])
                for s in shapes(*case[:7], case.layout))

@@ -71,6 +71,18 @@ def paged_rows(table_row, kv_idx, m_n, page_count, stride_page, stride_row, PAGE
 
 
 @triton.jit
+def split_spans(lo, full_lo, full_hi, hi, split, kv_splits, BLOCK_N: tl.constexpr):
+    """key_spans' (lo, full_lo, full_hi, hi) cut to split `split` of kv_splits: an equal share of
+    the blocks of [lo, hi), block-aligned, the full span clamped into it (possibly empty)."""
+    share = tl.cdiv(tl.cdiv(hi - lo, BLOCK_N), kv_splits) * BLOCK_N
+    split_lo = tl.minimum(lo + split * share, hi)
+    split_hi = tl.minimum(split_lo + share, hi)
+    full_lo = tl.minimum(tl.maximum(full_lo, split_lo), split_hi)
+    full_hi = tl.maximum(tl.minimum(full_hi, split_hi), full_lo)
+    return split_lo, full_lo, full_hi, split_hi
+
+
+@triton.jit
 def _attend_block(
     acc, l_i, m_i, b_q, k_base, v_base, start_n,
     stride_kn, stride_kd, stride_vn, stride_vd, table_row, page_count, stride_kb, stride_vb,
@@ -167,7 +179,7 @@ def attention_forward_kernel(
     stride_mb, stride_mh, stride_mq, stride_mk,
     stride_cb, stride_ch, stride_cq,
     stride_ib, stride_ih, stride_iq, stride_ik,
-    BLOCK_TABLE, page_count, stride_tb,
+    BLOCK_TABLE, page_count, stride_tb, stride_os, stride_ls, kv_splits,
     O, LSE,
     HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -179,6 +191,7 @@ def attention_forward_kernel(
     HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, FOLD_SCALE: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, ONE_LOOP: tl.constexpr,
     BOUND_ROWS: tl.constexpr, HEAD_GROUP: tl.constexpr, DROPOUT_P: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    SPLIT_KEYS: tl.constexpr,
 ):
     """One program: BLOCK_M query rows of one (batch, q head).
 
@@ -187,12 +200,17 @@ def attention_forward_kernel(
     Q [B, Nq, Hq, D], K [B, Nkv, Hkv, D], V [B, Nkv, Hkv, Dv], O [B, Nq, Hq, Dv] through their
     strides (any layout; varlen: B strides 0 and rows offset by cu_seqlens); LSE [B, Hq, Nq].
     DROPOUT_P > 0: each weight kept with probability 1 - DROPOUT_P (scores.dropout_kept) and O
-    scaled by 1 / (1 - DROPOUT_P), as FlashAttention's; lse is of every weight.
-    PAGE_SIZE > 0: K and V are a paged cache [pages, PAGE_SIZE, Hkv, ·] (page_count pages; the
-    batch strides step pages) and batch b's key j lives in page BLOCK_TABLE[b, j // PAGE_SIZE]
-    (table row stride stride_tb). A constexpr: each
+    scaled by 1 / (1 - DROPOUT_P), as FlashAttention's; lse is of every weight. A constexpr: each
     dropout probability compiles its own kernels (a float argument, even unused, cost the D = 128
     backward's registers and stack under ptxas).
+    PAGE_SIZE > 0: K and V are a paged cache [pages, PAGE_SIZE, Hkv, ·] (page_count pages; the
+    batch strides step pages) and batch b's key j lives in page BLOCK_TABLE[b, j // PAGE_SIZE]
+    (table row stride stride_tb).
+    SPLIT_KEYS: each (query block, head, batch) is kv_splits programs (the grid's first axis
+    times kv_splits), each over its share of the tile's key blocks, writing its own normalized O
+    and lse (O, LSE then hold kv_splits of each, stride_os / stride_ls apart, float32) for
+    attention_combine_kernel to merge: a decode step's few tiles then fill the GPU. The count is
+    a runtime argument: a new sequence length that changes it compiles nothing.
     """
     # jax-triton passes Python floats as fp64; keep the score arithmetic in fp32.
     sm_scale = tl.cast(sm_scale, tl.float32)
@@ -204,7 +222,13 @@ def attention_forward_kernel(
     stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, STRIDE_ALIGN)
     # Last query blocks first: under causal masks they see the most keys, and starting the
     # longest programs first keeps the last wave short.
-    pid_m, head, batch = program_tile(HEAD_GROUP, True, tl.program_id(0), tl.num_programs(0))
+    if SPLIT_KEYS:  # a tile's splits are neighbours along the grid's first axis
+        split = tl.program_id(0) % kv_splits
+        pid_m, head, batch = program_tile(HEAD_GROUP, True, tl.program_id(0) // kv_splits,
+                                          tl.num_programs(0) // kv_splits)
+    else:
+        split = 0
+        pid_m, head, batch = program_tile(HEAD_GROUP, True, tl.program_id(0), tl.num_programs(0))
     head_kv = head // gqa_group  # GQA/MQA: a group of q heads shares one kv head
     start_m = pid_m * BLOCK_M
 
@@ -221,6 +245,8 @@ def attention_forward_kernel(
     row0 = (q_start + start_m).to(tl.int64)
     q_base = Q + b64 * stride_qb + h64 * stride_qh + row0 * stride_qn
     o_base = O + b64 * stride_ob + h64 * stride_oh + row0 * stride_on
+    if SPLIT_KEYS:
+        o_base += split * tl.cast(stride_os, tl.int64)
     table_row = BLOCK_TABLE + b64 * stride_tb
     if PAGE_SIZE > 0:  # each block finds its rows through the table (paged_rows)
         k_base = K + head_kv.to(tl.int64) * stride_kh
@@ -248,6 +274,8 @@ def attention_forward_kernel(
         start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
         BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD or HAS_DENSE_MASK,
     )
+    if SPLIT_KEYS:
+        lo, full_lo, full_hi, hi = split_spans(lo, full_lo, full_hi, hi, split, kv_splits, BLOCK_N)
     p_counts, p_indices = map_row(
         MAP_COUNTS, MAP_INDICES, batch, head, pid_m, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, MAP_SPLIT,
     )
@@ -278,4 +306,58 @@ def attention_forward_kernel(
     p_o = o_base + offs_m[:, None] * stride_on + offs_dv[None, :] * stride_od
     store_tile(p_o, b_o.to(O.dtype.element_ty), q_idx < q_owned, offs_dv < HEAD_DIM_V, HEAD_DIM_V != BLOCK_DV)
     p_lse = LSE + b64 * stride_lb + h64 * stride_lh + (q_start + q_idx).to(tl.int64) * stride_ln
+    if SPLIT_KEYS:
+        p_lse += split * tl.cast(stride_ls, tl.int64)
     tl.store(p_lse, b_lse, mask=q_idx < q_owned)
+
+
+@triton.jit
+def attention_combine_kernel(
+    CU_SEQLENS_Q, SEQUSED_Q, O_SPLIT, LSE_SPLIT,
+    seqlen_q,
+    stride_ob, stride_on, stride_oh, stride_od,
+    stride_lb, stride_lh, stride_ln,
+    stride_os, stride_ls, kv_splits,
+    O, LSE,
+    HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr,
+    VARLEN: tl.constexpr, HAS_SEQUSED_Q: tl.constexpr,
+):
+    """Merge a split forward's kv_splits partial results (attention_forward_kernel's SPLIT_KEYS):
+    O = sum_s exp(lse_s - lse) O_s, lse = log sum_s exp(lse_s), split s's key share alone giving
+    O_s and lse_s. A row no split saw a key for gives 0 and lse = -inf, as the forward does.
+
+    Grid (cdiv(Nq, BLOCK_M), Hq, B). O_SPLIT [kv_splits, *O's shape] and LSE_SPLIT [kv_splits,
+    *LSE's shape], float32, each split laid out as O and LSE (their strides), stride_os /
+    stride_ls apart.
+    """
+    stride_os, stride_ls = tl.cast(stride_os, tl.int64), tl.cast(stride_ls, tl.int64)
+    start_m = tl.program_id(0) * BLOCK_M
+    head = tl.program_id(1)
+    batch = tl.program_id(2)
+    q_start, _used, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
+    if start_m >= q_owned:
+        return
+    rows = start_m + tl.arange(0, BLOCK_M)
+    offs_dv = tl.arange(0, BLOCK_DV)
+    m_rows = rows < q_owned
+    b64, h64 = batch.to(tl.int64), head.to(tl.int64)
+    row64 = (q_start + rows).to(tl.int64)
+    lse_offsets = b64 * stride_lb + h64 * stride_lh + row64 * stride_ln
+    o_offsets = b64 * stride_ob + h64 * stride_oh + row64[:, None] * stride_on + offs_dv[None, :] * stride_od
+    m_o = m_rows[:, None] & (offs_dv < HEAD_DIM_V)[None, :]
+    lse_max = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    for s in range(0, kv_splits):
+        lse_max = tl.maximum(lse_max, tl.load(LSE_SPLIT + s * stride_ls + lse_offsets, mask=m_rows, other=float("-inf")))
+    # Rows no split saw a key for: weights against 0 rather than NaN (-inf - -inf).
+    lse_ref = tl.where(lse_max == float("-inf"), 0.0, lse_max)
+    total = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+    for s in range(0, kv_splits):
+        weight = tl.exp(tl.load(LSE_SPLIT + s * stride_ls + lse_offsets, mask=m_rows, other=float("-inf")) - lse_ref)
+        total += weight
+        acc += weight[:, None] * tl.load(O_SPLIT + s * stride_os + o_offsets, mask=m_o, other=0.0)
+    empty = total == 0.0
+    out = acc / tl.where(empty, 1.0, total)[:, None]
+    lse = tl.where(empty, float("-inf"), lse_ref + tl.log(tl.where(empty, 1.0, total)))
+    tl.store(O + o_offsets, out.to(O.dtype.element_ty), mask=m_o)
+    tl.store(LSE + lse_offsets, lse, mask=m_rows)

@@ -20,7 +20,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 from . import runtime, scores
 from .backward import attention_backward_kernel, attention_backward_preprocess_kernel
 from .blockmask import block_map_kernel, block_map_transpose_kernel
-from .forward import attention_forward_kernel
+from .forward import attention_combine_kernel, attention_forward_kernel
 from .launch import CompiledRunners, KernelCall, kernel_params
 
 SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
@@ -30,6 +30,12 @@ MASK_DTYPES = ("bool", "uint8", "int8")
 LAYOUTS = {"bnhd": (0, 1, 2, 3), "bhnd": (0, 2, 1, 3)}
 MAX_HEAD_DIM = 256
 MAX_GRID_YZ = 65535  # CUDA's limit on grid axes 1 and 2 (heads, batch)
+# Split-KV forward (flash-decoding): where a call's tiles fill too few SMs, the portable forward
+# splits each tile's keys over up to KV_SPLIT_MAX programs, each of at least KV_SPLIT_MIN_BLOCKS
+# key blocks, and a combine kernel merges them (kv_splits).
+KV_SPLIT_MAX = 16
+KV_SPLIT_MIN_BLOCKS = 4
+COMBINE_BLOCK_M = 16
 # The kernels scale scores in float32 (by scale * log2(e) where the scale folds into exp2).
 FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32: GPUs flush smaller ones to 0
@@ -494,6 +500,24 @@ def _map_ratios(block_mask: Optional["BlockMaskSpec"], tiles: KernelTiles, trans
         return dict(MAP_SPLIT=1, MAP_STEPS=1)
     rows, cols = block_mask.block_m // tiles.block_m, block_mask.block_n // tiles.block_n
     return dict(MAP_SPLIT=cols, MAP_STEPS=rows) if transposed else dict(MAP_SPLIT=rows, MAP_STEPS=cols)
+
+
+def kv_splits(programs: int, key_blocks: int, multiprocessors: int) -> int:
+    """How many programs share each forward tile's keys, each at least KV_SPLIT_MIN_BLOCKS of the
+    tile's `key_blocks` blocks and at most KV_SPLIT_MAX of them: 1 where the tiles (`programs` of
+    them) nearly fill the GPU's SMs; the most where all the splits fit in one wave; else the
+    fewest whose waves fill the SMs within 85% of the best split count's (FlashAttention 2's rule)."""
+    most = min(KV_SPLIT_MAX, key_blocks // KV_SPLIT_MIN_BLOCKS)
+    if programs >= 0.8 * multiprocessors or most < 2:
+        return 1
+    if programs * most <= multiprocessors:
+        return most
+
+    def filled(splits: int) -> float:  # the fraction of the last wave's SMs busy, averaged over the waves
+        waves = programs * splits / multiprocessors
+        return waves / math.ceil(waves)
+    best = max(filled(s) for s in range(1, most + 1))
+    return next(s for s in range(1, most + 1) if filled(s) >= 0.85 * best)
 
 
 def stride_alignment(*strides: int) -> int:
@@ -1150,11 +1174,25 @@ class AttentionPlan:
             return "map"
         return "window" if f["LIMIT_LEFT"] else "causal" if f["LIMIT_RIGHT"] else "dense"
 
-    def forward_call(
+    @property
+    def scratch_shapes(self) -> dict:
+        """The float32 arrays, by name, that pass between the forward's launches (forward_calls):
+        a split forward's O_SPLIT (kv_splits, *out_shape) and LSE_SPLIT (kv_splits, *lse_shape);
+        none otherwise. Only the portable forward splits: a caller whose forward takes the Gluon
+        kernel allocates them for nothing (calls that split run the portable kernel anyway)."""
+        splits = self.scalars["kv_splits"]
+        if splits == 1:
+            return {}
+        return {"O_SPLIT": (splits, *self.out_shape), "LSE_SPLIT": (splits, *self.lse_shape)}
+
+    def forward_calls(
         self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True, descriptors: Optional[str] = None,
-    ) -> "KernelCall":
-        """The forward launch. arrays: Q, K, V and the optional inputs by kernel name. Its outputs
-        (KernelCall.outputs): O and LSE, and for the Gluon kernel DESCRIPTOR_SCRATCH, which only a
+    ) -> tuple:
+        """The forward's launches, in order: one, or two where the portable kernel splits each
+        tile's keys (SPLIT_KEYS: kv_splits): the split forward, whose outputs are O_SPLIT and
+        LSE_SPLIT (scratch_shapes), then the combine, which takes them (by name, in arrays) and
+        writes O and LSE. arrays: Q, K, V and the optional inputs by kernel name. The one launch's
+        outputs (KernelCall.outputs): O and LSE, and for the Gluon kernel DESCRIPTOR_SCRATCH, which only a
         DEVICE_DESCRIPTORS launch uses (at most descriptor_scratch_bytes(grid); KernelCall.writes names it).
 
         gluon: whether this launch may take the Gluon forward where gluon_forward_tile gives one:
@@ -1164,13 +1202,23 @@ class AttentionPlan:
         TensorDescriptor, over arrays that have data_ptr() and dtype) in their places."""
         tile = self.gluon_forward_tile(descriptors) if gluon else None
         if tile is None:
-            return self._call(self._memoized("forward", self._tl_forward_static), arrays, placeholder)
+            if self.flags["SPLIT_KEYS"]:
+                return (self._call(self._memoized("split forward", self._split_forward_static), arrays, placeholder),
+                        self._call(self._memoized("combine", self._combine_static), arrays, placeholder))
+            return (self._call(self._memoized("forward", self._tl_forward_static), arrays, placeholder),)
         tma = GLUON_FORWARD_TILES[tile]["TMA"]
         on_device = tma and descriptors == "device"
         static = self._memoized(("gluon_forward", tile, on_device), lambda: self._gluon_forward_static(tile, on_device))
         if tma and not on_device:
             arrays = {**arrays, **self._tma_descriptors(arrays, tile)}
-        return self._call(static, arrays, placeholder)
+        return (self._call(static, arrays, placeholder),)
+
+    def forward_call(
+        self, arrays: Mapping[str, Any], placeholder: Any, gluon: bool = True, descriptors: Optional[str] = None,
+    ) -> "KernelCall":
+        """The first of forward_calls: the launch that reads Q, K and V (the whole forward unless
+        it splits over the keys)."""
+        return self.forward_calls(arrays, placeholder, gluon, descriptors)[0]
 
     def launch_outputs(self, call: "KernelCall", outputs: Mapping[str, Any], placeholder: Any) -> tuple:
         """What a launch takes for its outputs, in call.outputs' order: `outputs` by name,
@@ -1226,7 +1274,23 @@ class AttentionPlan:
 
     def _tl_forward_static(self) -> tuple:
         kernel = attention_forward_kernel
-        return self._forward_static(kernel, self.forward_grid, self._constexprs(kernel), self.tiles.forward.options)
+        return self._forward_static(kernel, self.forward_grid, self._constexprs(kernel, dict(SPLIT_KEYS=False)),
+                                    self.tiles.forward.options)
+
+    def _split_forward_static(self) -> tuple:
+        """The portable forward split over the keys: each tile's kv_splits programs side by side."""
+        kernel = attention_forward_kernel
+        blocks, *rest = self.forward_grid
+        return self._forward_static(kernel, (blocks * self.scalars["kv_splits"], *rest), self._constexprs(kernel),
+                                    self.tiles.forward.options, outputs=("O_SPLIT", "LSE_SPLIT"))
+
+    def _combine_static(self) -> tuple:
+        kernel = attention_combine_kernel
+        grid = (_cdiv(self.max_seqlen_q, COMBINE_BLOCK_M), self.heads_q, self.batch)
+        extra = self._dense("stride_o", self.out_shape) | self._lse_strides()
+        return self._static(kernel, grid, self._template(kernel, extra), ("O", "LSE"),
+                            self._constexprs(kernel, dict(BLOCK_M=COMBINE_BLOCK_M)),
+                            dict(num_warps=4, num_stages=1, **LAUNCH_OPTIONS))
 
     def _gluon_forward_static(self, tile_name: str, device_descriptors: bool = False) -> tuple:
         """The Gluon forward's launch with a tile of GLUON_FORWARD_TILES (a TMA one may build its
@@ -1664,6 +1728,10 @@ def plan_attention(
     padded_row_stats = not varlen and not rows_down
     row_block = math.lcm(128, tiles.dkdv.block_m, tiles.dq.block_m, tiles.forward.block_m, map_blocks[0] if map_blocks else 1)
     row_stats_shape = (batch, hq, _cdiv(nq, row_block) * row_block) if padded_row_stats else lse_shape
+    # A block map lists each tile's blocks (split_spans cuts [lo, hi) only): never split.
+    splits = 1 if block_mask is not None else kv_splits(
+        _cdiv(max_q, tiles.forward.block_m) * hq * batch, _cdiv(max_kv, tiles.forward.block_n),
+        runtime.multiprocessor_count())
     flags = dict(
         HEAD_DIM=d, HEAD_DIM_V=dv, BLOCK_D=block_d, BLOCK_DV=block_dv,
         BLOCK_M=tiles.forward.block_m, BLOCK_N=tiles.forward.block_n, **_map_ratios(block_mask, tiles.forward),
@@ -1721,6 +1789,7 @@ def plan_attention(
         # longest first, so that no head's longest program starts last (see program_tile).
         HEAD_GROUP=next(g for g in (4, 2, 1) if hkv % g == 0) if window_right >= 0 and window_left < 0 else 1,
         ROWS_DOWN=rows_down,
+        SPLIT_KEYS=splits > 1,
     )
     scalars = dict(
         sm_scale=float(scale), softcap=float(softcap or 1.0),
@@ -1728,6 +1797,8 @@ def plan_attention(
         bottom_right=int(bottom_right), seqlen_q=nq, seqlen_kv=nkv, gqa_group=hq // hkv,
         page_count=int(k.shape[axes[0]]) if block_table is not None else 1,
         stride_tb=int(block_table.strides[0]) if block_table is not None else 0,
+        # A split forward's (SPLIT_KEYS) count, and one split's O and lse apart in its scratch.
+        kv_splits=splits, stride_os=math.prod(out_shape), stride_ls=math.prod(lse_shape),
         **_named_strides("stride_q", "bnhd", q_strides), **_named_strides("stride_k", "bnhd", k_strides),
         **_named_strides("stride_v", "bnhd", v_strides), **_named_strides("stride_s", "bh", slope_strides),
         **_named_strides("stride_b", "bhqk", bias_strides), **_named_strides("stride_m", "bhqk", mask_strides),

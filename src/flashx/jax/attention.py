@@ -202,10 +202,16 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
     # The Gluon forward launches through jax-triton's builder taught Gluon (flashx/jax/gluon.py),
     # which also points a TMA tile's descriptors at the DESCRIPTOR_SCRATCH output.
     gluon_ok = plan.gluon_forward_tile(descriptors="device") is not None and _gluon.install()
-    probe = plan.forward_call({}, None, gluon=gluon_ok, descriptors="device")  # its outputs and grid
-    results = _launch(lambda a, p: (plan.forward_call(a, p, gluon=gluon_ok, descriptors="device"), ()), arrays,
-                      _output_types(probe, dict(O=out_types[0], LSE=out_types[1])), zeroed=(0, 1) if plan.varlen else ())
-    return results[:2]
+    types = dict(O=out_types[0], LSE=out_types[1],
+                 **{n: jax.ShapeDtypeStruct(shape, jnp.float32) for n, shape in plan.scratch_shapes.items()})
+    # One launch, or a split forward's two: the first's partial results are the second's inputs.
+    probes = plan.forward_calls({}, None, gluon=gluon_ok, descriptors="device")  # their outputs and grids
+    for index, probe in enumerate(probes):
+        results = _launch(lambda a, p, index=index: (plan.forward_calls(a, p, gluon=gluon_ok, descriptors="device")[index], ()),
+                          arrays, _output_types(probe, types),
+                          zeroed=tuple(i for i, n in enumerate(probe.outputs) if n in ("O", "LSE")) if plan.varlen else ())
+        arrays.update(zip(probe.outputs, results))
+    return arrays["O"], arrays["LSE"]
 
 
 @_vmappable

@@ -205,17 +205,22 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
             gluon = (plan.gluon_forward_tile(descriptors) is not None
                      and (q.data_ptr() | k.data_ptr() | v.data_ptr()) % 16 == 0)
             placeholder = _placeholder(q)
-            call = plan.forward_call(arrays, placeholder, gluon=gluon, descriptors=descriptors)
+            outputs = dict(O=out, LSE=lse)
+            if not gluon:  # a portable forward split over the keys passes partial results between its launches
+                for name, shape in plan.scratch_shapes.items():
+                    outputs[name] = arrays[name] = q.new_empty(shape, dtype=torch.float32)
+            calls = plan.forward_calls(arrays, placeholder, gluon=gluon, descriptors=descriptors)
             # The Gluon kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors, or device ones in
             # the global scratch Triton's launcher asks _scratch_allocator for).
-            bound = plan.launch_outputs(call, dict(O=out, LSE=lse), placeholder)
-            if backward_ahead and plan.needs_backward_launch and core.launch.first_launch(call) and _differentiable(plan):
+            launches = [(call, plan.launch_outputs(call, outputs, placeholder), ()) for call in calls]
+            if backward_ahead and plan.needs_backward_launch and core.launch.first_launch(calls[0]) and _differentiable(plan):
                 try:
-                    core.launch.compile_together([(call, bound, ())] + _backward_stand_in_launches(
+                    core.launch.compile_together(launches + _backward_stand_in_launches(
                         plan, q, k, v, out, lse, bias, tensors))
                 except Exception:  # noqa: BLE001 (work ahead only: each launch compiles, and reports, its own kernel)
                     pass
-            call.launch(bound, allocator=_scratch_allocator(q.device) if call.constexprs.get("DEVICE_DESCRIPTORS") else None)
+            for call, bound, _ in launches:
+                call.launch(bound, allocator=_scratch_allocator(q.device) if call.constexprs.get("DEVICE_DESCRIPTORS") else None)
     return out, lse
 
 
