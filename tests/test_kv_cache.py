@@ -420,6 +420,8 @@ def test_kv_splits_rule():
     assert kv_splits(programs=32, key_blocks=3 * KV_SPLIT_MIN_BLOCKS, multiprocessors=132) == 3
     assert kv_splits(programs=1, key_blocks=10**6, multiprocessors=132) == KV_SPLIT_MAX
     assert kv_splits(programs=8, key_blocks=10**6, multiprocessors=132) == KV_SPLIT_MAX  # 128 programs: one wave
+    # 50 blocks: 12 or 11 splits take shares of 5, as 10 do (their last programs empty): 10.
+    assert kv_splits(programs=1, key_blocks=50, multiprocessors=132) == 10
 
 
 @pytest.fixture

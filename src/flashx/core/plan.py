@@ -506,18 +506,21 @@ def kv_splits(programs: int, key_blocks: int, multiprocessors: int) -> int:
     """How many programs share each forward tile's keys, each at least KV_SPLIT_MIN_BLOCKS of the
     tile's `key_blocks` blocks and at most KV_SPLIT_MAX of them: 1 where the tiles (`programs` of
     them) nearly fill the GPU's SMs; the most where all the splits fit in one wave; else the
-    fewest whose waves fill the SMs within 85% of the best split count's (FlashAttention 2's rule)."""
+    fewest whose waves fill the SMs within 85% of the best split count's (FlashAttention 2's rule).
+    Only counts whose shares differ from one split fewer's count: 10 blocks in 6 shares of 2 leave
+    the sixth program empty (split_spans), 5 splits doing the same work."""
     most = min(KV_SPLIT_MAX, key_blocks // KV_SPLIT_MIN_BLOCKS)
     if programs >= 0.8 * multiprocessors or most < 2:
         return 1
-    if programs * most <= multiprocessors:
-        return most
+    counts = [s for s in range(1, most + 1) if s == 1 or -(-key_blocks // s) != -(-key_blocks // (s - 1))]
+    if programs * counts[-1] <= multiprocessors:
+        return counts[-1]
 
     def filled(splits: int) -> float:  # the fraction of the last wave's SMs busy, averaged over the waves
         waves = programs * splits / multiprocessors
         return waves / math.ceil(waves)
-    best = max(filled(s) for s in range(1, most + 1))
-    return next(s for s in range(1, most + 1) if filled(s) >= 0.85 * best)
+    best = max(filled(s) for s in counts)
+    return next(s for s in counts if filled(s) >= 0.85 * best)
 
 
 def stride_alignment(*strides: int) -> int:
