@@ -521,3 +521,31 @@ def test_split_keys_jax(rng, split_launches):
     assert_lse(lse, want_lse)
     for name, got, want in zip(("dq", "dk", "dv"), grads, want_grads):
         assert_close(got, want, GRAD_TOL["float32"], name)
+
+
+def test_split_keys_dropout_keeps_the_mask(rng, monkeypatch):
+    """Dropout's mask is drawn per (batch, head, query block, key block) position, so a split
+    forward keeps it: the same seed gives the unsplit call's output to float32 rounding (the
+    unsplit call is checked against its float64 reference in test_dropout.py)."""
+    from flashx.core import AttentionPlan, plan, runtime
+
+    q, k, v = (tensor(rng.standard_normal(s).astype(np.float32)) for s in ((1, 2, 4, 16), (1, 300, 2, 16), (1, 300, 2, 16)))
+    launches, forward_calls = [], AttentionPlan.forward_calls
+
+    def counted(self, *args, **kwargs):
+        calls = forward_calls(self, *args, **kwargs)
+        launches.append(len(calls))
+        return calls
+
+    monkeypatch.setattr(AttentionPlan, "forward_calls", counted)
+    results = []
+    for multiprocessors in (1, 512):  # one SM: no split; 512: split
+        monkeypatch.setattr(runtime, "multiprocessor_count", lambda n=multiprocessors: n)
+        plan.clear_plan_cache()
+        torch.manual_seed(7)
+        results.append(flashx.torch.attention(q, k, v, causal=True, dropout_p=0.3, return_lse=True))
+    plan.clear_plan_cache()
+    assert launches == [1, 2]
+    (whole, whole_lse), (split, split_lse) = results
+    torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(split_lse, whole_lse, rtol=1e-5, atol=1e-6)
