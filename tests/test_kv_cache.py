@@ -549,3 +549,116 @@ def test_split_keys_dropout_keeps_the_mask(rng, monkeypatch):
     (whole, whole_lse), (split, split_lse) = results
     torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(split_lse, whole_lse, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# GQA decode packing: one query's q heads as rows of their kv head's tile
+# ----------------------------------------------------------------------------------------------
+
+
+def test_packed_query_heads_rule():
+    """Packs one-query GQA calls (causal bottom-right, seqused_k, a paged cache, softcap); not
+    where the heads or the query position must stay apart, or where the plan must name an error."""
+    from flashx.core import CallOptions, packed_query_heads
+
+    def group(q=(2, 1, 8, 16), k=(2, 50, 2, 16), optional=(), **options):
+        return packed_query_heads(CallOptions(**options), q, k, optional)
+
+    assert group() == 4
+    assert group(causal=True, softcap=5.0, optional=("SEQUSED_K", "BLOCK_TABLE")) == 4
+    assert group(q=(2, 8, 1, 16), k=(2, 2, 50, 16), layout="bhnd") == 4
+    assert group(q=(2, 1, 2, 16)) == 1  # MHA
+    assert group(q=(2, 3, 8, 16)) == 1  # three queries
+    assert group(q=(2, 1, 7, 16)) == 1  # heads that do not divide (the plan names them)
+    assert group(q=(1, 8, 16), k=(50, 2, 16)) == 1  # varlen
+    assert group(causal=True, bottom_right=False) == 1  # top-left: query 0 sees key 0 only
+    assert group(causal=0) == 1  # not a bool: the plan raises
+    assert group(window=(10, 0)) == 1
+    assert group(dropout_p=0.1) == 1
+    assert group(optional=("SLOPES",)) == 1
+    assert group(optional=("SEQUSED_Q",)) == 1
+    assert group(layout="BNHD") == 1
+
+
+PACKED_CASES = [
+    pytest.param("bnhd", dict(causal=True), False, id="causal-bnhd"),
+    pytest.param("bhnd", dict(causal=True, softcap=4.0), False, id="softcap-bhnd"),
+    pytest.param("bnhd", dict(causal=True), True, id="paged-seqused"),
+]
+
+
+@pytest.mark.parametrize("layout, opts, paged", PACKED_CASES)
+def test_packed_decode_torch(rng, forward_shapes, layout, opts, paged):
+    """A one-query GQA 8/2 call runs as 4 query rows of each kv head (the plan's Nq and heads say
+    so); out, lse and the gradients match the float64 reference in the caller's layout."""
+    q = rng.standard_normal((3, 1, 8, 16)).astype(np.float32)
+    if paged:
+        _, k_cache, v_cache, table, used_k = paged_inputs(rng, batch=3, nq=1, hq=8, hkv=2, d=16, page_size=8,
+                                                          pages_per_seq=5, num_pages=11, dtype="float32")
+        out, lse = flashx.torch.attention(tensor(q), tensor(k_cache), tensor(v_cache), block_table=tensor(table),
+                                          seqused_k=tensor(used_k), return_lse=True, **opts)
+        want_out, want_lse = reference(q.astype(np.float64), gathered(k_cache, table).astype(np.float64),
+                                       gathered(v_cache, table).astype(np.float64), used_k=used_k, **opts)
+        assert_close(np64(out), want_out, OUT_TOL["float32"], "out")
+        assert_lse(np64(lse), want_lse)
+        assert forward_shapes == [(4, 2, 2)]
+        return
+    k, v = (rng.standard_normal((3, 45, 2, 16)).astype(np.float32) for _ in range(2))
+    tq, tk, tv = (tensor(arrange(x, layout)).requires_grad_() for x in (q, k, v))
+    out, lse = flashx.torch.attention(tq, tk, tv, layout=layout, return_lse=True, **opts)
+    assert tuple(out.shape) == tuple(tq.shape) and tuple(lse.shape) == (3, 8, 1)
+    dout = rng.standard_normal((3, 1, 8, 16)).astype(np.float32)
+    out.backward(tensor(arrange(dout, layout)))
+    want_out, want_lse, want_grads = reference(*(x.astype(np.float64) for x in (q, k, v, dout)), **opts)
+    assert_close(np64(out).swapaxes(1, 2) if layout == "bhnd" else np64(out), want_out, OUT_TOL["float32"], "out")
+    assert_lse(np64(lse), want_lse)
+    for name, x, want in zip(("dq", "dk", "dv"), (tq, tk, tv), want_grads):
+        got = np64(x.grad)
+        assert_close(got.swapaxes(1, 2) if layout == "bhnd" else got, want, GRAD_TOL["float32"], name)
+    assert forward_shapes == [(4, 2, 2)], "the call was not packed"
+
+
+@pytest.fixture
+def forward_shapes(monkeypatch) -> list:
+    """The returned list gets (Nq, Hq, Hkv) of each forward's plan."""
+    from flashx.core import AttentionPlan
+
+    shapes, forward_calls = [], AttentionPlan.forward_calls
+
+    def recorded(self, *args, **kwargs):
+        shapes.append((self.seqlen_q, self.heads_q, self.heads_kv))
+        return forward_calls(self, *args, **kwargs)
+
+    monkeypatch.setattr(AttentionPlan, "forward_calls", recorded)
+    return shapes
+
+
+def test_packed_decode_keeps_input_errors(rng):
+    """A packable shape with a bad option still raises the plan's error naming it."""
+    q, k = tensor(rng.standard_normal((2, 1, 4, 16)).astype(np.float32)), tensor(rng.standard_normal((2, 9, 2, 16)).astype(np.float32))
+    with pytest.raises(TypeError, match="causal"):
+        flashx.torch.attention(q, k, k, causal=1)
+    with pytest.raises(ValueError, match="softcap"):
+        flashx.torch.attention(q, k, k, softcap=-1.0)
+
+
+def test_packed_decode_jax(rng, forward_shapes):
+    """The JAX frontend packs too (inside jit, with gradients), in both layouts."""
+    jax = pytest.importorskip("jax")
+    import flashx.jax
+
+    q, dout = (rng.standard_normal((2, 1, 6, 16)).astype(np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((2, 33, 2, 16)).astype(np.float32) for _ in range(2))
+    want_out, want_lse, want_grads = reference(*(x.astype(np.float64) for x in (q, k, v, dout)), causal=True)
+    for layout in ("bnhd", "bhnd"):
+        def loss(q, k, v):
+            out, lse = flashx.jax.attention(q, k, v, layout=layout, causal=True, return_lse=True)
+            return (out * jax.numpy.asarray(arrange(dout, layout))).sum(), (out, lse)
+
+        grads, (out, lse) = jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))(
+            *(jax.numpy.asarray(arrange(x, layout)) for x in (q, k, v)))
+        assert_close(arrange(np.asarray(out), layout), want_out, OUT_TOL["float32"], f"{layout} out")
+        assert_lse(lse, want_lse, what=f"{layout} lse")
+        for name, got, want in zip(("dq", "dk", "dv"), grads, want_grads):
+            assert_close(arrange(np.asarray(got), layout), want, GRAD_TOL["float32"], f"{layout} {name}")
+    assert forward_shapes and all(shape == (3, 2, 2) for shape in forward_shapes), forward_shapes

@@ -15,7 +15,7 @@ import math
 import numbers
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from . import runtime, scores
 from .backward import attention_backward_kernel, attention_backward_preprocess_kernel
@@ -774,6 +774,33 @@ def splittable_axes(plan: "AttentionPlan", options: CallOptions, optional: Mappi
     if plan.varlen:
         return None, plan.layout_axes[1]
     return plan.layout_axes[0], plan.layout_axes[2]
+
+
+def packed_query_heads(options: CallOptions, q_shape: Sequence[int], k_shape: Sequence[int],
+                       optional: Collection[str]) -> int:
+    """g > 1 where a one-query call (a decode step) should run as g query rows of each kv head,
+    g the GQA group (FlashAttention 2's decode packing): q (B, 1, Hkv * g, D) viewed as (B, g,
+    Hkv, D) ("bhnd": (B, Hq, 1, D) as (B, Hkv, g, D)), out and lse viewed back. The group's q heads
+    read the same keys, so each key block is then read once per kv head, not once per q head,
+    into a tile of g rows rather than 1. The packed call runs without causal, which for one query
+    aligned bottom-right hides nothing. 1 (no packing) where anything tells the q heads or the
+    query position apart: windows, top-left causal, mask_mod, score_mod, block masks, dropout,
+    ALiBi, seqused_q, a bias or mask, varlen (3-D inputs); shapes or options the plan would
+    refuse (it then names them). optional: the kernel names of the call's optional arrays present
+    (seqused_k and a block table pack)."""
+    if options.layout not in LAYOUTS or len(q_shape) != 4 or len(k_shape) != 4:
+        return 1
+    axes = LAYOUTS[options.layout]
+    nq, hq, hkv = q_shape[axes[1]], q_shape[axes[2]], k_shape[axes[2]]
+    if nq != 1 or not 0 < hkv < hq or hq % hkv:
+        return 1
+    if type(options.causal) is not bool or (options.causal and options.bottom_right is not True):
+        return 1
+    if options.window is not None or _sees_indices(options) or options.dropout_p != 0:
+        return 1
+    if any(name not in ("SEQUSED_K", "BLOCK_TABLE") for name in optional):
+        return 1
+    return hq // hkv
 
 
 class AxisSplit(NamedTuple):

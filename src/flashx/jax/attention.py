@@ -556,7 +556,23 @@ def attention(
     aux = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k, SEQUSED_Q=seqused_q,
                SEQUSED_K=seqused_k, BLOCK_TABLE=block_table, **_block_mask_arrays(block_mask),
                DROPOUT_SEED=_dropout_seed(dropout_p, dropout_key))
+    if isinstance(q, jax.Array) and isinstance(k, jax.Array):
+        group = core.packed_query_heads(options, q.shape, k.shape, [n for n, a in aux.items() if a is not None])
+        if group > 1:
+            return _attend_packed(q, k, v, group, aux, dataclasses.replace(options, causal=False), return_lse)
     return _run(q, k, v, None, aux, options, return_lse)
+
+
+def _attend_packed(q, k, v, group: int, aux: dict, options: core.CallOptions, return_lse: bool):
+    """A one-query GQA call as `group` query rows of each kv head (core.packed_query_heads; options
+    without causal): q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B, Hkv, g, D);
+    out and lse viewed back."""
+    bnhd = options.layout == "bnhd"
+    rows = q.reshape(q.shape[0], q.shape[1] * q.shape[2] // group, group, q.shape[-1])  # (B, Hkv, g, D)
+    out, lse = _run(jnp.swapaxes(rows, 1, 2) if bnhd else rows, k, v, None, aux, options, True)
+    out = (jnp.swapaxes(out, 1, 2) if bnhd else out).reshape(*q.shape[:-1], out.shape[-1])
+    lse = lse.reshape(q.shape[0], -1, 1)  # (B, Hkv, g) -> (B, Hq, 1)
+    return (out, lse) if return_lse else out
 
 
 def _dropout_seed(dropout_p: Any, key: Optional[jax.Array]) -> Optional[jax.Array]:

@@ -457,6 +457,19 @@ class _EagerAttention(torch.autograd.Function):
         return (None,) + grads + (None,)
 
 
+def _attend_packed(q, k, v, group: int, layout: str, return_lse: bool, keywords: dict):
+    """A one-query GQA call as `group` query rows of each kv head (core.packed_query_heads;
+    keywords: the call's other arguments, layout included, causal dropped): q
+    (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B, Hkv, g, D); out and lse
+    viewed back (out copied in "bnhd", where its rows interleave)."""
+    batch, d = q.shape[0], q.shape[-1]
+    rows = q.reshape(batch, q.shape[1] * q.shape[2] // group, group, d)  # (B, Hkv, g, D)
+    out, lse = attention(rows.transpose(1, 2) if layout == "bnhd" else rows, k, v, return_lse=True, **keywords)
+    out = (out.transpose(1, 2) if layout == "bnhd" else out).reshape(*q.shape[:-1], out.shape[-1])
+    lse = lse.reshape(batch, -1, 1)  # (B, Hkv, g) -> (B, Hq, 1)
+    return (out, lse) if return_lse else out
+
+
 def _dropout_seed(device: torch.device) -> torch.Tensor:
     """A fresh seed for one call's dropout, from torch's generator of the device (torch.manual_seed
     repeats it): int32 core.plan.DROPOUT_SEED_SHAPE. The backward reads it back, so it redraws nothing."""
@@ -672,13 +685,16 @@ def attention(
         q, k, v = _autocast(q, k, v)
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
+    def arguments() -> tuple:  # (options, tensor options) by keyword, for the calls that re-enter attention
+        return (dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
+                     max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
+                     score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p),
+                dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                     seqused_q=seqused_q, seqused_k=seqused_k, block_table=block_table))
+
     if not (type(q) is type(k) is type(v) is torch.Tensor) and (
             _distributed.any_dtensor(q, k, v) or _nested.any_nested(q, k, v)):
-        keywords = dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
-                        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
-                        score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p)
-        tensors = dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                       seqused_q=seqused_q, seqused_k=seqused_k, block_table=block_table)
+        keywords, tensors = arguments()
         if _nested.any_nested(q, k, v):
             return _nested.attention_on_nested(attention, q, k, v, {**keywords, **tensors}, return_lse)
         options = _distributed.core_options(keywords)
@@ -686,6 +702,12 @@ def attention(
             attention, lambda q, k, v, named: _plan(q, k, v, None, [named.get(n) for n in _OPTIONAL_INPUTS], options,
                                                     traced=torch.compiler.is_compiling()),
             q, k, v, keywords, tensors, return_lse)
+    if type(q) is torch.Tensor and q.dim() == 4 and q.shape[2 if layout == "bhnd" else 1] == 1 and isinstance(k, torch.Tensor):
+        keywords, tensors = arguments()
+        group = core.packed_query_heads(_distributed.core_options(keywords), q.shape, k.shape,
+                                        [_KERNEL_NAME[n] for n, x in tensors.items() if x is not None])
+        if group > 1:
+            return _attend_packed(q, k, v, group, layout, return_lse, {**keywords, **tensors, "causal": False})
     dense_key = None
     if (alibi_slopes is None and cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None
             and max_seqlen_k is None and seqused_q is None and seqused_k is None and block_table is None
