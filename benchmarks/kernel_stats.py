@@ -109,7 +109,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     softcap: every config with this softcap (the tl kernels' path: the Gluon ones take none).
     dropout_p: every config with dropout (the tl kernels' path too).
     decode: instead, a decode step (B = 1, Nq = 1, 32 q heads over 8, N keys) on a cache paged in
-    pages of 256 rows, as the portable forward splits it over the keys (on 132 SMs), and its combine.
+    pages of 256 rows, packed (4 query rows per kv head) and split over the keys (on 132 SMs) as
+    the frontends run it, and its combine.
     seqlen: N of the (16384 // N, N, 2048 // D, D) shape planned (the routes differ by N).
     tile: a gluon_forward_check.py variant that the TMA route then gives every call of its head
     dim (its "Gluon TMA fwd" line), to read a prepared tile's resources before it runs.
@@ -256,12 +257,14 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     if decode:
         for d in d_list:
             page_rows = 256
-            q = core.ArraySpec((1, 1, 32, d), core.dense_strides((1, 1, 32, d)), "bfloat16", "cuda:0")
+            # As the frontends plan it: the one query's 4 q heads per kv head packed as 4 rows
+            # (core.packed_query_heads), causal dropped (a no-op for one query).
+            q = core.ArraySpec((1, 4, 8, d), (32 * d, d, 4 * d, 1), "bfloat16", "cuda:0")
             cache_shape = (seqlen // page_rows, page_rows, 8, d)
             cache = core.ArraySpec(cache_shape, core.dense_strides(cache_shape), "bfloat16", "cuda:0")
             table = core.ArraySpec((1, seqlen // page_rows), (seqlen // page_rows, 1), "int32", "cuda:0")
             lengths = core.ArraySpec((1,), (1,), "int32", "cuda:0")
-            plan = core.plan_attention(q, cache, cache, causal=True, block_table=table, seqused_k=lengths)
+            plan = core.plan_attention(q, cache, cache, block_table=table, seqused_k=lengths)
             for call in plan.forward_calls({}, None):
                 name = "split forward" if call.outputs[0] == "O_SPLIT" else "combine" if call.kernel.fn.__name__.startswith(
                     "attention_combine") else "forward"
