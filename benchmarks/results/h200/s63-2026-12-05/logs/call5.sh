@@ -1,7 +1,8 @@
 # s63 (prepared): the decode tile. A one-query decode step runs the long-sequence forward tile
 # (128 query rows, 8 warps at D = 128); decode-tile-m16.patch / -m64.patch give calls of at most
-# 16 query rows a 16- or 64-row tile (64 keys, 4 warps, 3 stages; offline sm_90, D = 128: 155 /
-# 194 registers, no spills, vs 241). bench_decode.py on HEAD's tree and on each patched tree, one
+# 16 query rows (a packed GQA decode has 4) a 16- or 64-row tile (64 keys, 4 warps, 3 stages;
+# offline sm_90, D = 128 packed decode: 154 / 208 registers, no spills, vs 255 for HEAD's 128 x 128,
+# 8 warps). bench_decode.py on HEAD's tree and on each patched tree, one
 # process each, flashx beside SDPA FA2 in every run (the ratio to FA2 is what compares).
 # Trees, built on the CPU box before the call:
 #   for m in 16 64; do rm -rf .scratch/dt_m$m; mkdir -p .scratch/dt_m$m; git archive HEAD src | tar -x -C .scratch/dt_m$m
