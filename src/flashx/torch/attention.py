@@ -702,7 +702,9 @@ def attention(
             attention, lambda q, k, v, named: _plan(q, k, v, None, [named.get(n) for n in _OPTIONAL_INPUTS], options,
                                                     traced=torch.compiler.is_compiling()),
             q, k, v, keywords, tensors, return_lse)
-    if type(q) is torch.Tensor and q.dim() == 4 and q.shape[2 if layout == "bhnd" else 1] == 1 and isinstance(k, torch.Tensor):
+    seq_axis, heads_axis = (2, 1) if layout == "bhnd" else (1, 2)
+    if (type(q) is torch.Tensor and q.dim() == 4 and q.shape[seq_axis] == 1 and isinstance(k, torch.Tensor)
+            and k.dim() == 4 and k.shape[heads_axis] < q.shape[heads_axis]):  # one query, GQA: may pack
         keywords, tensors = arguments()
         group = core.packed_query_heads(_distributed.core_options(keywords), q.shape, k.shape,
                                         [_KERNEL_NAME[n] for n, x in tensors.items() if x is not None])
