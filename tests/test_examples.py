@@ -14,7 +14,7 @@ def test_demo_runs_and_every_check_passes():
     run = subprocess.run([sys.executable, str(DEMO)], capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "CHECK" not in run.stdout and "FAILED" not in run.stdout, run.stdout[-3000:]
-    for section in ("flashx.torch.attention", "flashx.jax.attention", "NumPy", "Gradients"):
+    for section in ("flashx.torch.attention", "flashx.jax.attention", "NumPy", "Decoding", "Gradients"):
         assert section in run.stdout, f"demo printed no {section!r} section"
     assert run.stdout.count("  ok") >= 8
 
