@@ -662,3 +662,29 @@ def test_packed_decode_jax(rng, forward_shapes):
         for name, got, want in zip(("dq", "dk", "dv"), grads, want_grads):
             assert_close(arrange(np.asarray(got), layout), want, GRAD_TOL["float32"], f"{layout} {name}")
     assert forward_shapes and all(shape == (3, 2, 2) for shape in forward_shapes), forward_shapes
+
+
+def test_packed_decode_through_the_drop_ins(rng, forward_shapes):
+    """The SDPA and jax.nn drop-ins pack a GQA decode step too (as transformers' SDPA decode calls
+    it: one query, no mask, not causal), matching the frameworks' own attention; is_causal (top-
+    left: the one query sees key 0 only) does not pack."""
+    q = torch.from_numpy(rng.standard_normal((2, 8, 1, 16)).astype(np.float32)).to(DEVICE).requires_grad_()
+    k, v = (torch.from_numpy(rng.standard_normal((2, 2, 30, 16)).astype(np.float32)).to(DEVICE) for _ in range(2))
+    out = flashx.torch.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    want = torch.nn.functional.scaled_dot_product_attention(*(x.detach().double() for x in (q, k, v)), enable_gqa=True)
+    assert_close(np64(out), np64(want), OUT_TOL["float32"], "sdpa out")
+    assert forward_shapes == [(4, 2, 2)]
+    causal = flashx.torch.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True)
+    assert_close(np64(causal), np64(v).repeat(4, axis=1)[:, :, :1], OUT_TOL["float32"], "sdpa causal out (key 0 only)")
+    assert forward_shapes[-1] == (1, 8, 2)
+
+    jax = pytest.importorskip("jax")
+    import flashx.jax as flashx_jax  # (binds no local `flashx`: the name above stays the module)
+
+    forward_shapes.clear()
+    jq, jk, jv = (jax.numpy.asarray(np64(x).swapaxes(1, 2).astype(np.float32)) for x in (q, k, v))  # (B, T, N, H)
+    lengths = jax.numpy.asarray([30, 11])
+    got = flashx_jax.dot_product_attention(jq, jk, jv, key_value_seq_lengths=lengths)
+    want = jax.nn.dot_product_attention(jq, jk, jv, key_value_seq_lengths=lengths, implementation="xla")
+    assert_close(got, want, OUT_TOL["float32"], "jax.nn out")
+    assert forward_shapes and all(shape == (4, 2, 2) for shape in forward_shapes), forward_shapes

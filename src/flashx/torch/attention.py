@@ -457,17 +457,16 @@ class _EagerAttention(torch.autograd.Function):
         return (None,) + grads + (None,)
 
 
-def _attend_packed(q, k, v, group: int, layout: str, return_lse: bool, keywords: dict):
-    """A one-query GQA call as `group` query rows of each kv head (core.packed_query_heads;
-    keywords: the call's other arguments, layout included, causal dropped): q
-    (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B, Hkv, g, D); out and lse
-    viewed back (out copied in "bnhd", where its rows interleave)."""
+def attend_packed(q, group: int, layout: str, attend) -> tuple:
+    """(out, lse) of a one-query GQA call run as `group` query rows of each kv head
+    (core.packed_query_heads): q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B,
+    Hkv, g, D), given to attend(rows) -> (out, lse) (the call without causal); out and lse viewed
+    back (out copied in "bnhd", where its rows interleave)."""
     batch, d = q.shape[0], q.shape[-1]
     rows = q.reshape(batch, q.shape[1] * q.shape[2] // group, group, d)  # (B, Hkv, g, D)
-    out, lse = attention(rows.transpose(1, 2) if layout == "bnhd" else rows, k, v, return_lse=True, **keywords)
+    out, lse = attend(rows.transpose(1, 2) if layout == "bnhd" else rows)
     out = (out.transpose(1, 2) if layout == "bnhd" else out).reshape(*q.shape[:-1], out.shape[-1])
-    lse = lse.reshape(batch, -1, 1)  # (B, Hkv, g) -> (B, Hq, 1)
-    return (out, lse) if return_lse else out
+    return out, lse.reshape(batch, -1, 1)  # lse (B, Hkv, g) -> (B, Hq, 1)
 
 
 def _dropout_seed(device: torch.device) -> torch.Tensor:
@@ -709,7 +708,9 @@ def attention(
         group = core.packed_query_heads(_distributed.core_options(keywords), q.shape, k.shape,
                                         [_KERNEL_NAME[n] for n, x in tensors.items() if x is not None])
         if group > 1:
-            return _attend_packed(q, k, v, group, layout, return_lse, {**keywords, **tensors, "causal": False})
+            out, lse = attend_packed(q, group, layout, lambda rows: attention(
+                rows, k, v, return_lse=True, **{**keywords, **tensors, "causal": False}))
+            return (out, lse) if return_lse else out
     dense_key = None
     if (alibi_slopes is None and cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None
             and max_seqlen_k is None and seqused_q is None and seqused_k is None and block_table is None
