@@ -684,6 +684,7 @@ def attention(
         q, k, v = _autocast(q, k, v)
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
+
     def arguments() -> tuple:  # (options, tensor options) by keyword, for the calls that re-enter attention
         return (dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
                      max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
