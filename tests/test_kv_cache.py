@@ -318,13 +318,53 @@ def test_paged_bad_input_raises(rng, make, error, match):
         flashx.torch.attention(args.pop("q"), args.pop("k"), args.pop("v"), **args)
 
 
-def test_paged_with_varlen_raises(rng):
+def test_paged_with_cu_seqlens_k_raises(rng):
+    """A paged cache's sequences are its table's rows: cu_seqlens_k beside block_table is refused."""
     q = tensor(rng.standard_normal((5, 2, 16)).astype(np.float32))
     cache = tensor(rng.standard_normal((4, 8, 2, 16)).astype(np.float32))
     cu = tensor(np.array([0, 5], np.int32))
-    with pytest.raises(ValueError, match="block_table does not combine with cu_seqlens"):
-        flashx.torch.attention(q, cache[0], cache[0], cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=5, max_seqlen_k=5,
+    with pytest.raises(ValueError, match="cu_seqlens_q alone"):
+        flashx.torch.attention(q, cache, cache, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=5,
                                block_table=tensor(np.zeros((1, 2), np.int32)))
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_paged_with_varlen_queries(rng, monkeypatch, split):
+    """A serving step's mixed batch: packed queries (decode rows of one query, prefill chunks of
+    several, causal) against each sequence's pages, its key count in seqused_k; split over the
+    keys too. Each sequence matches float64 on its gathered keys; a row past every sequence stays 0."""
+    from flashx.core import AttentionPlan, plan, runtime
+
+    if split:
+        monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 512)
+    plan.clear_plan_cache()
+    launches, forward_calls = [], AttentionPlan.forward_calls
+
+    def counted(self, *args, **kwargs):
+        calls = forward_calls(self, *args, **kwargs)
+        launches.append(len(calls))
+        return calls
+
+    monkeypatch.setattr(AttentionPlan, "forward_calls", counted)
+    hq, hkv, d, page = 4, 2, 16, 8
+    _, k_cache, v_cache, table, _ = paged_inputs(rng, batch=3, nq=1, hq=hq, hkv=hkv, d=d, page_size=page,
+                                                 pages_per_seq=20, num_pages=45, dtype="float32")
+    cu_q = np.array([0, 1, 6, 7], np.int32)  # a decode row, a 5-query chunk, a decode row
+    used_k = np.array([17, 150, 3], np.int32)
+    q = rng.standard_normal((8, hq, d)).astype(np.float32)  # row 7: no sequence
+    out, lse = flashx.torch.attention(tensor(q), tensor(k_cache), tensor(v_cache), cu_seqlens_q=tensor(cu_q),
+                                      max_seqlen_q=5, block_table=tensor(table), seqused_k=tensor(used_k), causal=True,
+                                      return_lse=True)
+    plan.clear_plan_cache()
+    assert launches == [2 if split else 1]
+    keys, values = gathered(k_cache, table).astype(np.float64), gathered(v_cache, table).astype(np.float64)
+    for b in range(3):
+        rows = slice(cu_q[b], cu_q[b + 1])
+        want_out, want_lse = reference(q[None, rows].astype(np.float64), keys[b:b + 1, :used_k[b]],
+                                       values[b:b + 1, :used_k[b]], causal=True)
+        assert_close(np64(out[rows])[None], want_out, OUT_TOL["float32"], f"out of sequence {b}")
+        assert_lse(np64(lse[:, rows])[None], want_lse, what=f"lse of sequence {b}")
+    assert not np64(out[7]).any() and not np64(lse[:, 7]).any(), "the row past every sequence is not 0"
 
 
 @pytest.mark.gpu

@@ -233,7 +233,10 @@ def attention_forward_kernel(
     start_m = pid_m * BLOCK_M
 
     q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
-    k_start, seqlen_kv_b, _k_owned = sequence_bounds(CU_SEQLENS_K, SEQUSED_K, batch, seqlen_kv, VARLEN, HAS_SEQUSED_K)
+    if PAGE_SIZE > 0:  # a paged cache's sequences are its table's rows, each from its key 0 (varlen or not)
+        k_start, seqlen_kv_b, _k_owned = sequence_bounds(CU_SEQLENS_K, SEQUSED_K, batch, seqlen_kv, False, HAS_SEQUSED_K)
+    else:
+        k_start, seqlen_kv_b, _k_owned = sequence_bounds(CU_SEQLENS_K, SEQUSED_K, batch, seqlen_kv, VARLEN, HAS_SEQUSED_K)
     if start_m >= q_owned:
         return
     # Causal and windows align on this diagonal: bottom-right (key i + Nkv - Nq for query i) or top-left.

@@ -946,6 +946,22 @@ def _check_contiguous(name: str, spec: ArraySpec) -> None:
         raise ValueError(f"{name} must be contiguous along its last dim, got strides {tuple(spec.strides)}")
 
 
+def _paged_keys(block_table: Any, batch: int, k_dims: Sequence[int], v_dims: Sequence[int], shapes: str) -> int:
+    """Each sequence's key count in a paged cache (Nkv = pages per sequence * page size), after
+    checking the block table and that k and v, (pages, page_size, heads, ·) in bnhd order, are
+    paged alike."""
+    _check_array("block_table", block_table, 2, INDEX_DTYPES)
+    _check_contiguous("block_table", block_table)
+    if block_table.shape[0] != batch:
+        raise ValueError(f"block_table must have q's batch size {batch} as its first dim, got {tuple(block_table.shape)}")
+    (pages, page_size), (v_pages, v_page_size) = k_dims[:2], v_dims[:2]
+    if (pages, page_size) != (v_pages, v_page_size):
+        raise ValueError(f"k and v must be paged alike (pages, page_size, heads, ·), got {shapes}")
+    if pages < 1 or page_size < 1:
+        raise ValueError(f"a paged cache needs at least one page of at least one row, got {shapes}")
+    return int(block_table.shape[1]) * int(page_size)
+
+
 def _broadcast_strides(name: str, spec: ArraySpec, target: tuple) -> tuple:
     """Strides that read `spec` broadcast to `target` (numpy rules; size-1 and missing axes: 0)."""
     if len(spec.shape) > len(target):
@@ -1570,7 +1586,7 @@ def plan_attention(
     seqused_q / seqused_k (int32 (B,)): how many of each batch's (or sequence's) rows take part,
     the rest padding; causal and windows align on those lengths. block_table (int32 (B, pages)):
     k and v are a paged cache (pages, page_size, Hkv, ·) and batch b's keys are the pages its row
-    names, in order (forward only). bias, mask and bottom_right=False serve the SDPA / jax.nn
+    names, in order (forward only; varlen q with cu_seqlens_q alone). bias, mask and bottom_right=False serve the SDPA / jax.nn
     drop-ins. dropout_p > 0 takes dropout_seed, int32 DROPOUT_SEED_SHAPE, which the frontend
     draws for each call.
     """
@@ -1578,9 +1594,10 @@ def plan_attention(
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
     causal = check_flag("causal", causal)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    paged = block_table is not None
     ndim = 3 if varlen else 4
     for name, spec in (("q", q), ("k", k), ("v", v)):
-        _check_array(name, spec, ndim, SUPPORTED_DTYPES)
+        _check_array(name, spec, 4 if paged and name != "q" else ndim, SUPPORTED_DTYPES)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k and v must share one dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
     devices = {name: s.device for name, s in (("q", q), ("k", k), ("v", v), ("alibi_slopes", alibi_slopes),
@@ -1599,32 +1616,42 @@ def plan_attention(
         if layout != "bnhd":
             raise ValueError(f"varlen inputs are (total, heads, dim): layout must be 'bnhd', got {layout!r}")
         axes = (0, 1, 2)
-        (tq, hq, d), (tk, hkv, dk), (tv, hv, dv) = q.shape, k.shape, v.shape
         shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        if cu_seqlens_q is None or cu_seqlens_k is None:
-            raise ValueError("varlen needs both cu_seqlens_q and cu_seqlens_k")
+        tq, hq, d = q.shape
+        if paged:  # packed queries against a paged cache: sequence b's keys are block_table[b]'s pages
+            if cu_seqlens_q is None or cu_seqlens_k is not None:
+                raise ValueError("with block_table, varlen takes cu_seqlens_q alone: each sequence's keys are its "
+                                 "block table row's pages, their lengths seqused_k (not cu_seqlens_k)")
+            (_, _, hkv, dk), (_, _, hv, dv) = k.shape, v.shape
+        else:
+            (tk, hkv, dk), (tv, hv, dv) = k.shape, v.shape
+            if cu_seqlens_q is None or cu_seqlens_k is None:
+                raise ValueError("varlen needs both cu_seqlens_q and cu_seqlens_k")
         for name, spec in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
-            _check_array(name, spec, 1, INDEX_DTYPES)
-            _check_contiguous(name, spec)
+            if spec is not None:
+                _check_array(name, spec, 1, INDEX_DTYPES)
+                _check_contiguous(name, spec)
         batch = int(cu_seqlens_q.shape[0]) - 1
-        if batch < 1 or cu_seqlens_k.shape[0] != batch + 1:
+        if batch < 1 or (not paged and cu_seqlens_k.shape[0] != batch + 1):
             raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length B + 1 >= 2, got "
-                             f"{cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
-        if tv != tk:
-            raise ValueError(f"k and v must have the same number of rows, got {shapes}")
-        nq, nkv = int(tq), int(tk)
+                             f"{cu_seqlens_q.shape[0]} and {None if paged else cu_seqlens_k.shape[0]}")
+        if paged:
+            nkv = _paged_keys(block_table, batch, k.shape, v.shape, shapes)
+            k_strides, v_strides = tuple(k.strides), tuple(v.strides)  # pages step as batches do
+        else:
+            if tv != tk:
+                raise ValueError(f"k and v must have the same number of rows, got {shapes}")
+            nkv = int(tk)
+            k_strides, v_strides = (0,) + tuple(k.strides), (0,) + tuple(v.strides)
+        nq = int(tq)
         max_q = _check_max_seqlen("max_seqlen_q", max_seqlen_q, nq)
-        max_kv = _check_max_seqlen("max_seqlen_k", max_seqlen_k, nkv)
+        # A paged sequence's keys are at most its table row's: max_seqlen_k may be left out.
+        max_kv = nkv if paged and max_seqlen_k is None else _check_max_seqlen("max_seqlen_k", max_seqlen_k, nkv)
         q_strides = (0,) + tuple(q.strides)
-        k_strides = (0,) + tuple(k.strides)
-        v_strides = (0,) + tuple(v.strides)
         out_shape = (tq, hq, dv)
         lse_shape = (hq, tq)
         if bias is not None or mask is not None or block_mask is not None:
             raise ValueError("varlen does not combine with bias, mask or block_mask (mask_mod alone is fine)")
-        if block_table is not None:
-            raise ValueError("block_table does not combine with cu_seqlens_q / cu_seqlens_k: give the batch "
-                             "dense q (B, Nq, Hq, D) and each sequence's cache length in seqused_k")
     else:
         axes = LAYOUTS[layout]
 
@@ -1635,20 +1662,10 @@ def plan_attention(
         kb, nkv, hkv, dk = canonical(k.shape)
         vb, nv, hv, dv = canonical(v.shape)
         shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} (layout {layout!r})"
-        if block_table is not None:
-            page_size = nkv
-            _check_array("block_table", block_table, 2, INDEX_DTYPES)
-            _check_contiguous("block_table", block_table)
-            if block_table.shape[0] != batch:
-                raise ValueError(f"block_table must have q's batch size {batch} as its first dim, got "
-                                 f"{tuple(block_table.shape)}")
-            if kb != vb or nv != nkv:
-                raise ValueError(f"k and v must be paged alike (pages, page_size, heads, ·), got {shapes}")
-            if kb < 1 or page_size < 1:
-                raise ValueError(f"a paged cache needs at least one page of at least one row, got {shapes}")
+        if paged:
             if bias is not None or mask is not None:
                 raise ValueError("block_table does not combine with bias or mask")
-            nkv = nv = int(block_table.shape[1]) * page_size  # each sequence's keys: its pages, in order
+            nkv = nv = _paged_keys(block_table, batch, canonical(k.shape), canonical(v.shape), shapes)
         elif not (batch == kb == vb):
             raise ValueError(f"q, k and v must have the same batch size, got {shapes}")
         if nv != nkv:

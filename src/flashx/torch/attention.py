@@ -673,8 +673,9 @@ def attention(
             causal and windows align on these lengths (a KV cache's filled length: seqused_k).
         block_table: int32 (B, pages_per_seq): k and v are a paged KV cache, (pages, page_size,
             Hkv, D) ("bhnd": (pages, Hkv, page_size, D)), and batch b's keys are the pages
-            block_table[b] names, in order (Nkv = pages_per_seq * page_size; seqused_k cuts each).
-            Forward only: no gradient flows through a paged call.
+            block_table[b] names, in order (Nkv = pages_per_seq * page_size; seqused_k cuts each);
+            with varlen q, cu_seqlens_q alone (no cu_seqlens_k). Forward only: no gradient flows
+            through a paged call.
 
     The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
     Returns out in q's layout and dtype, last dim Dv; and lse if return_lse. Under torch.autocast
