@@ -989,6 +989,23 @@ if hasattr(jax.sharding, "AxisType") and hasattr(jax, "set_mesh"):
             for name, x, w in zip(("out", "dq", "dk", "dv"), got, (want_v, *want_grads_v)):
                 errors[f"varlen {{i}} {{name}}"] = rel(np.asarray(x)[start:stop], w[0])
 
+        # A paged GQA decode step: the cache's heads split, the block table and lengths whole on
+        # every device; each device packs its q heads as rows of its kv heads (no reshape of a
+        # split array outside the split, which JAX's sharding in types refuses).
+        page = 8
+        (kc, kc64), (vc, vc64), (qd, qd64) = fresh(B + 3, page, HKV, D), fresh(B + 3, page, HKV, D), fresh(B, 1, HQ, D)
+        table = rng.permutation(B + 3)[:B].reshape(B, 1).astype(np.int32)  # one page each
+        used = rng.integers(1, page + 1, size=B).astype(np.int32)
+        heads = P(None, None, "model", None)
+        outd = jax.jit(lambda q, k, v: flashx.jax.attention(q, k, v, block_table=jnp.asarray(table),
+                                                            seqused_k=jnp.asarray(used), causal=True))(
+            *(jax.device_put(x, heads) for x in (qd, kc, vc)))
+        assert outd.sharding.is_equivalent_to(NamedSharding(explicit, heads), 4), jax.typeof(outd)
+        for b in range(B):
+            want_d, _, _ = reference(qd64[b:b + 1], kc64[table[b]][:, :used[b]], vc64[table[b]][:, :used[b]], True,
+                                     np.zeros((1, 1, HQ, D)))
+            errors[f"paged decode {{b}}"] = rel(np.asarray(outd)[b:b + 1], want_d)
+
         # Dropout sees the global batch and head index: the call runs whole on every device, its
         # mask that of the same call off the mesh.
         drop = lambda q, k, v: jnp.sum(flashx.jax.attention(q, k, v, dropout_p=0.25, dropout_key=key) * g)  # noqa: E731
@@ -1014,7 +1031,7 @@ def test_shard_map(tmp_path, dtype, tolerance, shape):
     gradient is the psum of the devices'. Before flashx typed its launches' outputs as varying
     where their inputs do, the backward failed there (JAX's check of the gradients' types).
     Then without shard_map, on a mesh of Explicit axes under plain jit: flashx splits the call
-    itself (GQA batch and heads; MQA "bhnd" with ALiBi, q's heads split; varlen, its heads split),
-    against float64 and keeping the split; a dropout call runs whole on every device, equal to the call off the
+    itself (GQA batch and heads; MQA "bhnd" with ALiBi, q's heads split; varlen, its heads split;
+    a paged GQA decode step, its heads split and packed on each device), against float64 and keeping the split; a dropout call runs whole on every device, equal to the call off the
     mesh. Before, the forward gathered onto one device and the gradient failed inside JAX."""
     check_in_fresh_process(tmp_path, "shard_map_check", _SHARD_MAP_CHECK.format(dtype=dtype, tolerance=tolerance, shape=shape))

@@ -1265,6 +1265,17 @@ def test_device_split_follows_q_batch_and_k_heads():
     assert core.device_split(varlen, options, {"CU_SEQLENS_Q": (3,), "CU_SEQLENS_K": (3,)},
                              [("t", 2, 0, 0), ("m", 2, 1, 1)]) == {"m": Split(1, 1, 0, True)}
     assert core.device_split(gqa, core.CallOptions(mask_mod=_document_mask), {}, axes) == {}
+    # Per-sequence lengths and a paged cache (its first axis pages, not the batch): heads only.
+    lengths = {"SEQUSED_K": (4,)}
+    assert core.device_split(gqa, options, lengths, axes) == {"model": Split(2, 2, 1, True)}
+    paged = core.plan_attention(spec((4, 1, 8, 16)), spec((9, 16, 2, 16)), spec((9, 16, 2, 16)),
+                                block_table=spec((4, 3), "int32"), seqused_k=spec((4,), "int32"))
+    tables = {"BLOCK_TABLE": (4, 3), "SEQUSED_K": (4,)}
+    assert core.device_split(paged, options, tables, [("data", 2, 0, 0), ("model", 2, 2, 2)]) == {"model": Split(2, 2, 1, True)}
+    paged_varlen = core.plan_attention(spec((9, 8, 16)), spec((9, 16, 2, 16)), spec((9, 16, 2, 16)),
+                                       cu_seqlens_q=spec((3,), "int32"), max_seqlen_q=5, block_table=spec((2, 3), "int32"))
+    assert core.device_split(paged_varlen, options, {"CU_SEQLENS_Q": (3,), "BLOCK_TABLE": (2, 3)},
+                             [("m", 2, 1, 2)]) == {}
 
 
 @pytest.mark.parametrize("d", [64, 128, 256])

@@ -758,21 +758,30 @@ def folds_mapped_axis(options: CallOptions, optional: Mapping[str, tuple]) -> bo
     return True
 
 
+# Optional arrays a split keeps whole on every slice, each slice's call reading them as the whole
+# call does; with any of them present a call splits its heads only (their batch extent stays whole).
+_WHOLE_ON_EVERY_SLICE = ("CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "BLOCK_TABLE")
+
+
 def splittable_axes(plan: "AttentionPlan", options: CallOptions, optional: Mapping[str, tuple]) -> Optional[tuple]:
     """The axes of q, k, v and out, (batch or None, heads), along which a call splits into
     independent calls on slices: run on each slice of a split (jax.shard_map's devices), they
     give the whole call's result. None where something sees the global batch or head index
     (mask_mod, score_mod and block maps; dropout's draw) or an optional array other than
-    per-head ALiBi slopes (H,), which split with the heads, and varlen's offsets, which are whole
-    on every slice (varlen splits its heads only). optional: the call's optional input arrays
-    present, by kernel name (BIAS included), each as its shape."""
+    per-head ALiBi slopes (H,), which split with the heads, and varlen's offsets, per-sequence
+    lengths and block tables, which are whole on every slice (the call then splits its heads
+    only: a paged cache's first axis is its pages, not the batch); None for varlen queries
+    against a paged cache, whose q and k hold their heads on different dims. optional: the
+    call's optional input arrays present, by kernel name (BIAS included), each as its shape."""
     if _sees_indices(options) or check_dropout_p(options.dropout_p) > 0:
         return None
     for name, shape in optional.items():
-        if not ((name == "SLOPES" and len(shape) == 1) or name in ("CU_SEQLENS_Q", "CU_SEQLENS_K")):
+        if not ((name == "SLOPES" and len(shape) == 1) or name in _WHOLE_ON_EVERY_SLICE):
             return None
     if plan.varlen:
-        return None, plan.layout_axes[1]
+        return (None, plan.layout_axes[1]) if "BLOCK_TABLE" not in optional else None
+    if any(name in optional for name in _WHOLE_ON_EVERY_SLICE):
+        return None, plan.layout_axes[2]
     return plan.layout_axes[0], plan.layout_axes[2]
 
 

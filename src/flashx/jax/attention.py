@@ -422,9 +422,27 @@ def _run(q, k, v, bias, aux: dict, options: core.CallOptions, return_lse: bool):
         options = dataclasses.replace(options, block_mask=built.spec)
         aux = {**aux, **built.kernel_arrays()}
     aux = {n: a for n, a in aux.items() if a is not None}
-    attend = functools.partial(_attention, options)
+    attend = functools.partial(_attention_packed_where_it_can, options)
     out, lse = _split_explicitly(attend, plan, options, q, k, v, bias, aux) or attend(q, k, v, bias, aux)
     return (out, lse) if return_lse else out
+
+
+def _attention_packed_where_it_can(options: core.CallOptions, q, k, v, bias, aux):
+    """_attention, a one-query GQA call run as g query rows of each kv head where
+    core.packed_query_heads allows: q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as
+    (B, Hkv, g, D), without causal; out and lse viewed back. On each device's slice where
+    _split_explicitly splits the call (a reshape of an array split along its heads has no
+    sharding of its own in JAX's types)."""
+    optional = [*aux, *(["BIAS"] if bias is not None else [])]
+    group = core.packed_query_heads(options, q.shape, k.shape, optional)
+    if group == 1:
+        return _attention(options, q, k, v, bias, aux)
+    bnhd = options.layout == "bnhd"
+    rows = q.reshape(q.shape[0], q.shape[1] * q.shape[2] // group, group, q.shape[-1])  # (B, Hkv, g, D)
+    out, lse = _attention(dataclasses.replace(options, causal=False), jnp.swapaxes(rows, 1, 2) if bnhd else rows,
+                          k, v, bias, aux)
+    out = (jnp.swapaxes(out, 1, 2) if bnhd else out).reshape(*q.shape[:-1], out.shape[-1])
+    return out, lse.reshape(q.shape[0], -1, 1)  # lse (B, Hkv, g) -> (B, Hq, 1)
 
 
 def _shard_map() -> Callable:
@@ -556,23 +574,7 @@ def attention(
     aux = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k, SEQUSED_Q=seqused_q,
                SEQUSED_K=seqused_k, BLOCK_TABLE=block_table, **_block_mask_arrays(block_mask),
                DROPOUT_SEED=_dropout_seed(dropout_p, dropout_key))
-    if isinstance(q, jax.Array) and isinstance(k, jax.Array):
-        group = core.packed_query_heads(options, q.shape, k.shape, [n for n, a in aux.items() if a is not None])
-        if group > 1:
-            return _attend_packed(q, k, v, group, aux, dataclasses.replace(options, causal=False), return_lse)
     return _run(q, k, v, None, aux, options, return_lse)
-
-
-def _attend_packed(q, k, v, group: int, aux: dict, options: core.CallOptions, return_lse: bool):
-    """A one-query GQA call as `group` query rows of each kv head (core.packed_query_heads; options
-    without causal): q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B, Hkv, g, D);
-    out and lse viewed back."""
-    bnhd = options.layout == "bnhd"
-    rows = q.reshape(q.shape[0], q.shape[1] * q.shape[2] // group, group, q.shape[-1])  # (B, Hkv, g, D)
-    out, lse = _run(jnp.swapaxes(rows, 1, 2) if bnhd else rows, k, v, None, aux, options, True)
-    out = (jnp.swapaxes(out, 1, 2) if bnhd else out).reshape(*q.shape[:-1], out.shape[-1])
-    lse = lse.reshape(q.shape[0], -1, 1)  # (B, Hkv, g) -> (B, Hq, 1)
-    return (out, lse) if return_lse else out
 
 
 def _dropout_seed(dropout_p: Any, key: Optional[jax.Array]) -> Optional[jax.Array]:

@@ -1,14 +1,13 @@
 """`flashx.jax.dot_product_attention`: jax.nn's signature and semantics, flashx's kernel."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional, Union
 
 import jax
 import jax.numpy as jnp
 
 from .. import core
-from .attention import _attend_packed, _run
+from .attention import _run
 
 _IMPLEMENTATIONS = (None, "xla", "cudnn")  # jax.nn's choices: flashx's kernel runs in their place
 
@@ -67,15 +66,8 @@ def dot_product_attention(
                 raise TypeError(f"{name} must be an integer jax.Array of shape (B,), got {getattr(lens, 'dtype', type(lens).__name__)}")
             lengths[field] = lens.astype(jnp.int32)
     options = core.CallOptions(causal=is_causal, scale=scale, window=window, bottom_right=False)
-    aux = dict(MASK=mask, **lengths)
-    group = 1
-    if bias is None and isinstance(query, jax.Array) and isinstance(key, jax.Array):
-        group = core.packed_query_heads(options, query.shape, key.shape, [n for n, a in aux.items() if a is not None])
-    with core.errors_named(_CORE_NAMES):
-        if group > 1:  # a decode step with GQA: the group's heads as rows of their kv head's tile
-            out, lse = _attend_packed(query, key, value, group, aux, dataclasses.replace(options, causal=False), True)
-        else:
-            out, lse = _run(query, key, value, bias, aux, options, True)
+    with core.errors_named(_CORE_NAMES):  # (a GQA decode step packs its heads there, as attention's)
+        out, lse = _run(query, key, value, bias, dict(MASK=mask, **lengths), options, True)
     if unbatched:
         out, lse = out[0], lse[0]
     if not return_residual:
