@@ -249,7 +249,7 @@ def attention_forward_kernel(
     q_base = Q + b64 * stride_qb + h64 * stride_qh + row0 * stride_qn
     o_base = O + b64 * stride_ob + h64 * stride_oh + row0 * stride_on
     if SPLIT_KEYS:
-        o_base += split * tl.cast(stride_os, tl.int64)
+        o_base += tl.cast(split, tl.int64) * stride_os
     table_row = BLOCK_TABLE + b64 * stride_tb
     if PAGE_SIZE > 0:  # each block finds its rows through the table (paged_rows)
         k_base = K + head_kv.to(tl.int64) * stride_kh
@@ -310,7 +310,7 @@ def attention_forward_kernel(
     store_tile(p_o, b_o.to(O.dtype.element_ty), q_idx < q_owned, offs_dv < HEAD_DIM_V, HEAD_DIM_V != BLOCK_DV)
     p_lse = LSE + b64 * stride_lb + h64 * stride_lh + (q_start + q_idx).to(tl.int64) * stride_ln
     if SPLIT_KEYS:
-        p_lse += split * tl.cast(stride_ls, tl.int64)
+        p_lse += tl.cast(split, tl.int64) * stride_ls
     tl.store(p_lse, b_lse, mask=q_idx < q_owned)
 
 
@@ -333,7 +333,6 @@ def attention_combine_kernel(
     *LSE's shape], float32, each split laid out as O and LSE (their strides), stride_os /
     stride_ls apart.
     """
-    stride_os, stride_ls = tl.cast(stride_os, tl.int64), tl.cast(stride_ls, tl.int64)
     start_m = tl.program_id(0) * BLOCK_M
     head = tl.program_id(1)
     batch = tl.program_id(2)
@@ -349,16 +348,18 @@ def attention_combine_kernel(
     o_offsets = b64 * stride_ob + h64 * stride_oh + row64[:, None] * stride_on + offs_dv[None, :] * stride_od
     m_o = m_rows[:, None] & (offs_dv < HEAD_DIM_V)[None, :]
     lse_max = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    for s in range(0, kv_splits):
-        lse_max = tl.maximum(lse_max, tl.load(LSE_SPLIT + s * stride_ls + lse_offsets, mask=m_rows, other=float("-inf")))
+    for s in range(0, kv_splits):  # split offsets in 64 bits: kv_splits copies of O can pass 2^31 elements
+        lse_max = tl.maximum(lse_max, tl.load(LSE_SPLIT + tl.cast(s, tl.int64) * stride_ls + lse_offsets, mask=m_rows,
+                                              other=float("-inf")))
     # Rows no split saw a key for: weights against 0 rather than NaN (-inf - -inf).
     lse_ref = tl.where(lse_max == float("-inf"), 0.0, lse_max)
     total = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
     for s in range(0, kv_splits):
-        weight = tl.exp(tl.load(LSE_SPLIT + s * stride_ls + lse_offsets, mask=m_rows, other=float("-inf")) - lse_ref)
+        s64 = tl.cast(s, tl.int64)
+        weight = tl.exp(tl.load(LSE_SPLIT + s64 * stride_ls + lse_offsets, mask=m_rows, other=float("-inf")) - lse_ref)
         total += weight
-        acc += weight[:, None] * tl.load(O_SPLIT + s * stride_os + o_offsets, mask=m_o, other=0.0)
+        acc += weight[:, None] * tl.load(O_SPLIT + s64 * stride_os + o_offsets, mask=m_o, other=0.0)
     empty = total == 0.0
     out = acc / tl.where(empty, 1.0, total)[:, None]
     lse = tl.where(empty, float("-inf"), lse_ref + tl.log(tl.where(empty, 1.0, total)))
