@@ -218,6 +218,18 @@ def test_paged_torch(rng, batch, nq, hq, hkv, d, page_size, pages_per_seq, num_p
     assert torch.equal(out, dense_out) and torch.equal(lse, dense_lse), "paged and dense calls differ"
 
 
+def test_paged_with_alibi(rng):
+    """ALiBi's distances are of logical positions (|i' - j| within the sequence), not of cache rows."""
+    q, k_cache, v_cache, table, used_k = paged_inputs(rng, batch=2, nq=3, hq=4, hkv=2, d=16, page_size=8,
+                                                      pages_per_seq=4, num_pages=9, dtype="float32")
+    slopes = rng.uniform(0.05, 0.5, 4).astype(np.float32)
+    out = flashx.torch.attention(tensor(q), tensor(k_cache), tensor(v_cache), block_table=tensor(table),
+                                 seqused_k=tensor(used_k), causal=True, alibi_slopes=tensor(slopes))
+    want, _ = reference(q.astype(np.float64), gathered(k_cache, table).astype(np.float64),
+                        gathered(v_cache, table).astype(np.float64), used_k=used_k, causal=True, slopes=slopes)
+    assert_close(np64(out), want, OUT_TOL["float32"], "out")
+
+
 def test_paged_full_table_without_seqused(rng):
     """Without seqused_k every sequence is all its pages' rows (Nkv = pages_per_seq * page_size)."""
     q, k_cache, v_cache, table, _ = paged_inputs(rng, batch=2, nq=3, hq=2, hkv=1, d=16, page_size=8,
