@@ -341,23 +341,15 @@ def test_paged_with_cu_seqlens_k_raises(rng):
 
 
 @pytest.mark.parametrize("split", [False, True])
-def test_paged_with_varlen_queries(rng, monkeypatch, split):
+def test_paged_with_varlen_queries(rng, monkeypatch, forward_launches, split):
     """A serving step's mixed batch: packed queries (decode rows of one query, prefill chunks of
     several, causal) against each sequence's pages, its key count in seqused_k; split over the
     keys too. Each sequence matches float64 on its gathered keys; a row past every sequence stays 0."""
-    from flashx.core import AttentionPlan, plan, runtime
+    from flashx.core import plan, runtime
 
     if split:
         monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 512)
     plan.clear_plan_cache()
-    launches, forward_calls = [], AttentionPlan.forward_calls
-
-    def counted(self, *args, **kwargs):
-        calls = forward_calls(self, *args, **kwargs)
-        launches.append(len(calls))
-        return calls
-
-    monkeypatch.setattr(AttentionPlan, "forward_calls", counted)
     hq, hkv, d, page = 4, 2, 16, 8
     _, k_cache, v_cache, table, _ = paged_inputs(rng, batch=3, nq=1, hq=hq, hkv=hkv, d=d, page_size=page,
                                                  pages_per_seq=20, num_pages=45, dtype="float32")
@@ -368,7 +360,7 @@ def test_paged_with_varlen_queries(rng, monkeypatch, split):
                                       max_seqlen_q=5, block_table=tensor(table), seqused_k=tensor(used_k), causal=True,
                                       return_lse=True)
     plan.clear_plan_cache()
-    assert launches == [2 if split else 1]
+    assert forward_launches == [2 if split else 1]
     keys, values = gathered(k_cache, table).astype(np.float64), gathered(v_cache, table).astype(np.float64)
     for b in range(3):
         rows = slice(cu_q[b], cu_q[b + 1])
@@ -477,15 +469,11 @@ def test_kv_splits_rule():
 
 
 @pytest.fixture
-def split_launches(monkeypatch) -> list:
-    """The plan sees a device of 512 SMs (so small calls split their keys, as a decode step on a
-    GPU does); the returned list gets each forward's number of launches."""
-    from flashx.core import AttentionPlan, plan, runtime
+def forward_launches(monkeypatch) -> list:
+    """The returned list gets each forward's number of launches (2 where it splits its keys)."""
+    from flashx.core import AttentionPlan
 
-    monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 512)
-    plan.clear_plan_cache()
-    counts = []
-    forward_calls = AttentionPlan.forward_calls
+    counts, forward_calls = [], AttentionPlan.forward_calls
 
     def counted(self, *args, **kwargs):
         calls = forward_calls(self, *args, **kwargs)
@@ -493,7 +481,18 @@ def split_launches(monkeypatch) -> list:
         return calls
 
     monkeypatch.setattr(AttentionPlan, "forward_calls", counted)
-    yield counts
+    return counts
+
+
+@pytest.fixture
+def split_launches(monkeypatch, forward_launches) -> list:
+    """forward_launches, the plan seeing a device of 512 SMs (so small calls split their keys, as
+    a decode step on a GPU does)."""
+    from flashx.core import plan, runtime
+
+    monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 512)
+    plan.clear_plan_cache()
+    yield forward_launches
     plan.clear_plan_cache()
 
 
@@ -575,21 +574,13 @@ def test_split_keys_jax(rng, split_launches):
         assert_close(got, want, GRAD_TOL["float32"], name)
 
 
-def test_split_keys_dropout_keeps_the_mask(rng, monkeypatch):
+def test_split_keys_dropout_keeps_the_mask(rng, monkeypatch, forward_launches):
     """Dropout's mask is drawn per (batch, head, query block, key block) position, so a split
     forward keeps it: the same seed gives the unsplit call's output to float32 rounding (the
     unsplit call is checked against its float64 reference in test_dropout.py)."""
-    from flashx.core import AttentionPlan, plan, runtime
+    from flashx.core import plan, runtime
 
     q, k, v = (tensor(rng.standard_normal(s).astype(np.float32)) for s in ((1, 2, 4, 16), (1, 300, 2, 16), (1, 300, 2, 16)))
-    launches, forward_calls = [], AttentionPlan.forward_calls
-
-    def counted(self, *args, **kwargs):
-        calls = forward_calls(self, *args, **kwargs)
-        launches.append(len(calls))
-        return calls
-
-    monkeypatch.setattr(AttentionPlan, "forward_calls", counted)
     results = []
     for multiprocessors in (1, 512):  # one SM: no split; 512: split
         monkeypatch.setattr(runtime, "multiprocessor_count", lambda n=multiprocessors: n)
@@ -597,7 +588,7 @@ def test_split_keys_dropout_keeps_the_mask(rng, monkeypatch):
         torch.manual_seed(7)
         results.append(flashx.torch.attention(q, k, v, causal=True, dropout_p=0.3, return_lse=True))
     plan.clear_plan_cache()
-    assert launches == [1, 2]
+    assert forward_launches == [1, 2]
     (whole, whole_lse), (split, split_lse) = results
     torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(split_lse, whole_lse, rtol=1e-5, atol=1e-6)
