@@ -457,16 +457,36 @@ class _EagerAttention(torch.autograd.Function):
         return (None,) + grads + (None,)
 
 
-def attend_packed(q, group: int, layout: str, attend) -> tuple:
-    """(out, lse) of a one-query GQA call run as `group` query rows of each kv head
-    (core.packed_query_heads): q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B,
-    Hkv, g, D), given to attend(rows) -> (out, lse) (the call without causal); out and lse viewed
-    back (out copied in "bnhd", where its rows interleave)."""
+def _packed_group(q, k, tensors: dict, options: core.CallOptions, bias) -> int:
+    """core.packed_query_heads of a call, asked only of one-query GQA shapes (a shape check first:
+    every call passes here)."""
+    seq_axis, heads_axis = (2, 1) if options.layout == "bhnd" else (1, 2)
+    if not (type(q) is torch.Tensor and q.dim() == 4 and q.shape[seq_axis] == 1 and isinstance(k, torch.Tensor)
+            and k.dim() == 4 and k.shape[heads_axis] < q.shape[heads_axis]):
+        return 1
+    optional = [name for name, x in tensors.items() if x is not None] + (["BIAS"] if bias is not None else [])
+    return core.packed_query_heads(options, q.shape, k.shape, optional)
+
+
+def _run_packed(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias, group: int, dense: bool):
+    """_run of a one-query GQA call as `group` query rows of each kv head (core.packed_query_heads):
+    q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B, Hkv, g, D), without causal;
+    out and lse viewed back (out copied in "bnhd", where its rows interleave). dense: a plain
+    call (attention's dense_key), whose packed call then takes _DENSE_PLANS' fast path too."""
+    packed = dataclasses.replace(options, causal=False)
+    bnhd = options.layout == "bnhd"
     batch, d = q.shape[0], q.shape[-1]
     rows = q.reshape(batch, q.shape[1] * q.shape[2] // group, group, d)  # (B, Hkv, g, D)
-    out, lse = attend(rows.transpose(1, 2) if layout == "bnhd" else rows)
-    out = (out.transpose(1, 2) if layout == "bnhd" else out).reshape(*q.shape[:-1], out.shape[-1])
-    return out, lse.reshape(batch, -1, 1)  # lse (B, Hkv, g) -> (B, Hq, 1)
+    rows = rows.transpose(1, 2) if bnhd else rows
+    key = _dense_key(rows, k, v, False, options.scale, options.layout, options.window, options.softcap) if dense else None
+    plan = _DENSE_PLANS.get(key) if key is not None else None
+    if plan is not None:
+        out, lse = _run_eager(plan, rows, k, v, None, _NO_TENSORS, True)
+    else:
+        out, lse = _run(rows, k, v, tensors, packed, True, bias, dense_key=key)
+    out = (out.transpose(1, 2) if bnhd else out).reshape(*q.shape[:-1], out.shape[-1])
+    lse = lse.reshape(batch, -1, 1)  # (B, Hkv, g) -> (B, Hq, 1)
+    return (out, lse) if return_lse else out
 
 
 def _dropout_seed(device: torch.device) -> torch.Tensor:
@@ -481,7 +501,10 @@ def _run(
 ):
     """Validate (naming the argument) before any dispatch, build mask_mod's block map if the
     plan asks for one, then call the op (eager: its implementation). dense_key: where to keep
-    the plan for _DENSE_PLANS."""
+    the plan for _DENSE_PLANS. A one-query GQA call runs packed (_run_packed)."""
+    group = _packed_group(q, k, tensors, options, bias)
+    if group > 1:
+        return _run_packed(q, k, v, tensors, options, return_lse, bias, group, dense=dense_key is not None)
     if core.check_dropout_p(options.dropout_p) > 0 and isinstance(q, torch.Tensor):
         tensors = dict(tensors, DROPOUT_SEED=_dropout_seed(q.device))
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
@@ -685,17 +708,13 @@ def attention(
         q, k, v = _autocast(q, k, v)
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
-
-    def arguments() -> tuple:  # (options, tensor options) by keyword, for the calls that re-enter attention
-        return (dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
-                     max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
-                     score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p),
-                dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-                     seqused_q=seqused_q, seqused_k=seqused_k, block_table=block_table))
-
     if not (type(q) is type(k) is type(v) is torch.Tensor) and (
             _distributed.any_dtensor(q, k, v) or _nested.any_nested(q, k, v)):
-        keywords, tensors = arguments()
+        keywords = dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
+                        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
+                        score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p)
+        tensors = dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                       seqused_q=seqused_q, seqused_k=seqused_k, block_table=block_table)
         if _nested.any_nested(q, k, v):
             return _nested.attention_on_nested(attention, q, k, v, {**keywords, **tensors}, return_lse)
         options = _distributed.core_options(keywords)
@@ -703,16 +722,6 @@ def attention(
             attention, lambda q, k, v, named: _plan(q, k, v, None, [named.get(n) for n in _OPTIONAL_INPUTS], options,
                                                     traced=torch.compiler.is_compiling()),
             q, k, v, keywords, tensors, return_lse)
-    seq_axis, heads_axis = (2, 1) if layout == "bhnd" else (1, 2)
-    if (type(q) is torch.Tensor and q.dim() == 4 and q.shape[seq_axis] == 1 and isinstance(k, torch.Tensor)
-            and k.dim() == 4 and k.shape[heads_axis] < q.shape[heads_axis]):  # one query, GQA: may pack
-        keywords, tensors = arguments()
-        group = core.packed_query_heads(_distributed.core_options(keywords), q.shape, k.shape,
-                                        [_KERNEL_NAME[n] for n, x in tensors.items() if x is not None])
-        if group > 1:
-            out, lse = attend_packed(q, group, layout, lambda rows: attention(
-                rows, k, v, return_lse=True, **{**keywords, **tensors, "causal": False}))
-            return (out, lse) if return_lse else out
     dense_key = None
     if (alibi_slopes is None and cu_seqlens_q is None and cu_seqlens_k is None and max_seqlen_q is None
             and max_seqlen_k is None and seqused_q is None and seqused_k is None and block_table is None

@@ -8,7 +8,7 @@ import torch
 from .. import core
 from . import distributed as _distributed
 from . import nested as _nested
-from .attention import _autocast, _run, attend_packed, attention
+from .attention import _autocast, _run, attention
 
 # The core validates under its own argument names; core.errors_named re-raises its errors under
 # this function's (query, not q). The layout is the drop-in's choice, not the caller's: dropped from messages.
@@ -83,12 +83,6 @@ def scaled_dot_product_attention(
         else:  # torch's rule: bool (which keys take part) or float (added to the scores)
             raise TypeError(f"attn_mask must be bool or a float dtype, got {attn_mask.dtype}")
     options = core.CallOptions(causal=is_causal, scale=scale, layout="bhnd", bottom_right=False, dropout_p=dropout_p)
-    with core.errors_named(names):
-        group = 1
-        if mask is None and bias is None and isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor):
-            group = core.packed_query_heads(options, query.shape, key.shape, ())
-        if group > 1:  # a decode step with GQA: the group's heads as rows of their kv head's tile
-            out, _ = attend_packed(query, group, "bhnd", lambda rows: _run(rows, key, value, {}, options, True))
-        else:
-            out = _run(query, key, value, {"MASK": mask}, options, False, bias=bias)
+    with core.errors_named(names):  # (a GQA decode step packs its heads there, as attention's)
+        out = _run(query, key, value, {"MASK": mask}, options, False, bias=bias)
     return out.squeeze(0) if squeeze else out
