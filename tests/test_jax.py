@@ -6,6 +6,7 @@ jax-triton's triton_call.
 from __future__ import annotations
 
 import functools
+import sys
 
 import numpy as np
 import pytest
@@ -1018,6 +1019,177 @@ bad = {{n: e for n, e in errors.items() if not e <= TOLERANCE}}
 assert not bad, f"errors above {{TOLERANCE}}: {{bad}}"
 print("checked")
 """
+
+
+_AUTO_MESH_CHECK = """
+import os
+import sys
+
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+import flashx.jax
+from flashx import core
+
+frontend = sys.modules["flashx.jax.attention"]
+mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))  # Auto axes: jax.jit of NamedShardings
+rng = np.random.default_rng()
+B, N, M, D = 4, 37, 41, 24
+
+
+def fresh(*shape):
+    return jnp.asarray(rng.standard_normal(shape), jnp.float32)
+
+
+def rel(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def reference_forward(options, q, k, v, bias, aux):
+    \"\"\"A plain-JAX stand-in for a launch, with _forward's signature: out and lse (bottom-right
+    causal, GQA), so that the partitioner's own arithmetic (which slices, which sums) is what
+    the comparison checks.\"\"\"
+    if options.layout == "bhnd":
+        q, k, v = (jnp.swapaxes(x, 1, 2) for x in (q, k, v))
+    k, v = (jnp.repeat(x, q.shape[2] // k.shape[2], axis=2) for x in (k, v))
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * q.shape[-1] ** -0.5
+    if options.causal:  # iotas, not NumPy constants: custom_partitioning takes a function without any
+        rows = jax.lax.broadcasted_iota(jnp.int32, s.shape, 2) + s.shape[-1] - s.shape[-2]
+        s = jnp.where(rows >= jax.lax.broadcasted_iota(jnp.int32, s.shape, 3), s, -jnp.inf)
+    lse = jax.nn.logsumexp(s, axis=-1)
+    out = jnp.einsum("bhqk,bkhd->bqhd", jnp.exp(s - lse[..., None]), v)
+    return (jnp.swapaxes(out, 1, 2) if options.layout == "bhnd" else out), lse
+
+
+def reference_backward(options, q, k, v, bias, aux, out, lse, dout, dlse):
+    _, vjp = jax.vjp(lambda q, k, v: reference_forward(options, q, k, v, bias, aux), q, k, v)
+    return (*vjp((dout, dlse)), None)
+
+
+def objective(out, lse):  # a scalar of both outputs, so that both carry cotangents
+    return jnp.sum(out * jnp.arange(D)) + jnp.sum(jnp.sin(lse))
+
+
+frontend._PARTITION_INTERPRETED = True  # the stand-in runs no callback; flashx's own launches only compile
+split_forward, split_backward = frontend._partitioned(reference_forward), frontend._partitioned(reference_backward)
+errors = {{}}
+cases = [  # (name, layout, Nq, Nkv, Hq, Hkv, q's spec, k's spec, the split the partitioner should take: q's, k's)
+    ("gqa", "bnhd", N, M, 4, 2, P("data", None, "model", None), P("data", None, "model", None),
+     P("data", None, "model", None), P("data", None, "model", None)),
+    ("mqa", "bhnd", N, M, 4, 1, P("data", "model", None, None), P("data", None, None, None),
+     P("data", "model", None, None), P("data", None, None, None)),
+    ("sequence split gathered", "bnhd", N + 1, M + 1, 4, 4, P(None, "data", "model", None), P(None, "data", "model", None),
+     P(None, None, "model", None), P(None, None, "model", None)),
+]
+for name, layout, nq, nkv, hq, hkv, q_spec, k_spec, want_q, want_k in cases:
+    options = core.CallOptions(causal=True, layout=layout)
+    q, k, v = (fresh(*((B, n, h, D) if layout == "bnhd" else (B, h, n, D))) for n, h in ((nq, hq), (nkv, hkv), (nkv, hkv)))
+    placed = [jax.device_put(x, NamedSharding(mesh, s)) for x, s in zip((q, k, v), (q_spec, k_spec, k_spec))]
+
+    @jax.custom_vjp
+    def attend(q, k, v):
+        return split_forward(options, q, k, v, None, {{}})
+
+    def attend_fwd(q, k, v):
+        out, lse = split_forward(options, q, k, v, None, {{}})
+        return (out, lse), (q, k, v, out, lse)
+
+    def attend_bwd(res, cot):
+        return split_backward(options, *res[:3], None, {{}}, *res[3:], *cot)[:3]
+
+    attend.defvjp(attend_fwd, attend_bwd)
+    split_loss = lambda q, k, v: objective(*attend(q, k, v))  # noqa: E731
+    whole_loss = lambda q, k, v: objective(*reference_forward(options, q, k, v, None, {{}}))  # noqa: E731
+    with jax.enable_x64():  # float64 references of the same inputs
+        wide = [jnp.asarray(np.asarray(x), jnp.float64) for x in (q, k, v)]
+        want = jax.value_and_grad(whole_loss, argnums=(0, 1, 2))(*wide)
+        want_out, want_lse = (np.asarray(x) for x in reference_forward(options, *wide, None, {{}}))
+    out, lse = jax.jit(lambda *a: split_forward(options, *a, None, {{}}))(*placed)
+    errors[f"{{name}} out"], errors[f"{{name}} lse"] = rel(out, want_out), rel(lse, want_lse)
+    assert out.sharding.is_equivalent_to(NamedSharding(mesh, want_q), 4), (name, out.sharding)
+    split_grad = jax.jit(jax.grad(split_loss, argnums=(0, 1, 2)))
+    grads = split_grad(*placed)
+    for n, g, w in zip("qkv", grads, want[1]):
+        errors[f"{{name}} d{{n}}"] = rel(g, w)
+    assert grads[1].sharding.is_equivalent_to(NamedSharding(mesh, want_k), 4), (name, grads[1].sharding)
+    if name != "sequence split gathered":
+        hlo = split_grad.lower(*placed).compile().as_text()
+        assert "all-gather" not in hlo, f"{{name}}: the partitioned call gathered its inputs"
+        assert ("all-reduce" in hlo) == (name == "mqa"), f"{{name}}: dk and dv summed over the devices only for MQA"
+
+# flashx's own launches (host callbacks into the interpreter: compiled only, see _partitions): each
+# device's launches take its slice, with no gather, forward and backward.
+q, k, v = fresh(B, N, 4, D), fresh(B, M, 2, D), fresh(B, M, 2, D)
+spec = P("data", None, "model", None)
+shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, spec)) for x in (q, k, v)]
+flashx_loss = lambda q, k, v: jnp.sum(flashx.jax.attention(q, k, v, causal=True))  # noqa: E731
+hlo = jax.jit(jax.grad(flashx_loss, argnums=(0, 1, 2))).lower(*shapes).compile().as_text()
+assert "all-gather" not in hlo, "flashx's launches gathered their inputs"
+launches = [line for line in hlo.splitlines() if "xla_ffi_python_cpu_callback" in line]
+assert launches and all(f"f32[{{B // 2}},{{N}},2,{{D}}]" in line or f"f32[{{B // 2}},{{M}},1,{{D}}]" in line for line in launches), launches
+# ALiBi's slopes split with the heads; varlen splits its heads; dropout's draw sees the global
+# indices, so its call runs whole on every device (its inputs gathered). Forward and backward.
+heads = P(None, "model", None)
+for name, attend, args, splits in [
+    ("alibi", lambda q, k, v, s: flashx.jax.attention(q, k, v, alibi_slopes=s, causal=True),
+     [*shapes, jax.ShapeDtypeStruct((4,), jnp.float32, sharding=NamedSharding(mesh, P("model")))], True),
+    ("varlen", lambda q, k, v, cu: flashx.jax.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=N, max_seqlen_k=N),
+     [*(jax.ShapeDtypeStruct((2 * N, h, D), jnp.float32, sharding=NamedSharding(mesh, heads)) for h in (4, 2, 2)),
+      jax.ShapeDtypeStruct((3,), jnp.int32)], True),
+    ("dropout", lambda q, k, v: flashx.jax.attention(q, k, v, dropout_p=0.5, dropout_key=jax.random.key(0)), shapes, False),
+]:
+    grad = jax.jit(jax.grad(lambda *a: jnp.sum(attend(*a)), argnums=(0, 1, 2))).lower(*args).compile()
+    assert ("all-gather" not in grad.as_text()) == splits, name
+    assert all(s.is_equivalent_to(NamedSharding(mesh, x.sharding.spec if splits else P()), len(x.shape))
+               for s, x in zip(grad.output_shardings, args)), (name, grad.output_shardings)
+# With per-sequence lengths the batch stays whole on every device (core.splittable_axes): heads only.
+used = jax.ShapeDtypeStruct((B,), jnp.int32)
+compiled = jax.jit(lambda q, k, v, used: flashx.jax.attention(q, k, v, seqused_k=used)).lower(*shapes, used).compile()
+assert compiled.output_shardings.is_equivalent_to(NamedSharding(mesh, P(None, None, "model", None)), 4), compiled.output_shardings
+print(errors)
+bad = {{n: e for n, e in errors.items() if not e <= 1e-5}}
+assert not bad, f"errors above 1e-5: {{bad}}"
+print("checked")
+"""
+
+
+def test_auto_mesh(tmp_path):
+    """jax.jit of arrays on a mesh of Auto axes (NamedShardings, the default): the launches split
+    over the devices through custom_partitioning (flashx/jax/attention.py: _partitioned), as the
+    Explicit-mesh path splits them. In a fresh process with four CPU devices. The partitioner's
+    arithmetic is checked by running it around a plain-JAX stand-in for the launches (the
+    interpreter's host callbacks do not survive custom_partitioning in JAX): GQA split over
+    batch and heads, MQA over q's heads (dk and dv summed over the devices), and a sequence
+    split gathered, out, lse and gradients against float64 with the shardings they should keep;
+    then flashx's own call compiled: each launch on its slice, no gather, and a call with
+    per-sequence lengths splitting its heads only. Before, XLA ran the call on one device."""
+    check_in_fresh_process(tmp_path, "auto_mesh_check", _AUTO_MESH_CHECK.format())
+
+
+@pytest.mark.parametrize("dtype, shape", [
+    pytest.param("float32", (2, 37, 53, 4, 2, 24), id="float32-gqa-d24"),
+    pytest.param("bfloat16", (2, 300, 700, 8, 2, 128), id="bfloat16-gqa-d128-gpu", marks=pytest.mark.gpu),
+])
+def test_partitioned_launches(monkeypatch, rng, dtype, shape):
+    """The launches wrapped for Auto meshes (_partitioned: custom_partitioning around each
+    forward and backward launch), here on this process's devices, where the wrapper lowers its
+    function whole: out, lse and gradients of a causal GQA call inside jax.jit against float64.
+    On the GPU this runs jax-triton's launches (and the Gluon routes at D = 128) through
+    custom_partitioning's trace, which takes no closed-over constants; on the CPU the
+    interpreter's host callbacks, which survive it on one device."""
+    frontend = sys.modules["flashx.jax.attention"]
+    monkeypatch.setattr(frontend, "_partitions", lambda: True)
+    b, nq, nkv, hq, hkv, d = shape
+    q, k, v = make_inputs(rng, Case(b, nq, nkv, hq, hkv, d, d, causal=True), dtype)
+    attend = lambda *a: flashx.jax.attention(*a, causal=True, return_lse=True)  # noqa: E731
+    assert "custom_partitioning" in str(jax.make_jaxpr(attend)(q, k, v)), "the launches were not wrapped"
+    out, lse = jax.jit(attend)(q, k, v)
+    check_against_reference(q, k, v, out, lse, dtype, causal=True)
+    checked_gradients(rng, q, k, v, True, dtype)
 
 
 @pytest.mark.parametrize("dtype, tolerance, shape", [

@@ -36,10 +36,11 @@ jax.tree_util.register_pytree_node(
 )
 
 
-def _spec(name: str, x: Any) -> Optional[core.ArraySpec]:
+def _spec(name: str, x: Any, shapes_only: bool = False) -> Optional[core.ArraySpec]:
+    """x's ArraySpec; shapes_only: x may be a jax.ShapeDtypeStruct (a partitioner's operand)."""
     if x is None:
         return None
-    if not isinstance(x, jax.Array):
+    if not isinstance(x, (jax.Array, jax.ShapeDtypeStruct) if shapes_only else jax.Array):
         raise TypeError(f"{name} must be a jax.Array, got {type(x).__name__}")
     # JAX arrays are dense and row-major; inside jit the backend stands for the device.
     return core.ArraySpec(
@@ -130,13 +131,11 @@ def _launch_kernel(build: CallBuilder, arrays: Mapping[str, Any], out_types: tup
     return tuple(jax.pure_callback(on_host, out_types, arrays, vmap_method="sequential"))
 
 
-def _plan(options: core.CallOptions, q, k, v, bias, aux: Mapping[str, Any]) -> core.AttentionPlan:
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, jax.Array):
-            raise TypeError(f"{name} must be a jax.Array, got {type(x).__name__}")
-    arrays = dict(aux, BIAS=bias)
-    specs = {name: _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x) for name, x in arrays.items()}
-    return core.plan_call(options, _spec("q", q), _spec("k", k), _spec("v", v), specs)
+def _plan(options: core.CallOptions, q, k, v, bias, aux: Mapping[str, Any], shapes_only: bool = False) -> core.AttentionPlan:
+    """The call's plan; shapes_only: of jax.ShapeDtypeStructs (a partitioner's operands)."""
+    qkv = [_spec(name, x, shapes_only) for name, x in (("q", q), ("k", k), ("v", v))]
+    specs = {name: _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x, shapes_only) for name, x in dict(aux, BIAS=bias).items()}
+    return core.plan_call(options, *qkv, specs)
 
 
 def _output_types(call: core.KernelCall, types: Mapping[str, Any]) -> tuple:
@@ -191,7 +190,152 @@ def _vmappable(fn: Callable) -> Callable:
     return call
 
 
+# --- Auto meshes: XLA's partitioner told how a launch splits ------------------------------------
+
+
+def _partitioned(fn: Callable) -> Callable:
+    """fn(options, q, k, v, bias, aux, *more) -> (out, lse), or the backward's (dq, dk, dv,
+    dbias) with `more` = (out, lse, dout, dlse), made splittable by XLA over a mesh of Auto axes
+    (jax.jit of arrays with NamedShardings, the GSPMD / Shardy default) through
+    jax.experimental.custom_partitioning: each device launches fn on its slice as
+    core.device_split says (batch and heads; a split along any other dim gathered first; a call
+    that does not split runs whole on every device). Without it XLA cannot split a kernel call
+    and runs it on one device, gathering the inputs there. Inside shard_map or on one device,
+    fn itself runs; with one device in the process nothing is wrapped."""
+
+    @functools.wraps(fn)
+    def call(options: core.CallOptions, *args):
+        if not _partitions():
+            return fn(options, *args)
+        from jax.experimental.custom_partitioning import custom_partitioning
+
+        backward = len(args) > 5
+        shapes = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), args)
+        split_call = custom_partitioning(lambda *a: fn(options, *a))
+        split_call.def_partition(
+            partition=functools.partial(_partition, fn, options, backward),
+            infer_sharding_from_operands=functools.partial(_infer_shardings, options, backward),
+            sharding_rule=functools.partial(_sharding_rule, options, shapes, backward),
+        )
+        return split_call(*args)
+    return call
+
+
+def _optional_shapes(bias, aux: Mapping[str, Any]) -> dict:
+    """The call's optional arrays' shapes by kernel name, BIAS included (core.splittable_axes')."""
+    return {**{n: tuple(a.shape) for n, a in aux.items()}, **({} if bias is None else {"BIAS": tuple(bias.shape)})}
+
+
+def _partitions() -> bool:
+    """Whether _partitioned wraps launches: with several devices, where launches compile (a host
+    callback into the interpreter does not survive custom_partitioning's lowering in JAX 0.10:
+    jax-ml/jax#23620); _PARTITION_INTERPRETED lets a test compile such a call, never run it."""
+    return jax.device_count() > 1 and (_launches_compile() or _PARTITION_INTERPRETED)
+
+
+_PARTITION_INTERPRETED = False
+
+
+def _partition_shardings(options: core.CallOptions, backward: bool, mesh, arg_shapes) -> tuple:
+    """(split, the operands' shardings, the results') of a partitioned call (_partitioned) whose
+    operands come split as arg_shapes' shardings say: those core.device_split takes; all
+    replicated where a sharding names no mesh axes (a GSPMDSharding)."""
+    named = jax.sharding.NamedSharding
+    q, k, v, bias, aux, *more = arg_shapes
+    whole = named(mesh, jax.sharding.PartitionSpec())
+    if not all(isinstance(x.sharding, named) for x in jax.tree_util.tree_leaves(arg_shapes)):
+        specs = ({}, whole.spec, whole.spec, whole.spec, {n: whole.spec for n in aux})
+    else:
+        def axes_of(x, dim):
+            spec = x.sharding.spec
+            names = spec[dim] if dim < len(spec) else None
+            return () if names is None else names if isinstance(names, tuple) else (names,)
+        plan = _plan(options, q, k, v, bias, aux, shapes_only=True)
+        specs = _device_specs(plan, options, q, k, bias, aux, mesh.shape, axes_of)
+    split, q_spec, kv_spec, lse_spec, aux_specs = specs
+    q_s, kv_s, lse_s = named(mesh, q_spec), named(mesh, kv_spec), named(mesh, lse_spec)
+    operands = (q_s, kv_s, kv_s, None if bias is None else whole, {n: named(mesh, s) for n, s in aux_specs.items()})
+    if backward:
+        operands += (q_s, lse_s, q_s, lse_s)
+        results = (q_s, kv_s, kv_s, None if bias is None else whole)
+    else:
+        results = (q_s, lse_s)
+    return split, operands, results
+
+
+def _partition(fn: Callable, options: core.CallOptions, backward: bool, mesh, arg_shapes, result_shape):
+    """custom_partitioning's partition rule of _partitioned: the mesh, each device's call and
+    the shardings of results and operands. A backward whose q heads split over k's single head
+    (MQA) sums dk and dv over those devices."""
+    split, operands, results = _partition_shardings(options, backward, mesh, arg_shapes)
+    summed = tuple(n for n, s in split.items() if backward and s.heads and s.kv_dim is None)
+
+    def on_each_device(*args):
+        outs = fn(options, *args)
+        if summed:
+            dq, dk, dv, dbias = outs
+            outs = dq, jax.lax.psum(dk, summed), jax.lax.psum(dv, summed), dbias
+        return outs
+
+    return mesh, on_each_device, results, operands
+
+
+def _infer_shardings(options: core.CallOptions, backward: bool, mesh, arg_shapes, result_shape):
+    """custom_partitioning's result shardings from the operands' (GSPMD; Shardy reads the rule)."""
+    return _partition_shardings(options, backward, mesh, arg_shapes)[2]
+
+
+def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, mesh, operand_types, result_types):
+    """Shardy's rule for a partitioned call (_partitioned), in einsum-like factors: the batch
+    ("b") and heads ("h"; a GQA q's heads "(h g)", g the group; MQA's "g") pass through where the call splits
+    along them (core.splittable_axes); every other dim needs replication. A backward's dk and dv
+    lack g: where g splits (MQA), _partition sums them over its devices."""
+    q, k, v, bias, aux, *more = args
+    plan = _plan(options, q, k, v, bias, aux, shapes_only=True)
+    optional = _optional_shapes(bias, aux)
+    batch_axis, heads_axis = core.splittable_axes(plan, options, optional) or (None, None)
+    group = plan.heads_q // plan.heads_kv if heads_axis is not None else 1
+    compound = group > 1 and plan.heads_kv > 1  # Shardy takes no size-1 factor in a compound one
+    q_heads = "(h g)" if compound else "g" if group > 1 else "h"
+    fresh = []
+
+    def factors(x, named: Mapping[int, str]) -> str:
+        def one(dim):
+            if dim in named:
+                return named[dim]
+            fresh.append(f"r{len(fresh)}")
+            return fresh[-1]
+        return " ".join(one(d) for d in range(len(x.shape)))
+
+    def by_role(x, role):
+        if role in ("q", "kv"):
+            named = {batch_axis: "b", heads_axis: q_heads if role == "q" else "h"}
+        elif role == "lse":  # (B, Hq, Nq), or varlen's (Hq, total)
+            named = {0: q_heads} if plan.varlen else {0: "b", 1: q_heads}
+        elif role == "slopes" and len(x.shape) == 1:
+            named = {0: q_heads}
+        else:
+            named = {}
+        return factors(x, {d: f for d, f in named.items()
+                           if heads_axis is not None and d is not None and (f != "b" or batch_axis is not None)})
+
+    roles = [(q, "q"), (k, "kv"), (v, "kv"), *([] if bias is None else [(bias, "")]),
+             *((a, "slopes" if n == "SLOPES" else "") for n, a in aux.items())]
+    if backward:
+        roles += [(more[0], "q"), (more[1], "lse"), (more[2], "q"), (more[3], "lse")]
+        results = [(q, "q"), (k, "kv"), (v, "kv"), *([] if bias is None else [(bias, "")])]
+    else:
+        results = [(jax.ShapeDtypeStruct(plan.out_shape, q.dtype), "q"), (jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32), "lse")]
+    operands = ", ".join(by_role(x, r) for x, r in roles)
+    outputs = ", ".join(by_role(x, r) for x, r in results)
+    # Shardy wants the special factors in the order the factors first appear.
+    appearance = list(dict.fromkeys(f"{operands} {outputs}".translate(str.maketrans("(),", "   ")).split()))
+    return (f"{operands} -> {outputs}",
+            dict({"g": group} if compound else {}, need_replication_factors=tuple(f for f in appearance if f in fresh)))
+
+
 @_vmappable
+@_partitioned
 def _forward(options: core.CallOptions, q, k, v, bias, aux):
     plan = _plan(options, q, k, v, bias, aux)
     out_types = (jax.ShapeDtypeStruct(plan.out_shape, q.dtype), jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32))
@@ -215,6 +359,7 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
 
 
 @_vmappable
+@_partitioned
 def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
     plan = _plan(options, q, k, v, bias, aux)
     bias_grad = bias is not None
@@ -473,36 +618,44 @@ def _explicit_axes(x, axis: int) -> tuple:
     return tuple(n for n in names if n in _explicit_names(x))
 
 
+def _device_specs(plan: core.AttentionPlan, options: core.CallOptions, q, k, bias, aux: Mapping[str, Any],
+                  mesh_shape: Mapping[str, int], axes_of: Callable) -> tuple:
+    """How a call splits over a mesh (core.device_split), as PartitionSpecs: (split, q's, k's and
+    v's, lse's, {aux name: its}); out and dout take q's, dlse lse's. axes_of(x, dim): the mesh
+    axes along which x comes split on dim, major first; a split the call does not take is
+    gathered (those dims' specs say None)."""
+    P = jax.sharding.PartitionSpec
+    optional = _optional_shapes(bias, aux)
+    dims = {}  # each mesh axis q or k comes split along, with the dims it splits, in their specs' order
+    for role, x in enumerate((q, k)):
+        for dim in range(len(x.shape)):
+            for name in axes_of(x, dim):
+                dims.setdefault(name, [None, None])[role] = dim
+    split = core.device_split(plan, options, optional, [(n, mesh_shape[n], *d) for n, d in dims.items()])
+
+    def spec_of(ndim, dim_of):  # the names of the axes that split each dim, major first
+        return P(*(tuple(n for n, s in split.items() if dim_of(s) == d) or None for d in range(ndim)))
+
+    q_spec, kv_spec = spec_of(len(q.shape), lambda s: s.q_dim), spec_of(len(q.shape), lambda s: s.kv_dim)
+    lse_spec = spec_of(2 if plan.varlen else 3, lambda s: s.lse_dim)
+    aux_specs = {n: spec_of(1, lambda s: 0 if s.heads else None) if n == "SLOPES" else P() for n in aux}
+    return split, q_spec, kv_spec, lse_spec, aux_specs
+
+
 def _split_explicitly(attend: Callable, plan: core.AttentionPlan, options: core.CallOptions, q, k, v, bias, aux):
     """attend(q, k, v, bias, aux) -> (out, lse) inside jax.shard_map where the inputs' types place
     them on a mesh with Explicit axes (JAX's sharding in types), over whose devices XLA cannot
     spread a kernel call. Each device attends over the slice core.device_split gives it from the
     axes q and k come split along (batch and heads, where the call splits so), and out and lse
     come back split the same; a split along any other axis is gathered first, and a call that
-    does not split runs whole on every device. None off such a mesh: XLA places the call."""
+    does not split runs whole on every device. None off such a mesh (an Auto mesh's calls split
+    as _partitioned says)."""
     on_mesh = [x for x in (q, k, v, *([] if bias is None else [bias]), *aux.values()) if _explicit_names(x)]
     if not on_mesh:
         return None
     mesh = jax.typeof(on_mesh[0]).sharding.mesh
-    P = jax.sharding.PartitionSpec
-    replicated = P()
-    optional = {n: tuple(a.shape) for n, a in aux.items()}
-    if bias is not None:
-        optional["BIAS"] = tuple(bias.shape)
-    # Each Explicit axis q or k comes split along, with the dims it splits, in their specs' order.
-    dims = {}
-    for role, x in enumerate((q, k)):
-        for dim in range(x.ndim):
-            for name in _explicit_axes(x, dim):
-                dims.setdefault(name, [None, None])[role] = dim
-    split = core.device_split(plan, options, optional, [(n, mesh.shape[n], *d) for n, d in dims.items()])
-
-    def spec_of(ndim, dim_of):  # the names of the axes that split each dim, major first
-        return P(*(tuple(n for n, s in split.items() if dim_of(s) == d) or None for d in range(ndim)))
-
-    q_spec, kv_spec = spec_of(q.ndim, lambda s: s.q_dim), spec_of(q.ndim, lambda s: s.kv_dim)
-    lse_spec = spec_of(2 if plan.varlen else 3, lambda s: s.lse_dim)
-    aux_specs = {n: spec_of(1, lambda s: 0 if s.heads else None) if n == "SLOPES" else replicated for n in aux}
+    replicated = jax.sharding.PartitionSpec()
+    _, q_spec, kv_spec, lse_spec, aux_specs = _device_specs(plan, options, q, k, bias, aux, mesh.shape, _explicit_axes)
 
     def reshard(x, spec):  # named on the inputs' mesh: the caller need not be inside jax.set_mesh
         return jax.sharding.reshard(x, jax.sharding.NamedSharding(mesh, spec))
