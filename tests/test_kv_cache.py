@@ -8,6 +8,8 @@ own dense call on the gathered cache, which runs the same kernel and must agree 
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -300,6 +302,26 @@ def test_paged_under_torch_compile(rng):
     assert torch.equal(compiled(*args), step(*args))
 
 
+@pytest.mark.gpu
+def test_paged_decode_reduce_overhead_gpu(rng):
+    """torch.compile(mode="reduce-overhead"): Inductor records the compiled decode step (a paged,
+    split forward and its combine) in CUDA graphs and replays them; three steps on fresh inputs
+    against float64 (a graph that baked in the first inputs would repeat its result)."""
+    def step(q, k, v, table, used):
+        return flashx.torch.attention(q, k, v, block_table=table, seqused_k=used, causal=True)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+    for call in range(3):
+        q, k_cache, v_cache, table, used_k = paged_inputs(
+            rng, batch=2, nq=1, hq=32, hkv=8, d=128, page_size=64, pages_per_seq=32, num_pages=64, dtype="bfloat16")
+        args = [tensor(x, "bfloat16") for x in (q, k_cache, v_cache)] + [tensor(table), tensor(used_k)]
+        out = compiled(*args).clone()  # the graph's output buffer is reused by the next replay
+        want_out, _ = reference(np64(args[0]), gathered(np64(args[1]), table), gathered(np64(args[2]), table),
+                                used_k=used_k, causal=True)
+        assert_close(np64(out), want_out, OUT_TOL["bfloat16"], f"out of call {call}")
+
+
 def _bad_paged(**change):
     def make(rng):
         q, k_cache, v_cache, table, used_k = paged_inputs(rng, batch=2, nq=2, hq=2, hkv=1, d=16, page_size=8,
@@ -386,6 +408,53 @@ def test_paged_decode_gpu(rng, page_size):
                                    causal=True)
     assert_close(np64(out), want_out, OUT_TOL["bfloat16"], "out")
     assert_lse(np64(lse), want_lse)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("paged", [False, True], ids=["dense", "paged-256"])
+def test_decode_in_cuda_graph_gpu(rng, paged):
+    """A decode step captured in a CUDA graph (as serving engines run decode) and replayed on new
+    queries, cache contents and lengths copied into the captured buffers: each replay against
+    float64. The dense step (whole caches) takes the Gluon forward (packed GQA); the paged one
+    (cache lengths) the split tl forward and its combine kernel (B = 2: a few tiles, so the keys
+    split). A launch that
+    allocated or synchronized on the host inside the capture would fail it; one that baked an
+    input's values into the graph would give the first replay's result again."""
+    batch, hq, hkv, d, page_size, pages_per_seq = 2, 32, 8, 128, 256, 8
+    num_pages = batch * pages_per_seq
+
+    def fresh_inputs():
+        q, k_cache, v_cache, table, used_k = paged_inputs(
+            rng, batch=batch, nq=1, hq=hq, hkv=hkv, d=d, page_size=page_size, pages_per_seq=pages_per_seq,
+            num_pages=num_pages, dtype="bfloat16")
+        if not paged:  # the same sequences as a dense cache, each its gathered pages
+            k_cache, v_cache = gathered(k_cache, table), gathered(v_cache, table)
+        return q, k_cache, v_cache, table, used_k
+
+    first = fresh_inputs()
+    static = [tensor(x, "bfloat16") for x in first[:3]] + [tensor(x) for x in first[3:]]
+
+    def step():  # the dense step reads whole caches: with seqused_k it would leave the Gluon route
+        q, k, v, table, used = static
+        return flashx.torch.attention(q, k, v, block_table=table if paged else None, seqused_k=used if paged else None,
+                                      causal=True, return_lse=True)
+
+    step()  # compiles the kernels and fills flashx's plan caches outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+    for replay in range(3):
+        inputs = first if replay == 0 else fresh_inputs()
+        for buffer, x in zip(static, inputs):
+            buffer.copy_(tensor(x, "bfloat16") if x.dtype.kind == "f" else tensor(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        q, k_cache, v_cache, table, used_k = (np64(t) if t.is_floating_point() else t.cpu().numpy() for t in static)
+        keys, values = (gathered(x, table) if paged else x for x in (k_cache, v_cache))
+        want_out, want_lse = reference(q, keys, values, used_k=used_k if paged else None, causal=True)
+        assert_close(np64(out), want_out, OUT_TOL["bfloat16"], f"out of replay {replay}")
+        assert_lse(np64(lse), want_lse, what=f"lse of replay {replay}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -646,19 +715,26 @@ def test_packed_decode_torch(rng, forward_shapes, layout, opts, paged):
         assert_lse(np64(lse), want_lse)
         assert forward_shapes == [(4, 2, 2)]
         return
-    k, v = (rng.standard_normal((3, 45, 2, 16)).astype(np.float32) for _ in range(2))
-    tq, tk, tv = (tensor(arrange(x, layout)).requires_grad_() for x in (q, k, v))
-    out, lse = flashx.torch.attention(tq, tk, tv, layout=layout, return_lse=True, **opts)
-    assert tuple(out.shape) == tuple(tq.shape) and tuple(lse.shape) == (3, 8, 1)
-    dout = rng.standard_normal((3, 1, 8, 16)).astype(np.float32)
-    out.backward(tensor(arrange(dout, layout)))
-    want_out, want_lse, want_grads = reference(*(x.astype(np.float64) for x in (q, k, v, dout)), **opts)
-    assert_close(np64(out).swapaxes(1, 2) if layout == "bhnd" else np64(out), want_out, OUT_TOL["float32"], "out")
-    assert_lse(np64(lse), want_lse)
-    for name, x, want in zip(("dq", "dk", "dv"), (tq, tk, tv), want_grads):
-        got = np64(x.grad)
-        assert_close(got.swapaxes(1, 2) if layout == "bhnd" else got, want, GRAD_TOL["float32"], name)
-    assert forward_shapes == [(4, 2, 2)], "the call was not packed"
+    # Twice on fresh values: the second call takes attention's fast path (_PackedPlan) straight
+    # to the packed call's cached plan.
+    for call in range(2):
+        q = rng.standard_normal((3, 1, 8, 16)).astype(np.float32)
+        k, v = (rng.standard_normal((3, 45, 2, 16)).astype(np.float32) for _ in range(2))
+        tq, tk, tv = (tensor(arrange(x, layout)).requires_grad_() for x in (q, k, v))
+        out, lse = flashx.torch.attention(tq, tk, tv, layout=layout, return_lse=True, **opts)
+        assert tuple(out.shape) == tuple(tq.shape) and tuple(lse.shape) == (3, 8, 1)
+        dout = rng.standard_normal((3, 1, 8, 16)).astype(np.float32)
+        out.backward(tensor(arrange(dout, layout)))
+        want_out, want_lse, want_grads = reference(*(x.astype(np.float64) for x in (q, k, v, dout)), **opts)
+        got_out = np64(out).swapaxes(1, 2) if layout == "bhnd" else np64(out)
+        assert_close(got_out, want_out, OUT_TOL["float32"], f"out of call {call}")
+        assert_lse(np64(lse), want_lse, what=f"lse of call {call}")
+        for name, x, want in zip(("dq", "dk", "dv"), (tq, tk, tv), want_grads):
+            got = np64(x.grad)
+            assert_close(got.swapaxes(1, 2) if layout == "bhnd" else got, want, GRAD_TOL["float32"], f"{name} of call {call}")
+    assert forward_shapes == [(4, 2, 2)] * 2, "the calls were not packed"
+    kept = sys.modules["flashx.torch.attention"]._DENSE_PLANS.values()
+    assert any(type(plan).__name__ == "_PackedPlan" for plan in kept), "no fast path kept for the packed call"
 
 
 @pytest.fixture

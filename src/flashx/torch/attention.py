@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import Any, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -468,24 +468,52 @@ def _packed_group(q, k, tensors: dict, options: core.CallOptions, bias) -> int:
     return core.packed_query_heads(options, q.shape, k.shape, optional)
 
 
-def _run_packed(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias, group: int, dense: bool):
+def _run_packed(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias, group: int,
+                dense_key: Optional[tuple]):
     """_run of a one-query GQA call as `group` query rows of each kv head (core.packed_query_heads):
     q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B, Hkv, g, D), without causal;
-    out and lse viewed back (out copied in "bnhd", where its rows interleave). dense: a plain
-    call (attention's dense_key), whose packed call then takes _DENSE_PLANS' fast path too."""
+    out and lse viewed back (out copied in "bnhd", where its rows interleave). dense_key: a plain
+    call's key (attention's), under which _DENSE_PLANS then keeps the packed call's plan
+    (_PackedPlan), so that its next call goes straight to _run_packed_eager."""
     packed = dataclasses.replace(options, causal=False)
-    bnhd = options.layout == "bnhd"
-    batch, d = q.shape[0], q.shape[-1]
-    rows = q.reshape(batch, q.shape[1] * q.shape[2] // group, group, d)  # (B, Hkv, g, D)
-    rows = rows.transpose(1, 2) if bnhd else rows
-    key = _dense_key(rows, k, v, False, options.scale, options.layout, options.window, options.softcap) if dense else None
+    rows = _packed_rows(q, group, options.layout)
+    key = _dense_key(rows, k, v, False, options.scale, options.layout, options.window, options.softcap) if dense_key else None
     plan = _DENSE_PLANS.get(key) if key is not None else None
     if plan is not None:
         out, lse = _run_eager(plan, rows, k, v, None, _NO_TENSORS, True)
     else:
         out, lse = _run(rows, k, v, tensors, packed, True, bias, dense_key=key)
-    out = (out.transpose(1, 2) if bnhd else out).reshape(*q.shape[:-1], out.shape[-1])
-    lse = lse.reshape(batch, -1, 1)  # (B, Hkv, g) -> (B, Hq, 1)
+        plan = _DENSE_PLANS.get(key) if key is not None else None
+    if plan is not None:
+        _keep_dense_plan(dense_key, _PackedPlan(group, plan))
+    return _unpacked(q, out, lse, options.layout, return_lse)
+
+
+class _PackedPlan(NamedTuple):
+    """_DENSE_PLANS' entry for a plain call that runs packed (_run_packed): its GQA group and the
+    packed call's plan."""
+
+    group: int
+    plan: core.AttentionPlan
+
+
+def _run_packed_eager(packed: _PackedPlan, q, k, v, layout: str, return_lse: bool):
+    """A plain packed call again (attention's fast path): _run_packed with its plan known."""
+    out, lse = _run_eager(packed.plan, _packed_rows(q, packed.group, layout), k, v, None, _NO_TENSORS, True)
+    return _unpacked(q, out, lse, layout, return_lse)
+
+
+def _packed_rows(q, group: int, layout: str):
+    """q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B, Hkv, g, D): views."""
+    rows = q.reshape(q.shape[0], q.shape[1] * q.shape[2] // group, group, q.shape[-1])  # (B, Hkv, g, D)
+    return rows.transpose(1, 2) if layout == "bnhd" else rows
+
+
+def _unpacked(q, out, lse, layout: str, return_lse: bool):
+    """The packed call's out and lse in q's shape: out (B, 1, Hq, Dv) (copied in "bnhd", where its
+    rows interleave) or (B, Hq, 1, Dv); lse (B, Hkv, g) as (B, Hq, 1)."""
+    out = (out.transpose(1, 2) if layout == "bnhd" else out).reshape(*q.shape[:-1], out.shape[-1])
+    lse = lse.reshape(q.shape[0], -1, 1)
     return (out, lse) if return_lse else out
 
 
@@ -504,7 +532,7 @@ def _run(
     the plan for _DENSE_PLANS. A one-query GQA call runs packed (_run_packed)."""
     group = _packed_group(q, k, tensors, options, bias)
     if group > 1:
-        return _run_packed(q, k, v, tensors, options, return_lse, bias, group, dense=dense_key is not None)
+        return _run_packed(q, k, v, tensors, options, return_lse, bias, group, dense_key)
     if core.check_dropout_p(options.dropout_p) > 0 and isinstance(q, torch.Tensor):
         tensors = dict(tensors, DROPOUT_SEED=_dropout_seed(q.device))
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
@@ -528,9 +556,7 @@ def _run(
         tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
         plan = _plan(q, k, v, bias, tensor_list, options)
     if dense_key is not None:
-        if len(_DENSE_PLANS) >= _DENSE_PLANS_MAX:
-            _DENSE_PLANS.clear()
-        _DENSE_PLANS[dense_key] = plan
+        _keep_dense_plan(dense_key, plan)
     if _under_functorch():
         out, lse = _TransformedAttention.apply(q, k, v, bias, tensor_list, *_encode(options))
         return (out, lse) if return_lse else out
@@ -554,6 +580,14 @@ def _run_eager(plan: core.AttentionPlan, q, k, v, bias, tensor_list: list, retur
 _DENSE_PLANS: dict = {}
 _DENSE_PLANS_MAX = 512
 core.plan.register_plan_holder(_DENSE_PLANS.clear)
+
+
+def _keep_dense_plan(key: tuple, plan) -> None:
+    if len(_DENSE_PLANS) >= _DENSE_PLANS_MAX:
+        _DENSE_PLANS.clear()
+    _DENSE_PLANS[key] = plan
+
+
 _NO_TENSORS = [None] * len(_OPTIONAL_INPUTS)
 
 
@@ -730,6 +764,8 @@ def attention(
             and not torch.compiler.is_compiling() and not _under_functorch()):
         dense_key = _dense_key(q, k, v, causal, scale, layout, window, softcap)
         plan = _DENSE_PLANS.get(dense_key) if dense_key is not None else None
+        if type(plan) is _PackedPlan:  # a GQA decode step (core.packed_query_heads)
+            return _run_packed_eager(plan, q, k, v, layout, return_lse)
         if plan is not None:
             return _run_eager(plan, q, k, v, None, _NO_TENSORS, return_lse)
     options = core.CallOptions(
