@@ -1075,7 +1075,8 @@ def objective(out, lse):  # a scalar of both outputs, so that both carry cotange
 
 
 frontend._PARTITION_INTERPRETED = True  # the stand-in runs no callback; flashx's own launches only compile
-split_forward, split_backward = frontend._partitioned(reference_forward), frontend._partitioned(reference_backward)
+split_forward = frontend._partitioned(backward=False)(reference_forward)
+split_backward = frontend._partitioned(backward=True)(reference_backward)
 errors = {{}}
 cases = [  # (name, layout, Nq, Nkv, Hq, Hkv, q's spec, k's spec, the split the partitioner should take: q's, k's)
     ("gqa", "bnhd", N, M, 4, 2, P("data", None, "model", None), P("data", None, "model", None),

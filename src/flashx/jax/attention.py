@@ -193,32 +193,34 @@ def _vmappable(fn: Callable) -> Callable:
 # --- Auto meshes: XLA's partitioner told how a launch splits ------------------------------------
 
 
-def _partitioned(fn: Callable) -> Callable:
-    """fn(options, q, k, v, bias, aux, *more) -> (out, lse), or the backward's (dq, dk, dv,
-    dbias) with `more` = (out, lse, dout, dlse), made splittable by XLA over a mesh of Auto axes
-    (jax.jit of arrays with NamedShardings, the GSPMD / Shardy default) through
-    jax.experimental.custom_partitioning: each device launches fn on its slice as
-    core.device_split says (batch and heads; a split along any other dim gathered first; a call
-    that does not split runs whole on every device). Without it XLA cannot split a kernel call
-    and runs it on one device, gathering the inputs there. Inside shard_map or on one device,
-    fn itself runs; with one device in the process nothing is wrapped."""
+def _partitioned(backward: bool) -> Callable[[Callable], Callable]:
+    """A decorator: fn(options, q, k, v, bias, aux) -> (out, lse), or with backward
+    fn(options, q, k, v, bias, aux, out, lse, dout, dlse) -> (dq, dk, dv, dbias), made
+    splittable by XLA over a mesh of Auto axes (jax.jit of arrays with NamedShardings, the
+    GSPMD / Shardy default) through jax.experimental.custom_partitioning: each device launches
+    fn on its slice as core.device_split says (batch and heads; a split along any other dim
+    gathered first; a call that does not split runs whole on every device). Without it XLA
+    cannot split a kernel call and runs it on one device, gathering the inputs there. Inside
+    shard_map or on one device, fn itself runs; with one device in the process nothing is
+    wrapped."""
 
-    @functools.wraps(fn)
-    def call(options: core.CallOptions, *args):
-        if not _partitions():
-            return fn(options, *args)
-        from jax.experimental.custom_partitioning import custom_partitioning
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def call(options: core.CallOptions, *args):
+            if not _partitions():
+                return fn(options, *args)
+            from jax.experimental.custom_partitioning import custom_partitioning
 
-        backward = len(args) > 5
-        shapes = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), args)
-        split_call = custom_partitioning(lambda *a: fn(options, *a))
-        split_call.def_partition(
-            partition=functools.partial(_partition, fn, options, backward),
-            infer_sharding_from_operands=functools.partial(_infer_shardings, options, backward),
-            sharding_rule=functools.partial(_sharding_rule, options, shapes, backward),
-        )
-        return split_call(*args)
-    return call
+            shapes = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), args)
+            split_call = custom_partitioning(lambda *a: fn(options, *a))
+            split_call.def_partition(
+                partition=functools.partial(_partition, fn, options, backward),
+                infer_sharding_from_operands=functools.partial(_infer_shardings, options, backward),
+                sharding_rule=functools.partial(_sharding_rule, options, shapes, backward),
+            )
+            return split_call(*args)
+        return call
+    return wrap
 
 
 def _optional_shapes(bias, aux: Mapping[str, Any]) -> dict:
@@ -335,7 +337,7 @@ def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, mesh,
 
 
 @_vmappable
-@_partitioned
+@_partitioned(backward=False)
 def _forward(options: core.CallOptions, q, k, v, bias, aux):
     plan = _plan(options, q, k, v, bias, aux)
     out_types = (jax.ShapeDtypeStruct(plan.out_shape, q.dtype), jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32))
@@ -359,7 +361,7 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
 
 
 @_vmappable
-@_partitioned
+@_partitioned(backward=True)
 def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
     plan = _plan(options, q, k, v, bias, aux)
     bias_grad = bias is not None
