@@ -36,10 +36,8 @@ jax.tree_util.register_pytree_node(
 )
 
 
-def _spec(name: str, x: Any, shapes_only: bool = False) -> Optional[core.ArraySpec]:
+def _spec(name: str, x: Any, shapes_only: bool = False) -> core.ArraySpec:
     """x's ArraySpec; shapes_only: x may be a jax.ShapeDtypeStruct (a partitioner's operand)."""
-    if x is None:
-        return None
     if not isinstance(x, (jax.Array, jax.ShapeDtypeStruct) if shapes_only else jax.Array):
         raise TypeError(f"{name} must be a jax.Array, got {type(x).__name__}")
     # JAX arrays are dense and row-major; inside jit the backend stands for the device.
@@ -134,7 +132,8 @@ def _launch_kernel(build: CallBuilder, arrays: Mapping[str, Any], out_types: tup
 def _plan(options: core.CallOptions, q, k, v, bias, aux: Mapping[str, Any], shapes_only: bool = False) -> core.AttentionPlan:
     """The call's plan; shapes_only: of jax.ShapeDtypeStructs (a partitioner's operands)."""
     qkv = [_spec(name, x, shapes_only) for name, x in (("q", q), ("k", k), ("v", v))]
-    specs = {name: _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x, shapes_only) for name, x in dict(aux, BIAS=bias).items()}
+    specs = {name: None if x is None else _spec(core.plan.ARRAY_KEYWORDS.get(name, name), x, shapes_only)
+             for name, x in dict(aux, BIAS=bias).items()}
     return core.plan_call(options, *qkv, specs)
 
 
