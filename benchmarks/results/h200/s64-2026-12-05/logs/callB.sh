@@ -9,7 +9,7 @@
 #   for m in 16 64; do rm -rf .scratch/dt_m$m; mkdir -p .scratch/dt_m$m; git archive HEAD src | tar -x -C .scratch/dt_m$m
 #     (cd .scratch/dt_m$m && patch -p1 < ../../benchmarks/results/h200/s63-2026-12-05/logs/decode-tile-m$m.patch); done
 #   rm -rf .scratch/ds; mkdir -p .scratch/ds; git archive HEAD src | tar -x -C .scratch/ds
-#   (cd .scratch/ds && patch -p1 < ../../benchmarks/results/h200/s65-2026-12-05/logs/decode-dense-split.patch)
+#   (cd .scratch/ds && patch -p1 < ../../benchmarks/results/h200/s64-2026-12-05/logs/decode-dense-split.patch)
 # carry [".whl", ".scratch/dt_m16", ".scratch/dt_m64", ".scratch/ds"]; ~6 min.
 set -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader

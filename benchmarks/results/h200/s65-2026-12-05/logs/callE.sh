@@ -10,7 +10,7 @@
 # CUDA graphs, reduce-overhead), on the head tree.
 # Trees, built on the CPU box before the call:
 #   L=benchmarks/results/h200; for t in ds dsm16; do rm -rf .scratch/$t; mkdir -p .scratch/$t
-#     git archive HEAD src | tar -x -C .scratch/$t; (cd .scratch/$t && patch -p1 < ../../$L/s65-2026-12-05/logs/decode-dense-split.patch); done
+#     git archive HEAD src | tar -x -C .scratch/$t; (cd .scratch/$t && patch -p1 < ../../$L/s64-2026-12-05/logs/decode-dense-split.patch); done
 #   (cd .scratch/dsm16 && patch -p1 < ../../$L/s63-2026-12-05/logs/decode-tile-m16.patch)
 # carry [".whl", ".scratch/ds", ".scratch/dsm16"]; ~9 min.
 set -u
