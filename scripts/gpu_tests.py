@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -87,6 +88,17 @@ def unreached(ids: list, output: str) -> list:
     return [i for i in ids if _file_and_name(i) not in reported]
 
 
+def process_env(index: int) -> dict:
+    """The environment of pytest process `index`: its own Triton cache folder (under
+    TRITON_CACHE_DIR, or Triton's default). Processes sharing one folder rewrite each other's
+    launcher modules as they build them (Triton's cache replaces a file that exists). Once, on the
+    H100 with 8 processes (session 66), a Gluon dK/dV launch ran through the launcher module of the
+    portable backward kernel (TypeError: function takes exactly 149 arguments (109 given)), and
+    passed alone and in the same order in one process: a shared folder is the suspect."""
+    base = os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache")
+    return {**os.environ, "TRITON_CACHE_DIR": os.path.join(base, f"gpu_tests-{index}")}
+
+
 def run(ids: list, processes: int, deadline: float, log: Path, seconds: dict | None = None) -> int:
     """Run `ids` (already selected: no -m or -k again) in `processes` pytest processes (split by
     `seconds`, see split), SIGINT at `deadline` seconds (SIGKILL 30 s later); write every
@@ -98,8 +110,8 @@ def run(ids: list, processes: int, deadline: float, log: Path, seconds: dict | N
     procs = [subprocess.Popen(["timeout", "-s", "INT", "-k", "30", str(int(deadline)), sys.executable, "-m", "pytest",
                                "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider", "--durations=0",
                                "--durations-min=0", *chunk],
-                              cwd=ROOT, stdout=open(path, "w"), stderr=subprocess.STDOUT)
-             for chunk, path in zip(chunks, logs)]
+                              cwd=ROOT, stdout=open(path, "w"), stderr=subprocess.STDOUT, env=process_env(i))
+             for i, (chunk, path) in enumerate(zip(chunks, logs))]
     failed_lines, missed, status, measured = [], [], 0, dict(seconds or {})
     with open(log, "w") as combined:
         for i, (proc, path) in enumerate(zip(procs, logs)):

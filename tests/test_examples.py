@@ -28,8 +28,10 @@ def test_gpu_tests_script_splits_reports_and_stops_at_the_deadline(tmp_path):
     process stopped by SIGINT still prints pytest's) in the combined log, and lists the tests a
     stopped process did not reach (printed, and in the log's .unreached.txt for a rerun)."""
     cases = tmp_path / "test_cases.py"
-    cases.write_text("import time\n\ndef test_passes():\n    assert True\n\n"
-                     "def test_fails():\n    assert 1 == 2\n\ndef test_sleeps():\n    time.sleep(120)\n")
+    dirs = tmp_path / "cache_dirs.txt"  # each test writes its process's Triton cache folder there
+    record = f"open({str(dirs)!r}, 'a').write(os.environ['TRITON_CACHE_DIR'] + '\\n')"
+    cases.write_text(f"import os, time\n\ndef test_passes():\n    {record}\n\n"
+                     f"def test_fails():\n    {record}\n    assert 1 == 2\n\ndef test_sleeps():\n    time.sleep(120)\n")
     ids = tmp_path / "ids.txt"
     log = tmp_path / "tests.log"
     ids.write_text(f"{cases}::test_passes\n{cases}::test_fails\n")
@@ -43,6 +45,8 @@ def test_gpu_tests_script_splits_reports_and_stops_at_the_deadline(tmp_path):
     seconds = json.loads((tmp_path / "tests.durations.json").read_text())
     assert sorted(k.split("::")[-1] for k in seconds) == ["test_fails", "test_passes"]
     assert all(v >= 0 for v in seconds.values())
+    # One Triton cache folder a process (a shared one let processes rewrite each other's launchers).
+    assert sorted(pathlib.Path(line).name for line in dirs.read_text().split()) == ["gpu_tests-0", "gpu_tests-1"]
     ids.write_text(f"{cases}::test_passes\n")
     run = subprocess.run([sys.executable, str(GPU_TESTS), "--processes", "3", "--ids", str(ids), "--log", str(log)],
                          capture_output=True, text=True, timeout=120)

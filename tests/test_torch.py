@@ -391,6 +391,26 @@ def test_torch_compile_fullgraph(rng, backend, dynamic):
         assert torch.equal(lse, ref_lse)
 
 
+def test_torch_compile_first_call_of_the_process(rng, monkeypatch):
+    """A process whose first flashx call is traced (a compiled decode loop, say): the plan's device
+    queries (the SM count, asked of libcuda through ctypes, which Dynamo cannot trace) run at
+    trace time as constants. Before, fullgraph=True failed there (the H200 found it in
+    test_paged_decode_reduce_overhead_gpu, 2026-12-05)."""
+    from flashx.core import plan, runtime
+
+    monkeypatch.setattr(runtime, "_multiprocessors", None)  # as in a fresh process
+    plan.clear_plan_cache()
+    torch._dynamo.reset()
+
+    def fn(q, k, v):
+        return flashx.torch.attention(q, k, v, causal=True)
+
+    q, k, v = make_inputs(rng, Case(2, 1, 77, 4, 2, 24, 24, causal=True), "float32")
+    out = torch.compile(fn, backend="eager", fullgraph=True)(q, k, v)
+    assert torch.equal(out, fn(q, k, v))
+    assert runtime._multiprocessors is not None, "the SM count was not asked at trace time"
+
+
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph_backward(rng, backend):
     """Forward and backward trace into one graph (fullgraph=True) and give eager's gradients bit for bit,
@@ -1157,8 +1177,10 @@ def test_gpu_repeated_calls_through_the_compiled_runner():
         out = flashx.torch.attention(q, k, v, causal=True)
         check_causal_gradients(q, k, v, out, "bfloat16", f"call {step}")
     plan = plan_of(q, k, v, None, [None] * 10, flashx.core.CallOptions(causal=True))
-    runners = next(x for x in plan._memo["forward"] if isinstance(x, flashx.core.launch.CompiledRunners))
-    assert len(runners._runners) == 2, "one runner per alignment of q"
+    # The launch that reads q (the split forward's, where this shape splits its keys: kv_splits).
+    call = plan.forward_calls(dict(Q=q, K=k, V=v), q, gluon=False)[0]
+    assert call.kernel is flashx.core.forward.attention_forward_kernel
+    assert len(call.runners._runners) == 2, "one runner per alignment of q"
 
 
 def test_first_recorded_forward_compiles_its_backward_ahead(monkeypatch, rng):
