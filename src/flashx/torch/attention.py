@@ -164,8 +164,10 @@ def _placeholder(t: torch.Tensor) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=None)
 def _placeholder_on(device: torch.device) -> torch.Tensor:
-    # Kept for the process: allocating it costs host time on every call.
-    return torch.empty(1, dtype=torch.int32, device=device)
+    # Kept for the process: allocating it costs host time on every call. No elements, so no
+    # memory (a null pointer, which Triton's launcher takes): one kept from the allocator's pool
+    # would pin a CUDA graph's pool where the process's first call runs in one (reduce-overhead).
+    return torch.empty(0, dtype=torch.int32, device=device)
 
 
 @functools.lru_cache(maxsize=None)
