@@ -18,7 +18,9 @@ with least; a test without a figure counts the median), in place of round-robin.
 Prints one line a process (its exit code and pytest's last line), every FAILED / ERROR line, and
 the tests a process did not reach before the deadline, which also go to LOG's stem +
 ".unreached.txt" for a later `--ids`; returns 0 only if every process passed (a process stopped at
-the deadline counts as not).
+the deadline counts as not). With --rerun-failed SECONDS the failed tests then run again in one
+fresh process, and each is reported as failed again or passed alone (a failure through what ran
+beside or before it), without changing the exit code.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def collect(pytest_args: list) -> list:
 
 
 # A verbose pytest line with a test's outcome: "tests/test_x.py::test_y[case] PASSED   [ 12%]".
-_OUTCOME = re.compile(r"^(\S+::\S+) (?:PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b", re.MULTILINE)
+_OUTCOME = re.compile(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b", re.MULTILINE)
 
 
 def _file_and_name(node_id: str) -> str:
@@ -99,11 +101,13 @@ def process_env(index: int) -> dict:
     return {**os.environ, "TRITON_CACHE_DIR": os.path.join(base, f"gpu_tests-{index}")}
 
 
-def run(ids: list, processes: int, deadline: float, log: Path, seconds: dict | None = None) -> int:
+def run(ids: list, processes: int, deadline: float, log: Path, seconds: dict | None = None,
+        rerun_seconds: float = 0) -> int:
     """Run `ids` (already selected: no -m or -k again) in `processes` pytest processes (split by
     `seconds`, see split), SIGINT at `deadline` seconds (SIGKILL 30 s later); write every
     process's output to `log`, the tests none reached to its .unreached.txt and the durations
-    over `seconds` to its .durations.json; return 0 if all passed."""
+    over `seconds` to its .durations.json; with rerun_seconds, run the failed tests again alone
+    (rerun_failed); return 0 if all passed (a failure that passes alone still counts)."""
     chunks = split(ids, processes, seconds or {})
     logs = [log.with_name(f"{log.stem}.{i}{log.suffix}") for i in range(len(chunks))]
     begin = time.time()
@@ -134,7 +138,28 @@ def run(ids: list, processes: int, deadline: float, log: Path, seconds: dict | N
         print(f"{len(missed)} not reached (listed in {missed_file.name}):")
         for node_id in missed:
             print(f"  {node_id}")
+    if rerun_seconds > 0 and failed_lines:
+        rerun_failed([line.split()[1] for line in failed_lines], rerun_seconds, log)
     return 1 if status else 0
+
+
+def rerun_failed(ids: list, seconds: float, log: Path) -> None:
+    """Run the failed `ids` again in one fresh process (SIGINT at `seconds`; output in LOG's stem
+    + ".rerun.log") and print each one's outcome there: a test that passes alone failed through
+    what ran beside or before it (another process, a shared cache, an earlier test's state)."""
+    rerun_log = log.with_name(f"{log.stem}.rerun{log.suffix}")
+    with open(rerun_log, "w") as out:
+        subprocess.run(["timeout", "-s", "INT", "-k", "30", str(int(seconds)), sys.executable, "-m", "pytest",
+                        "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider", *dict.fromkeys(ids)],
+                       cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=process_env(0))
+    text = rerun_log.read_text()
+    outcomes = {_file_and_name(m.group(1)): m.group(2) for m in _OUTCOME.finditer(text)}
+    print(f"rerun alone ({rerun_log.name}):")
+    for node_id in dict.fromkeys(ids):
+        outcome = outcomes.get(_file_and_name(node_id))
+        verdict = {"PASSED": "passed alone", None: "not reached"}.get(outcome, "failed again")
+        print(f"  {verdict}: {node_id}")
+
 
 
 def main(argv=None) -> int:
@@ -144,6 +169,8 @@ def main(argv=None) -> int:
     p.add_argument("--log", type=Path, required=True, help="the combined log")
     p.add_argument("--ids", type=Path, help="run these node ids (one a line) instead of collecting")
     p.add_argument("--balance", type=Path, help="a .durations.json of an earlier run: split the tests by it")
+    p.add_argument("--rerun-failed", type=float, default=0.0, metavar="SECONDS",
+                   help="then run the failed tests again in one fresh process, SIGINT at SECONDS")
     args, pytest_args = p.parse_known_args(argv)
     if args.processes < 1:
         p.error("--processes must be at least 1")
@@ -153,7 +180,7 @@ def main(argv=None) -> int:
         return 1
     print(f"{len(ids)} tests in {min(args.processes, len(ids))} processes, SIGINT at {args.deadline:.0f} s", flush=True)
     seconds = json.loads(args.balance.read_text()) if args.balance else None
-    return run(ids, args.processes, args.deadline, args.log.resolve(), seconds)
+    return run(ids, args.processes, args.deadline, args.log.resolve(), seconds, args.rerun_failed)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,28 @@ def test_gpu_tests_script_splits_reports_and_stops_at_the_deadline(tmp_path):
     assert "2 not reached" in run.stdout and all(m in run.stdout for m in missed), run.stdout
 
 
+def test_gpu_tests_script_reruns_failures_alone(tmp_path):
+    """--rerun-failed runs the failed tests again in one fresh process and tells a test that fails
+    only beside or after others (here: one that fails the first time) from one that fails
+    again; the exit code still reports the failures."""
+    cases = tmp_path / "test_cases.py"
+    marker = tmp_path / "ran-once"
+    cases.write_text(f"import pathlib\n\ndef test_fails():\n    assert 1 == 2\n\n"
+                     f"def test_fails_once():\n    marker = pathlib.Path({str(marker)!r})\n"
+                     f"    first = not marker.exists()\n    marker.touch()\n    assert not first\n\n"
+                     f"def test_passes():\n    pass\n")
+    ids = tmp_path / "ids.txt"
+    ids.write_text("".join(f"{cases}::test_{name}\n" for name in ("fails", "fails_once", "passes")))
+    log = tmp_path / "tests.log"
+    run = subprocess.run([sys.executable, str(GPU_TESTS), "--processes", "2", "--ids", str(ids), "--log", str(log),
+                          "--rerun-failed", "60"], capture_output=True, text=True, timeout=180)
+    assert run.returncode == 1, run.stdout + run.stderr
+    verdicts = {line.split(": ")[1].split("/")[-1]: line.split(": ")[0].strip()
+                for line in run.stdout.splitlines() if line.startswith("  ") and ": " in line}
+    assert verdicts == {"test_cases.py::test_fails": "failed again", "test_cases.py::test_fails_once": "passed alone"}, run.stdout
+    assert "test_passes" not in (tmp_path / "tests.rerun.log").read_text()
+
+
 def test_gpu_tests_script_balances_by_durations():
     """With the durations of an earlier run, the longest test goes first to the least loaded
     process (unknown tests count the median), each chunk in the given order; without, round-robin."""
