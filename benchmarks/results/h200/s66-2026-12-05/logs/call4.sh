@@ -1,0 +1,15 @@
+# s66 (prepared for the next session; no device time was left): the GPU check of 45084f6 (the
+# placeholder of absent inputs has no elements) where it matters: the reduce-overhead decode as a
+# process's first call, then every GPU-marked test of the files whose launches bind placeholders
+# most (KV caches, the torch frontend, dropout, variants), failures rerun alone. carry [".whl"]; ~7 min.
+set -u
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+date -u +%H:%M:%S
+timeout -k 10 120 python3 -m pytest -q -p no:cacheprovider tests/test_kv_cache.py::test_paged_decode_reduce_overhead_gpu \
+  tests/test_torch.py::test_torch_compile_first_call_of_the_process > $OUT/compile_first.log 2>&1
+echo "compile-first rc $?"; tail -n 1 $OUT/compile_first.log
+python3 scripts/gpu_tests.py --processes 8 --deadline 300 --rerun-failed 60 --log $OUT/tests_gpu.log -m gpu \
+  tests/test_kv_cache.py tests/test_torch.py tests/test_dropout.py tests/test_variants.py > $OUT/tests_gpu_summary.log 2>&1
+echo "gpu tests rc $?"
+date -u +%H:%M:%S
+tail -n 16 $OUT/tests_gpu_summary.log
