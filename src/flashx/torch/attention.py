@@ -24,8 +24,8 @@ _KERNEL_NAME = {keyword: name for name, keyword in core.plan.ARRAY_KEYWORDS.item
 
 # The plan asks the CUDA driver (through ctypes, which Dynamo cannot trace) for facts that hold
 # for the process: its first call, if traced, runs them at trace time and keeps their results.
-for _device_query in (core.runtime.multiprocessor_count, core.runtime.hopper_gluon):
-    torch.compiler.assume_constant_result(_device_query)
+torch.compiler.assume_constant_result(core.runtime.multiprocessor_count)
+torch.compiler.assume_constant_result(core.runtime.hopper_gluon)
 
 # torch.library ops take tensors and plain values only: the options travel as plain values, and
 # Python objects (mask_mod, score_mod, score_mod_grad, a block mask's spec) as a key into this
