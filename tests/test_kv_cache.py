@@ -377,10 +377,10 @@ def test_paged_with_varlen_queries(rng, monkeypatch, forward_launches, split):
     """A serving step's mixed batch: packed queries (decode rows of one query, prefill chunks of
     several, causal) against each sequence's pages, its key count in seqused_k; split over the
     keys too. Each sequence matches float64 on its gathered keys; a row past every sequence stays 0."""
-    from flashx.core import plan, runtime
+    from flashx.core import plan
 
     if split:
-        monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 512)
+        _split_small_calls(monkeypatch)
     plan.clear_plan_cache()
     hq, hkv, d, page = 4, 2, 16, 8
     _, k_cache, v_cache, table, _ = paged_inputs(rng, batch=3, nq=1, hq=hq, hkv=hkv, d=d, page_size=page,
@@ -563,13 +563,23 @@ def forward_launches(monkeypatch) -> list:
     return counts
 
 
-@pytest.fixture
-def split_launches(monkeypatch, forward_launches) -> list:
-    """forward_launches, the plan seeing a device of 512 SMs (so small calls split their keys, as
-    a decode step on a GPU does)."""
+def _split_small_calls(monkeypatch) -> None:
+    """The plan sees a device of 512 SMs, so small calls split their keys (as a decode step on a
+    GPU does); on a GPU, whose key blocks are 128 wide (the interpreter's 16), a split may also
+    take a single block, or these tests' few hundred keys would not split."""
     from flashx.core import plan, runtime
 
     monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 512)
+    if not runtime.INTERPRETER:
+        monkeypatch.setattr(plan, "KV_SPLIT_MIN_BLOCKS", 1)
+
+
+@pytest.fixture
+def split_launches(monkeypatch, forward_launches) -> list:
+    """forward_launches, with small calls split over their keys (_split_small_calls)."""
+    from flashx.core import plan
+
+    _split_small_calls(monkeypatch)
     plan.clear_plan_cache()
     yield forward_launches
     plan.clear_plan_cache()
