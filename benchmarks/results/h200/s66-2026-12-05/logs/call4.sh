@@ -8,7 +8,7 @@ date -u +%H:%M:%S
 timeout -k 10 90 python3 -m pytest -q -p no:cacheprovider tests/test_kv_cache.py::test_paged_decode_reduce_overhead_gpu \
   tests/test_torch.py::test_torch_compile_first_call_of_the_process > $OUT/compile_first.log 2>&1
 echo "compile-first rc $?"; tail -n 1 $OUT/compile_first.log
-python3 scripts/gpu_tests.py --processes 8 --deadline 260 --rerun-failed 45 --log $OUT/tests_gpu.log -m gpu \
+python3 scripts/gpu_tests.py --processes 8 --deadline 260 --rerun-failed 45 --balance benchmarks/results/h200/s66-2026-12-05/logs/call3-tests_gpu.durations.json --log $OUT/tests_gpu.log -m gpu \
   tests/test_kv_cache.py tests/test_torch.py tests/test_dropout.py tests/test_variants.py > $OUT/tests_gpu_summary.log 2>&1
 echo "gpu tests rc $?"
 date -u +%H:%M:%S
