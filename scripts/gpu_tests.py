@@ -90,6 +90,12 @@ def unreached(ids: list, output: str) -> list:
     return [i for i in ids if _file_and_name(i) not in reported]
 
 
+def pytest_command(seconds: float, *args: str) -> list:
+    """A verbose pytest run of `args`, SIGINT at `seconds` (so it still prints its summary), SIGKILL 30 s later."""
+    return ["timeout", "-s", "INT", "-k", "30", str(int(seconds)), sys.executable, "-m", "pytest",
+            "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider", *args]
+
+
 def process_env(index: int) -> dict:
     """The environment of pytest process `index`: its own Triton cache folder (under
     TRITON_CACHE_DIR, or Triton's default). Processes sharing one folder rewrite each other's
@@ -111,9 +117,7 @@ def run(ids: list, processes: int, deadline: float, log: Path, seconds: dict | N
     chunks = split(ids, processes, seconds or {})
     logs = [log.with_name(f"{log.stem}.{i}{log.suffix}") for i in range(len(chunks))]
     begin = time.time()
-    procs = [subprocess.Popen(["timeout", "-s", "INT", "-k", "30", str(int(deadline)), sys.executable, "-m", "pytest",
-                               "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider", "--durations=0",
-                               "--durations-min=0", *chunk],
+    procs = [subprocess.Popen(pytest_command(deadline, "--durations=0", "--durations-min=0", *chunk),
                               cwd=ROOT, stdout=open(path, "w"), stderr=subprocess.STDOUT, env=process_env(i))
              for i, (chunk, path) in enumerate(zip(chunks, logs))]
     failed_lines, missed, status, measured = [], [], 0, dict(seconds or {})
@@ -149,9 +153,8 @@ def rerun_failed(ids: list, seconds: float, log: Path) -> None:
     what ran beside or before it (another process, a shared cache, an earlier test's state)."""
     rerun_log = log.with_name(f"{log.stem}.rerun{log.suffix}")
     with open(rerun_log, "w") as out:
-        subprocess.run(["timeout", "-s", "INT", "-k", "30", str(int(seconds)), sys.executable, "-m", "pytest",
-                        "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider", *dict.fromkeys(ids)],
-                       cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=process_env(0))
+        subprocess.run(pytest_command(seconds, *dict.fromkeys(ids)), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                       env=process_env(0))
     text = rerun_log.read_text()
     outcomes = {_file_and_name(m.group(1)): m.group(2) for m in _OUTCOME.finditer(text)}
     print(f"rerun alone ({rerun_log.name}):")
@@ -159,7 +162,6 @@ def rerun_failed(ids: list, seconds: float, log: Path) -> None:
         outcome = outcomes.get(_file_and_name(node_id))
         verdict = {"PASSED": "passed alone", None: "not reached"}.get(outcome, "failed again")
         print(f"  {verdict}: {node_id}")
-
 
 
 def main(argv=None) -> int:
