@@ -187,10 +187,19 @@ def test_gpu_tile_table_lookups(monkeypatch):
     assert window.dkdv != table[(128, True)].dkdv
     assert plan_mod._tile_config(128, 2, True, 16384, (128, 128), window=True).dkdv == table[(128, True)].dkdv
     assert plan_mod._tile_config(64, 2, True, 16384, None, window=True) == table[(64, True)]
+    # Dropout from D = 128: dK/dV its own tile (taking the window's place), dQ one stage less; D = 64 unchanged.
+    for causal, window in ((False, False), (True, False), (True, True)):
+        dropped = plan_mod._tile_config(128, 2, causal, 16384, None, window=window, dropout=True)
+        assert dropped.dkdv == plan_mod.DROPOUT_DKDV_TILES[128]
+        assert dropped.forward == table[(128, causal)].forward
+        assert dropped.dq.num_stages == table[(128, causal)].dq.num_stages - 1
+    assert plan_mod._tile_config(64, 2, True, 16384, None, dropout=True) == table[(64, True)]
+    assert plan_mod._tile_config(128, 2, True, 16384, (64, 64), dropout=True).dkdv.block_m == 32
     mapped = plan_mod._tile_config(128, 2, False, 4096, (64, 32))
     for tiles in (mapped.forward, mapped.dkdv, mapped.dq):
         assert 64 % tiles.block_m == 0 and 32 % tiles.block_n == 0
     tuned = list(table.values()) + list(plan_mod.SHORT_FORWARD_TILES.values()) + list(plan_mod.WINDOW_DKDV_TILES.values())
+    tuned += list(plan_mod.DROPOUT_DKDV_TILES.values())
     for entry in tuned:
         for tiles in (entry.forward, entry.dkdv, entry.dq) if isinstance(entry, plan_mod.TileConfig) else (entry,):
             # every tuned tile divides the default 128 x 128 block map
@@ -1281,8 +1290,9 @@ def test_device_split_follows_q_batch_and_k_heads():
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_dropout_backward_pipelines_one_stage_less_from_d128(gpu_plans, d):
     """Dropout's draw takes shared memory in the backward: from D = 128 its dK/dV and dQ kernels
-    pipeline one stage less than the same call's without dropout; the forward (whose draw
-    moves nothing between threads) and D = 64 keep the tiles as tuned. Nothing else moves."""
+    pipeline one stage less than the same call's without dropout, except where dropout has its
+    own dK/dV tile (DROPOUT_DKDV_TILES: D = 128); the forward (whose draw moves nothing between
+    threads) and D = 64 keep the tiles as tuned. Nothing else moves."""
     shape = (1, 16384, 2048 // d, d)
     plain = core.plan_attention(gpu_spec(shape), gpu_spec(shape), gpu_spec(shape), causal=True)
     seed = core.ArraySpec((2,), (1,), "int32", "cuda:0")
@@ -1292,4 +1302,5 @@ def test_dropout_backward_pipelines_one_stage_less_from_d128(gpu_plans, d):
         a, b = getattr(plain.tiles, kind), getattr(dropped.tiles, kind)
         backward = kind != "forward" and d >= plan_mod.DROPOUT_STAGES_FROM_WIDTH
         fewer = max(a.num_stages - 1, 1) if backward else a.num_stages
-        assert b == dataclasses.replace(a, num_stages=fewer), kind
+        own = plan_mod.DROPOUT_DKDV_TILES.get(d) if kind == "dkdv" else None
+        assert b == (own or dataclasses.replace(a, num_stages=fewer)), kind

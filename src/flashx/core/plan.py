@@ -458,6 +458,13 @@ FLOAT32_WIDE_TILES = TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8
 # kernels pipeline one stage less. The forward's draw moves nothing (offline, Triton 3.6: the
 # D = 128 forward at 16k keys asks 224 KiB on its tuned three stages) and keeps its tiles.
 DROPOUT_STAGES_FROM_WIDTH = 128
+# With dropout, the D = 128 dK/dV tile of 64 query rows spilled (offline, Triton 3.6: 168 / 176
+# bytes non-causal / causal); 32 rows on three stages spill 8 and fit in 113 KiB. ab.py on an
+# H100 (2026-12-05, s67, dense causal N = 16k, H = 16, dropout 0.1): backward +12.2% (233.2 ->
+# 261.7 TFLOP/s, spread 0.1%); 32 x 128 on 2 stages +9.7%, 32 x 64 on 3 -28%, 64 x 64 on 2 -23%.
+DROPOUT_DKDV_TILES: dict = {
+    128: KernelTiles(32, 128, 8, 3),
+}
 
 
 def _tile_config(
@@ -482,6 +489,9 @@ def _tile_config(
         if dropout and width >= DROPOUT_STAGES_FROM_WIDTH:
             tiles = dataclasses.replace(tiles, **{kind: dataclasses.replace(t, num_stages=max(t.num_stages - 1, 1))
                                                   for kind, t in (("dkdv", tiles.dkdv), ("dq", tiles.dq))})
+        dropout_dkdv = DROPOUT_DKDV_TILES.get(width) if dropout else None
+        if dropout_dkdv is not None:
+            tiles = dataclasses.replace(tiles, dkdv=dropout_dkdv)
     if map_blocks is None:
         return tiles
     # A block map's blocks must be whole multiples of each kernel's tiles (all powers of two).
