@@ -781,6 +781,25 @@ def test_packed_decode_keeps_input_errors(rng):
         flashx.torch.attention(q, k, k, softcap=-1.0)
 
 
+@pytest.mark.parametrize("frontend", ["torch", "jax"])
+def test_packed_decode_errors_show_the_callers_shapes(rng, frontend):
+    """A packable one-query GQA call with a bad shape is refused naming the shapes as passed,
+    q (2, 1, 4, 16), not the packed (2, 2, 2, 16) it would have run as."""
+    if frontend == "jax":
+        jnp = pytest.importorskip("jax").numpy
+        attention, array = importlib.import_module("flashx.jax").attention, jnp.asarray
+    else:
+        attention, array = flashx.torch.attention, tensor
+    q = array(rng.standard_normal((2, 1, 4, 16)).astype(np.float32))
+    table = array(np.zeros((2, 3), np.int32))
+    for k_shape, paged, message in (((2, 30, 2, 32), False, "head dim"), ((3, 30, 2, 16), False, "batch size"),
+                                    ((6, 8, 2, 32), True, "head dim"), ((6, 0, 2, 16), True, "at least one row")):
+        k = array(rng.standard_normal(k_shape).astype(np.float32))
+        with pytest.raises(ValueError, match=message) as raised:
+            attention(q, k, k, **(dict(block_table=table) if paged else {}))
+        assert "q (2, 1, 4, 16)" in str(raised.value)
+
+
 def test_packed_decode_jax(rng, forward_shapes):
     """The JAX frontend packs too (inside jit, with gradients), in both layouts."""
     jax = pytest.importorskip("jax")

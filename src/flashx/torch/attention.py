@@ -539,7 +539,14 @@ def _run(
     the plan for _DENSE_PLANS. A one-query GQA call runs packed (_run_packed)."""
     group = _packed_group(q, k, tensors, options, bias)
     if group > 1:
-        return _run_packed(q, k, v, tensors, options, return_lse, bias, group, dense_key)
+        try:
+            return _run_packed(q, k, v, tensors, options, return_lse, bias, group, dense_key)
+        except (ValueError, TypeError):
+            if not torch.compiler.is_compiling():
+                # The packed call's message shows q regrouped, (B, g, Hkv, D): the call as given
+                # raises the same check's message with the caller's shapes.
+                _plan(q, k, v, bias, [tensors.get(name) for name in _OPTIONAL_INPUTS], options)
+            raise
     if core.check_dropout_p(options.dropout_p) > 0 and isinstance(q, torch.Tensor):
         tensors = dict(tensors, DROPOUT_SEED=_dropout_seed(q.device))
     tensor_list = [tensors.get(name) for name in _OPTIONAL_INPUTS]
