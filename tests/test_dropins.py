@@ -332,10 +332,12 @@ def test_jax_query_seq_lengths(rng):
 
 
 @needs_jax_triton
-def test_jax_key_value_seq_lengths(rng):
-    """Keys past key_value_seq_lengths are not attended to and get no gradient."""
+@pytest.mark.parametrize("array", [jnp.asarray, np.asarray], ids=["jax", "numpy"])
+def test_jax_key_value_seq_lengths(rng, array):
+    """Keys past key_value_seq_lengths are not attended to and get no gradient; the lengths as a
+    jax.Array or, as jax.nn takes them too, a NumPy array."""
     q, k, v = (_a(rng, x) for x in ((2, 37, 4, 24), (2, 45, 2, 24), (2, 45, 2, 24)))
-    lengths = jnp.asarray([19, 45], jnp.int32)
+    lengths = array(np.array([19, 45], np.int32))
     _, grads = compare_jax(rng, q, k, v, "float32", key_value_seq_lengths=lengths)
     assert (np.asarray(grads[1])[0, 19:] == 0).all() and (np.asarray(grads[2])[0, 19:] == 0).all()
 
@@ -379,7 +381,9 @@ def test_gpu_jax_top_left_window_runs_gluon_forward(rng, forward_kernels, t, s, 
         pytest.param(dict(local_window_size=2.5), ValueError, r"local_window_size", id="window-float"),
         pytest.param(dict(local_window_size=(1, -3)), ValueError, r"window", id="window-negative"),
         pytest.param(dict(query_seq_lengths=jnp.asarray([3.0])), TypeError, r"query_seq_lengths", id="q-lengths-float"),
-        pytest.param(dict(key_value_seq_lengths=[7]), TypeError, r"key_value_seq_lengths", id="kv-lengths-list"),
+        pytest.param(dict(key_value_seq_lengths=[7]), TypeError, r"key_value_seq_lengths .*got list", id="kv-lengths-list"),
+        pytest.param(dict(key_value_seq_lengths=np.array([7.0])), TypeError, r"key_value_seq_lengths .*got float",
+                     id="kv-lengths-numpy-float"),
         pytest.param(dict(bias=jnp.zeros((3, 5, 7))), ValueError, r"bias", id="bias-not-broadcastable"),
         pytest.param(dict(mask=jnp.zeros((5, 7), jnp.float32)), TypeError, r"mask", id="mask-float"),
     ],

@@ -257,6 +257,30 @@ def test_paged_out_of_range_pages_are_clamped(rng):
     assert_close(np64(out), want, OUT_TOL["float32"], "out")
 
 
+@pytest.mark.parametrize("paged", [False, True], ids=["dense", "paged"])
+def test_out_of_range_lengths_are_clamped(rng, paged):
+    """seqused_q / seqused_k are not checked on the host: the kernel clamps them into [0, Nq] /
+    [0, Nkv], so a negative length is 0 (out 0, lse -inf) and a longer one the whole cache."""
+    b, nq, hq, hkv, d = 3, 5, 4, 2, 16
+    if paged:
+        q, k_cache, v_cache, table, _ = paged_inputs(rng, batch=b, nq=nq, hq=hq, hkv=hkv, d=d, page_size=8,
+                                                     pages_per_seq=3, num_pages=7, dtype="float32")
+        k, v = gathered(k_cache, table), gathered(v_cache, table)
+        args, extra = (tensor(q), tensor(k_cache), tensor(v_cache)), dict(block_table=tensor(table))
+    else:
+        q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((b, nq, hq, d), (b, 21, hkv, d), (b, 21, hkv, d)))
+        args, extra = (tensor(q), tensor(k), tensor(v)), {}
+    nkv = k.shape[1]
+    used_q, used_k = np.array([nq, -3, 4], np.int32), np.array([-1, nkv + 9, 2**31 - 1], np.int32)
+    out, lse = flashx.torch.attention(*args, seqused_q=tensor(used_q), seqused_k=tensor(used_k), causal=True,
+                                      return_lse=True, **extra)
+    want, want_lse = reference(*(x.astype(np.float64) for x in (q, k, v)), used_q=np.clip(used_q, 0, nq),
+                               used_k=np.clip(used_k, 0, nkv), causal=True)
+    assert_close(np64(out), want, OUT_TOL["float32"], "out")
+    assert_lse(np64(lse), want_lse)
+    assert (np64(out)[:2] == 0).all()  # batch 0 sees no key, batch 1 has no query row
+
+
 def test_paged_with_mask_mod_and_vmap(rng):
     """A mask_mod sees logical key positions (its block map built on them): the paged call equals
     the dense call on the gathered cache bit for bit. Under torch.func.vmap over q (the cache

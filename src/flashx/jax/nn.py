@@ -5,6 +5,7 @@ from typing import Optional, Union
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import core
 from .attention import _run
@@ -37,7 +38,10 @@ def dot_product_attention(
     query (B, T, N, H), key and value (B, S, K, H) with N a multiple of K (GQA), or all three
     without B (T, N, H), as jax.nn takes them. bias and mask (bool, True takes part) broadcast to
     (B, N, T, S). is_causal and local_window_size (w or (left, right)) are top-left aligned, as in
-    jax.nn. Query rows past query_seq_lengths are padding: flashx returns 0 there. implementation
+    jax.nn. query_seq_lengths and key_value_seq_lengths: integer (B,), jax.Array or NumPy. Query
+    rows past query_seq_lengths are padding: flashx returns 0 there, as it does for rows that see
+    no key (key_value_seq_lengths 0; jax.nn, whose mask is a finite value, averages value's rows
+    there). implementation
     (jax.nn's None, 'xla' or 'cudnn') is accepted and ignored: flashx's kernel runs. With
     return_residual, also the logsumexp (B, T, N) (or (T, N)) in key's dtype, without gradient,
     as jax.nn returns it; -inf on rows that see no key.
@@ -62,8 +66,11 @@ def dot_product_attention(
     for name, field, lens in (("query_seq_lengths", "SEQUSED_Q", query_seq_lengths),
                               ("key_value_seq_lengths", "SEQUSED_K", key_value_seq_lengths)):
         if lens is not None:
+            if isinstance(lens, np.ndarray):  # jax.nn takes NumPy lengths (jnp.asarray) too
+                lens = jnp.asarray(lens)
             if not isinstance(lens, jax.Array) or not jnp.issubdtype(lens.dtype, jnp.integer):
-                raise TypeError(f"{name} must be an integer jax.Array of shape (B,), got {getattr(lens, 'dtype', type(lens).__name__)}")
+                got = lens.dtype if isinstance(lens, jax.Array) else type(lens).__name__
+                raise TypeError(f"{name} must be an integer array (jax.Array or NumPy) of shape (B,), got {got}")
             lengths[field] = lens.astype(jnp.int32)
     options = core.CallOptions(causal=is_causal, scale=scale, window=window, bottom_right=False)
     with core.errors_named(_CORE_NAMES):  # (a GQA decode step packs its heads there, as attention's)
