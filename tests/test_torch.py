@@ -631,6 +631,18 @@ def test_func_gradients(rng, launched_batches, transform):
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "float16", f"d{name}")
 
 
+def test_func_jacobian_at_batch_one(rng):
+    """torch.func.jacrev (vmap over the cotangents of a vjp: out and lse reach the backward
+    unmapped) against SDPA's Jacobian in float64. At batch 1 the folded out and lse were views
+    of stride 0, which the backward read as dense: NaNs and 1e38s. (Small: 32 cotangents.)"""
+    case = Case(1, 2, 5, 1, 1, 16, 16, causal=True)
+    q, k, v = make_inputs(rng, case, "float32")
+    ours = torch.func.jacrev(lambda q: flashx.torch.attention(q, k, v, causal=True))(q)
+    ref = torch.func.jacrev(lambda q: sdpa(q, k, v, causal=True, upcast=True))(q.double())
+    assert ours.shape == ref.shape
+    assert rel_error(to_numpy(ours), to_numpy(ref)) < 1e-5
+
+
 @pytest.mark.parametrize("bias_dim", [0, None], ids=["bias-mapped", "bias-shared"])
 def test_vmap_bias_gradients_slice_by_slice(rng, launched_batches, bias_dim):
     """vmap of grad through the SDPA drop-in with a float attn_mask (its gradient per slice: the

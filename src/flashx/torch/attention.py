@@ -394,11 +394,18 @@ class _TransformedBackward(torch.autograd.Function):
         raise NotImplementedError("flashx has no second derivative (a gradient of flashx's gradient)")
 
 
-def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at: int, mapped_outputs: int):
+def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at: int, mapped_outputs: int,
+               dense_at: tuple = ()):
     """A torch.func.vmap rule for `op`: where core.folds_mapped_axis allows, the mapped axis folds
     into the batch axis of the op's batch-first tensors (positions batch_first) and out of its
     first `mapped_outputs` outputs (the rest, dBias's empty stand-in, come back unmapped): one
-    launch. Otherwise the op runs one mapped slice at a time and its outputs are stacked."""
+    launch. Otherwise the op runs one mapped slice at a time and its outputs are stacked. The
+    tensors at dense_at (the backward's out and lse, which it reads as the forward wrote them)
+    are made contiguous: an unmapped one folds by expand + reshape, at batch 1 a view of stride 0
+    (torch.func.jacrev maps only the cotangents), and a slice of a mapped one may be strided."""
+
+    def dense(call_args) -> list:
+        return [x.contiguous() if i in dense_at and x is not None else x for i, x in enumerate(call_args)]
 
     def rule(info, in_dims, *args):
         size = info.batch_size
@@ -413,7 +420,7 @@ def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at
                 if args[i] is not None:
                     x = args[i].movedim(in_dims[i], 0) if in_dims[i] is not None else args[i].expand(size, *args[i].shape)
                     args[i] = x.reshape(size * x.shape[1], *x.shape[2:])
-            outputs = op(*args)
+            outputs = op(*dense(args))
             unfolded = tuple(o.view(size, o.shape[0] // size, *o.shape[1:]) for o in outputs[:mapped_outputs])
             return unfolded + tuple(outputs[mapped_outputs:]), (0,) * mapped_outputs + (None,) * (len(outputs) - mapped_outputs)
 
@@ -421,7 +428,7 @@ def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at
             if isinstance(x, list):
                 return [select(t, e, i) for t, e in zip(x, d)]
             return x.select(d, i) if d is not None else x
-        slices = [op(*(select(x, d, i) for x, d in zip(args, in_dims))) for i in range(size)]
+        slices = [op(*dense([select(x, d, i) for x, d in zip(args, in_dims)])) for i in range(size)]
         return tuple(torch.stack(outputs) for outputs in zip(*slices)), (0,) * len(slices[0])
     return rule
 
@@ -433,7 +440,7 @@ def _slice_shape(x: torch.Tensor, mapped_dim: Optional[int]) -> tuple:
 # Positions in the ops' arguments: forward (q, k, v, bias, tensors, *options), backward (dout,
 # dlse, q, k, v, out, lse, bias, tensors, bias_grad, *options).
 _forward_op.register_vmap(_vmap_rule(_forward_op, (0, 1, 2), 3, 4, 5, mapped_outputs=2))
-_backward_op.register_vmap(_vmap_rule(_backward_op, (0, 1, 2, 3, 4, 5, 6), 7, 8, 10, mapped_outputs=3))
+_backward_op.register_vmap(_vmap_rule(_backward_op, (0, 1, 2, 3, 4, 5, 6), 7, 8, 10, mapped_outputs=3, dense_at=(5, 6)))
 
 
 class _EagerAttention(torch.autograd.Function):
