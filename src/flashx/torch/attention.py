@@ -391,7 +391,26 @@ class _TransformedBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        raise NotImplementedError("flashx has no second derivative (a gradient of flashx's gradient)")
+        raise NotImplementedError(_NO_SECOND_DERIVATIVE)
+
+
+_NO_SECOND_DERIVATIVE = "flashx has no second derivative (a gradient of flashx's gradient)"
+
+
+class _NoSecondDerivative(torch.autograd.Function):
+    """The eager backward's gradients where autograd records it (create_graph=True) and the
+    gradients depend on something that requires grad (the inputs, or the incoming gradient):
+    differentiating them raises. Without it they would come back as constants, and a second
+    derivative through them (a gradient penalty) silently wrong. anchor: one tensor that requires
+    grad, so that the gradients get this record."""
+
+    @staticmethod
+    def forward(ctx, anchor, *grads):
+        return tuple(g.detach() for g in grads)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError(_NO_SECOND_DERIVATIVE)
 
 
 def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at: int, mapped_outputs: int,
@@ -468,6 +487,12 @@ class _EagerAttention(torch.autograd.Function):
             plan, lambda g, gl: _backward_impl(plan, g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad),
             grad_out, grad_lse, out, bias, ctx.bias_grad,
         )
+        if torch.is_grad_enabled():  # create_graph=True
+            anchor = next((t for t in (grad_out, grad_lse, q, k, v, bias) if t is not None and t.requires_grad), None)
+            if anchor is not None:
+                present = [g for g in grads if g is not None]
+                marked = iter(_NoSecondDerivative.apply(anchor, *present))
+                grads = tuple(None if g is None else next(marked) for g in grads)
         return (None,) + grads + (None,)
 
 
