@@ -700,6 +700,25 @@ def test_func_second_derivative_raises(rng):
         torch.func.grad(lambda q: first(q).sum())(q)
 
 
+@pytest.mark.parametrize("call", ["attention", "decode", "sdpa"])
+def test_forward_mode_ad_raises(rng, call):
+    """A tangent (torch.autograd.forward_ad) on an input that does not require grad raised
+    nothing and came back without one (a zero tangent); now NotImplementedError, as torch's SDPA
+    (and flashx where the input also requires grad). Also the packed decode and the drop-in."""
+    from torch.autograd import forward_ad
+
+    nq = 1 if call == "decode" else 4
+    q, k, v = make_inputs(rng, Case(1, nq, 6, 4, 2 if call == "decode" else 4, 16, 16), "float32")
+    fn = {"attention": flashx.torch.attention, "decode": flashx.torch.attention,
+          "sdpa": lambda q, k, v: flashx.torch.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, k, v)))}[call]
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(q, torch.randn_like(q))
+        with pytest.raises(NotImplementedError, match="forward-mode"):
+            fn(dual, k, v)
+        plain = fn(q, k, v)  # no tangent: runs
+        assert forward_ad.unpack_dual(plain).tangent is None
+
+
 def test_autograd_second_derivative_raises(rng):
     """Eager autograd with create_graph=True (a gradient penalty, the loss with another term in
     q): the first gradients are flashx's as without it, and differentiating them raises

@@ -7,6 +7,7 @@ import functools
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import torch
+from torch.autograd import forward_ad
 
 from .. import core
 from . import distributed as _distributed
@@ -614,8 +615,19 @@ def _run_eager(plan: core.AttentionPlan, q, k, v, bias, tensor_list: list, retur
                                     or (bias is not None and bias.requires_grad)):
         out, lse = _EagerAttention.apply(plan, q, k, v, bias, tensor_list)
     else:  # nothing to differentiate: no autograd node
+        if forward_ad._current_level >= 0:  # inside a dual level (forward-mode AD): a cheap check first
+            _refuse_tangents(q, k, v, bias)
         out, lse = _forward_impl(plan, q, k, v, bias, tensor_list)
     return (out, lse) if return_lse else out
+
+
+def _refuse_tangents(*tensors) -> None:
+    """Forward-mode AD (torch.autograd.forward_ad) has no formula here: an input with a tangent
+    raises, as torch's SDPA does, rather than giving an output without one (a zero tangent).
+    Inputs that require grad reach torch's own refusal through _EagerAttention."""
+    if any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors):
+        raise NotImplementedError("flashx has no forward-mode derivative (jvp): torch.autograd.forward_ad "
+                                  "and torch.func.jvp / jacfwd are not supported; use reverse mode")
 
 
 # Plans of plain calls (no optional arrays, functions or varlen sizes), by what they depend on:
