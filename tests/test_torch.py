@@ -719,6 +719,16 @@ def test_forward_mode_ad_raises(rng, call):
         assert forward_ad.unpack_dual(plain).tangent is None
 
 
+def test_batched_gradients_raise(rng):
+    """Autograd's own vmap over the backward (is_grads_batched=True) hands the backward batched
+    cotangents, which the kernels cannot read: a NotImplementedError naming the way that works
+    (before: "Cannot access storage of BatchedTensorImpl" from inside the launch)."""
+    q, k, v = (x.requires_grad_() for x in make_inputs(rng, Case(1, 4, 5, 2, 2, 16, 16), "float32"))
+    out = flashx.torch.attention(q, k, v)
+    with pytest.raises(NotImplementedError, match="is_grads_batched.*torch.func"):
+        torch.autograd.grad(out, (q, k, v), torch.randn(3, *out.shape), is_grads_batched=True)
+
+
 def test_autograd_second_derivative_raises(rng):
     """Eager autograd with create_graph=True (a gradient penalty, the loss with another term in
     q): the first gradients are flashx's as without it, and differentiating them raises

@@ -463,6 +463,10 @@ _forward_op.register_vmap(_vmap_rule(_forward_op, (0, 1, 2), 3, 4, 5, mapped_out
 _backward_op.register_vmap(_vmap_rule(_backward_op, (0, 1, 2, 3, 4, 5, 6), 7, 8, 10, mapped_outputs=3, dense_at=(5, 6)))
 
 
+# Autograd's own vmap (is_grads_batched) wraps cotangents in legacy batched tensors.
+_is_legacy_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", lambda tensor: False)
+
+
 class _EagerAttention(torch.autograd.Function):
     """The ops' implementation and gradients, called directly in eager mode.
 
@@ -482,6 +486,12 @@ class _EagerAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, grad_lse):
+        if any(g is not None and _is_legacy_batched(g) for g in (grad_out, grad_lse)):
+            # Batched cotangents from autograd's own vmap: the kernels need the tensors' storage.
+            raise NotImplementedError(
+                "flashx's backward takes no batched gradients (torch.autograd.grad(is_grads_batched=True), "
+                "torch.autograd.functional.jacobian(vectorize=True)): use torch.func.vjp under torch.func.vmap, "
+                "or torch.func.jacrev")
         q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
         plan = ctx.plan
         grads = _input_grads(
