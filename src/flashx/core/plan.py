@@ -804,9 +804,11 @@ def packed_query_heads(options: CallOptions, q_shape: Sequence[int], k_shape: Se
     into a tile of g rows rather than 1. The packed call runs without causal, which for one query
     aligned bottom-right hides nothing. 1 (no packing) where anything tells the q heads or the
     query position apart: windows, top-left causal, mask_mod, score_mod, block masks, dropout,
-    ALiBi, seqused_q, a bias or mask, varlen (3-D inputs); shapes or options the plan would
-    refuse (it then names them). optional: the kernel names of the call's optional arrays present
-    (seqused_k and a block table pack)."""
+    ALiBi, seqused_q, a bias or mask, varlen (3-D inputs); head counts or options the plan would
+    refuse (it then names them). Other bad shapes (head dims, batch, pages) pack and are refused
+    by the packed call's plan; a frontend names the caller's shapes (JAX plans the call as given
+    first, torch again on a refusal). optional: the kernel names of the call's optional arrays
+    present (seqused_k and a block table pack)."""
     if options.layout not in LAYOUTS or len(q_shape) != 4 or len(k_shape) != 4:
         return 1
     axes = LAYOUTS[options.layout]

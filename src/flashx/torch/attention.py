@@ -375,6 +375,9 @@ class _TransformedAttention(torch.autograd.Function):
         return _backward(ctx, grad_out, grad_lse, _TransformedBackward.apply)
 
 
+_NO_SECOND_DERIVATIVE = "flashx has no second derivative (a gradient of flashx's gradient)"
+
+
 class _TransformedBackward(torch.autograd.Function):
     """The backward op under torch.func, whose grad records every backward (it may be nested).
     A second derivative raises: flashx has none. (The op's own autograd stand-in, torch's, is a
@@ -393,9 +396,6 @@ class _TransformedBackward(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         raise NotImplementedError(_NO_SECOND_DERIVATIVE)
-
-
-_NO_SECOND_DERIVATIVE = "flashx has no second derivative (a gradient of flashx's gradient)"
 
 
 class _NoSecondDerivative(torch.autograd.Function):
