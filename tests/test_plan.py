@@ -187,14 +187,24 @@ def test_gpu_tile_table_lookups(monkeypatch):
     assert window.dkdv != table[(128, True)].dkdv
     assert plan_mod._tile_config(128, 2, True, 16384, (128, 128), window=True).dkdv == table[(128, True)].dkdv
     assert plan_mod._tile_config(64, 2, True, 16384, None, window=True) == table[(64, True)]
-    # Dropout from D = 128: dK/dV its own tile (taking the window's place), dQ one stage less; D = 64 unchanged.
+    # Dropout at D = 128: dK/dV its own tile (taking the window's place), dQ as tuned; at D = 256
+    # dQ one stage less; D = 64 unchanged.
     for causal, window in ((False, False), (True, False), (True, True)):
         dropped = plan_mod._tile_config(128, 2, causal, 16384, None, window=window, dropout=True)
         assert dropped.dkdv == plan_mod.DROPOUT_DKDV_TILES[128]
         assert dropped.forward == table[(128, causal)].forward
-        assert dropped.dq.num_stages == table[(128, causal)].dq.num_stages - 1
+        assert dropped.dq == table[(128, causal)].dq
+        wide = plan_mod._tile_config(256, 2, causal, 16384, None, dropout=True)
+        assert wide.dq.num_stages == max(table[(256, causal)].dq.num_stages - 1, 1)
     assert plan_mod._tile_config(64, 2, True, 16384, None, dropout=True) == table[(64, True)]
     assert plan_mod._tile_config(128, 2, True, 16384, (64, 64), dropout=True).dkdv.block_m == 32
+    # Decode-shaped calls: the 16-row forward tile for 16-bit D <= 256 and float32 D <= 128 (the
+    # wide float32 tiles keep theirs: shared memory), never with a block map; other kernels as tuned.
+    for d, itemsize, key in ((64, 2, (64, True)), (256, 2, (256, True)), (128, 4, (256, True))):
+        decode = plan_mod._tile_config(d, itemsize, True, 16384, None, decode=True)
+        assert decode == dataclasses.replace(table[key], forward=plan_mod.DECODE_FORWARD_TILE)
+    assert plan_mod._tile_config(256, 4, True, 16384, None, decode=True) == plan_mod.FLOAT32_WIDE_TILES
+    assert plan_mod._tile_config(128, 2, True, 16384, (128, 128), decode=True).forward.block_m == 128
     mapped = plan_mod._tile_config(128, 2, False, 4096, (64, 32))
     for tiles in (mapped.forward, mapped.dkdv, mapped.dq):
         assert 64 % tiles.block_m == 0 and 32 % tiles.block_n == 0
@@ -423,7 +433,7 @@ def _gluon_kernel():
         pytest.param(dict(window=(-1, 0)), "pp", id="window-as-causal"),
         pytest.param(dict(hkv=2), "pp", id="gqa"),
         pytest.param(dict(dtype="float16"), "pp", id="fp16"),
-        pytest.param(dict(nq=17), "pp", id="short-q"),
+        pytest.param(dict(nq=17, hq=64, hkv=64), "pp", id="short-q"),
         pytest.param(dict(nkv=2047), "pp-qp-persist", id="short-kv"),
         pytest.param(dict(nq=300, nkv=256, hq=100), "pp-qp-persist", id="short-kv-more-tiles-than-sms"),
         pytest.param(dict(nkv=255), None, id="shorter-kv"),
@@ -580,6 +590,24 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     assert plan.gluon_forward_tile(descriptors="device") is None
     with pytest.raises(ValueError, match="descriptors"):
         plan.gluon_forward_tile(descriptors=True)
+
+
+@pytest.mark.parametrize("nq", [1, 17])
+def test_split_forward_keeps_the_tl_kernel(monkeypatch, nq):
+    """A call of few tiles (a decode step) whose tl forward splits its keys over the SMs runs
+    that split forward, not the Gluon route's one program per tile; the same call on a device of
+    one SM does not split and takes the Gluon tile."""
+    monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
+    q, kv = spec((2, nq, 4, 128)), spec((2, 2100, 4, 128))
+    for multiprocessors, split in ((132, True), (1, False)):
+        monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda n=multiprocessors: n)
+        plan_mod.clear_plan_cache()
+        plan = core.plan_attention(q, kv, kv)
+        assert plan.gluon_tile == "pp" and plan.flags["SPLIT_KEYS"] == split
+        assert plan.gluon_forward == (not split)
+        assert (plan.gluon_forward_tile(descriptors="host") is None) == split
+        assert (plan.forward_call({}, None).kernel is _gluon_kernel()) == (not split)
+    plan_mod.clear_plan_cache()
 
 
 @pytest.mark.parametrize("nkv, descriptors, tile", [
@@ -1288,10 +1316,10 @@ def test_device_split_follows_q_batch_and_k_heads():
 
 
 @pytest.mark.parametrize("d", [64, 128, 256])
-def test_dropout_backward_pipelines_one_stage_less_from_d128(gpu_plans, d):
-    """Dropout's draw takes shared memory in the backward: from D = 128 its dK/dV and dQ kernels
-    pipeline one stage less than the same call's without dropout, except where dropout has its
-    own dK/dV tile (DROPOUT_DKDV_TILES: D = 128); the forward (whose draw moves nothing between
+def test_dropout_backward_pipelines_one_stage_less_at_d256(gpu_plans, d):
+    """Dropout's draw takes shared memory in the backward: at D = 256 its dK/dV and dQ kernels
+    pipeline one stage less than the same call's without dropout; D = 128 has its own dK/dV tile
+    (DROPOUT_DKDV_TILES) and keeps dQ's stages; the forward (whose draw moves nothing between
     threads) and D = 64 keep the tiles as tuned. Nothing else moves."""
     shape = (1, 16384, 2048 // d, d)
     plain = core.plan_attention(gpu_spec(shape), gpu_spec(shape), gpu_spec(shape), causal=True)

@@ -452,12 +452,15 @@ FLOAT32_WIDE_TILES = TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8
 
 
 # Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
-# threads: in the backward kernels from D = 128 the tuned tiles, near the H200's 227 KiB, then ran
-# out (the D = 256 dK and dQ asked 228 KiB offline; before the draw followed the MMA layout the
-# D = 128 forward at 8k keys asked 240: OutOfResources on the H200, 2026-12-05). Their backward
-# kernels pipeline one stage less. The forward's draw moves nothing (offline, Triton 3.6: the
-# D = 128 forward at 16k keys asks 224 KiB on its tuned three stages) and keeps its tiles.
-DROPOUT_STAGES_FROM_WIDTH = 128
+# threads: in the D = 256 backward kernels the tuned tiles, near the H200's 227 KiB, then ran out
+# (dK and dQ asked 228 KiB offline; before the draw followed the MMA layout the D = 128 forward at
+# 8k keys asked 240: OutOfResources on the H200, 2026-12-05). They pipeline one stage less. The
+# forward's draw moves nothing (offline, Triton 3.6: the D = 128 forward at 16k keys asks 224 KiB
+# on its tuned three stages) and keeps its tiles. D = 128's dQ keeps its three stages (160 KiB
+# offline, no spill; the cut was from D = 128 until s68): ab.py on an H100 (2026-12-05, dense
+# causal N = 16k, H = 16, dropout 0.1, with a control): backward 261.2 -> 280.7 TFLOP/s (+7.4%,
+# spread 0.2%); its dK/dV has its own tile (DROPOUT_DKDV_TILES).
+DROPOUT_STAGES_FROM_WIDTH = 256
 # With dropout, the D = 128 dK/dV tile of 64 query rows spilled (offline, Triton 3.6: 168 / 176
 # bytes non-causal / causal); 32 rows on three stages spill 8 and fit in 113 KiB. ab.py on an
 # H100 (2026-12-05, s67, dense causal N = 16k, H = 16, dropout 0.1): backward +12.2% (233.2 ->
@@ -466,13 +469,24 @@ DROPOUT_DKDV_TILES: dict = {
     128: KernelTiles(32, 128, 8, 3),
 }
 
+# Calls of at most DECODE_ROWS query rows (a decode step: one query, or a GQA group's packed
+# heads) against many keys, where the long-sequence tiles of 64-128 rows compute mostly padding.
+# bench_decode.py on an H100 (2026-12-05, s68; Hq 32 / Hkv 8, D = 128, bf16, 2 rounds, beside the
+# split keys of gluon_forward_tile): B = 1 with 16k keys 80.8 -> 45.8 us (FA2 48.4), with 4k
+# 121.8 -> 44.1 us; B = 8 at 4k 122.1 -> 107.4, at 16k 199.3 -> 194.0; B = 32 level.
+# Its three stages of 64-key blocks fit in shared memory for 16-bit inputs to D = 256 and float32
+# to D = 128; wider float32 calls (FLOAT32_WIDE_TILES) asked 276 KiB and keep their own tile.
+DECODE_ROWS = 16
+DECODE_FORWARD_TILE = KernelTiles(16, 64, 4, 3)
+
 
 def _tile_config(
     block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple], window: bool = False,
-    dropout: bool = False,
+    dropout: bool = False, decode: bool = False,
 ) -> TileConfig:
     """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers;
-    window: a sliding window's left side bounds the keys; dropout: see DROPOUT_STAGES_FROM_WIDTH."""
+    window: a sliding window's left side bounds the keys; dropout: see DROPOUT_STAGES_FROM_WIDTH;
+    decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE)."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -483,6 +497,8 @@ def _tile_config(
         short = SHORT_FORWARD_TILES.get((width, causal, short_bucket(longest)))
         if short is not None:
             tiles = dataclasses.replace(tiles, forward=short)
+        if decode and width <= 256 and map_blocks is None:
+            tiles = dataclasses.replace(tiles, forward=DECODE_FORWARD_TILE)
         window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None else None
         if window_dkdv is not None:
             tiles = dataclasses.replace(tiles, dkdv=window_dkdv)
@@ -1156,6 +1172,12 @@ class AttentionPlan:
         tma = _takes_tma(descriptors)
         if not runtime.hopper_gluon():
             return None
+        # A call of few tiles whose tl forward splits the keys (a decode step) spreads over the
+        # SMs that way; a Gluon tile is one program. bench_decode.py on an H100 (2026-12-05, s68;
+        # Hq 32 / Hkv 8, D = 128, bf16): B = 1 with 16k keys 189.7 -> 80.8 us (FA2 49 us), B = 8
+        # at 4k 179.6 -> 122.1 us; calls that fill the SMs (B = 32) do not split and are level.
+        if self.flags["SPLIT_KEYS"]:
+            return None
         # The call's own part is decided once per plan (forward calls ask on every launch).
         tma_tile = self._memoized(("gluon_tma_tile", descriptors), lambda: self._gluon_tma_tile(descriptors)) if tma else None
         return tma_tile or self.gluon_tile
@@ -1782,7 +1804,8 @@ def plan_attention(
     block_dv = _next_power_of_2(max(dv, 16))
     map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
     tiles = _tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0,
-                         max(max_q, max_kv), map_blocks, window=window_left >= 0, dropout=dropout_p > 0)
+                         max(max_q, max_kv), map_blocks, window=window_left >= 0, dropout=dropout_p > 0,
+                         decode=max_q <= DECODE_ROWS)
     # dK/dV's tile orientation: queries down keeps lse and delta in a few registers per thread
     # (32 fewer at D = 64, where the transposed tile spilled); at wider tiles Triton lays the
     # transposed P out with more registers than it saves.
