@@ -445,12 +445,30 @@ def test_paged_decode_gpu(rng, page_size):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("d", [64, 128, 192, 256])
+def test_decode_tile_every_head_dim_gpu(rng, dtype, d):
+    """Decode-shaped calls (a few query rows) take their own forward tile where it fits in shared
+    memory (plan.DECODE_FORWARD_TILE): one query of 8 heads over 2 kv heads, at B = 1 against
+    4100 keys (split) and at B = 3 against 1000 (packed GQA, one row of 4 heads in a tile), causal
+    with softcap and without, each against float64. Wide float32 calls keep their own tile: the
+    decode tile asked 276 KiB of shared memory at float32 D = 192 and 256 (OutOfResources)."""
+    for batch, nkv, options in ((1, 4100, dict(causal=True)), (3, 1000, dict(softcap=30.0))):
+        q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((batch, 1, 8, d), (batch, nkv, 2, d), (batch, nkv, 2, d)))
+        tq, tk, tv = (tensor(x, dtype) for x in (q, k, v))
+        out, lse = flashx.torch.attention(tq, tk, tv, return_lse=True, **options)
+        want_out, want_lse = reference(np64(tq), np64(tk), np64(tv), **options)
+        assert_close(np64(out), want_out, OUT_TOL[dtype], f"out (B = {batch}, {nkv} keys)")
+        assert_lse(np64(lse), want_lse, what=f"lse (B = {batch}, {nkv} keys)")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("paged", [False, True], ids=["dense", "paged-256"])
 def test_decode_in_cuda_graph_gpu(rng, paged):
     """A decode step captured in a CUDA graph (as serving engines run decode) and replayed on new
     queries, cache contents and lengths copied into the captured buffers: each replay against
-    float64. The dense step (whole caches) takes the Gluon forward (packed GQA); the paged one
-    (cache lengths) the split tl forward and its combine kernel (B = 2: a few tiles, so the keys
+    float64. Both steps, the dense one (whole caches, packed GQA) and the paged one (cache
+    lengths), take the split tl forward and its combine kernel (B = 2: a few tiles, so the keys
     split). A launch that
     allocated or synchronized on the host inside the capture would fail it; one that baked an
     input's values into the graph would give the first replay's result again."""
