@@ -9,8 +9,8 @@ the D = 128 forward + backward (fb128, fb128c: JAX's one jitted jax.vjp applied 
 device time only, jax.grad of sum(out * dO) beside it; torch: autograd.grad of a fresh forward);
 --dkdv-tile forces the backward's dK/dV tile (or a variant of it, --dkdv-set) in both frontends,
 --tile-set changes a field of any Gluon tile in place (both frontends), --torch-descriptors
-device makes torch's Gluon backward launches build their TMA descriptors on the device as JAX's
-do (one shared slot; Triton's global scratch from torch's allocator), --route sets both
+device makes torch's Gluon launches, forward and backward, build their TMA descriptors on the
+device as JAX's do (one shared slot; Triton's global scratch from torch's allocator), --route sets both
 frontends' TMA forward route for a head dim and --device-route the JAX frontend's own
 (GLUON_DEVICE_TMA_ROUTE); --window W (a causal sliding window of W keys) or --docs K (K equal
 causal documents: mask_mod with a block mask built once in each frontend) masks every causal
@@ -163,15 +163,18 @@ def set_tile_fields(specs) -> None:
 
 
 def torch_device_descriptors() -> None:
-    """In this process only, torch's backward launches ask the plan for device-built descriptors
-    (as JAX's launches do) where they ask for host ones, and Triton's launcher takes their global
-    scratch from torch's allocator: what of JAX's dK/dV kernel time is the
-    in-kernel build rather than JAX."""
+    """In this process only, torch's launches ask the plan for device-built descriptors (as JAX's
+    launches do) where they ask for host ones: the backward's directly, the forward's through
+    HOST_DESCRIPTORS_FROM_KEYS (torch's launcher takes device ones below it: now every length).
+    Triton's launcher takes their global scratch from torch's allocator. What of JAX's kernel
+    time is the in-kernel build rather than JAX."""
     import torch
 
     from flashx import core
+    from flashx.core import plan
     from flashx.torch.attention import _scratch_allocator
 
+    plan.HOST_DESCRIPTORS_FROM_KEYS = 1 << 62
     backward_calls = core.AttentionPlan.backward_calls
 
     def on_device(self, *args, **kwargs):
@@ -188,7 +191,7 @@ def torch_device_descriptors() -> None:
         return launch(self, outputs, inputs, allocator or scratch)
 
     core.launch.KernelCall.launch = with_scratch
-    print("torch's backward: descriptors built on the device", flush=True)
+    print("torch's forward and backward: descriptors built on the device", flush=True)
 
 
 def set_routes(table_name: str, specs) -> None:
@@ -230,7 +233,7 @@ def main() -> int:
                         help="the JAX frontend's own forward route for a head dim (c: causal), "
                              "e.g. 256c:1024=d256-tma-trim-ts")
     parser.add_argument("--torch-descriptors", choices=("host", "device"), default="host",
-                        help="device: torch's Gluon backward builds its TMA descriptors on the device, as JAX's")
+                        help="device: torch's Gluon kernels build their TMA descriptors on the device, as JAX's")
     masks = parser.add_mutually_exclusive_group()
     masks.add_argument("--window", type=int, default=None, help="causal cases: a sliding window of this many keys")
     masks.add_argument("--docs", type=int, default=None, help="causal cases: this many equal documents (mask_mod)")
