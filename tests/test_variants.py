@@ -339,6 +339,34 @@ def test_window_block_boundaries(rng, window):
     run_and_compare(rng, Shape(1, 48, 64, 1, 1, 16, 16), Variant(window=window), "float32")
 
 
+def test_alibi_slopes_gradient_raises(rng):
+    """The kernels compute no gradient for ALiBi's slopes: slopes that require grad (a learned
+    parameter), that torch.func differentiates, or that carry a forward-mode tangent raise
+    NotImplementedError naming them, before any launch (before: their gradient silently stayed
+    None). Detached, or under no_grad, they run: out and q, k, v's gradients against float64."""
+    from torch.autograd import forward_ad
+
+    q, k, v = (x.requires_grad_() for x in make_qkv(rng, Shape(2, 13, 17, 4, 2, 16, 16), "float32"))
+    slopes = make_slopes(rng, "bh", 2, 4).requires_grad_()
+    with pytest.raises(NotImplementedError, match="alibi_slopes"):
+        flashx.torch.attention(q, k, v, causal=True, alibi_slopes=slopes)
+    with pytest.raises(NotImplementedError, match="alibi_slopes"):
+        torch.func.grad(lambda s: flashx.torch.attention(q, k, v, alibi_slopes=s).sum())(slopes.detach())
+    with forward_ad.dual_level(), pytest.raises(NotImplementedError, match="alibi_slopes"):
+        flashx.torch.attention(q, k, v, alibi_slopes=forward_ad.make_dual(slopes.detach(), torch.ones_like(slopes)))
+    leaves = tuple(x.detach().double().requires_grad_() for x in (q, k, v))
+    want, _ = reference(*leaves, causal=True, slopes=slopes.detach())
+    cotangent = torch.randn(want.shape, dtype=torch.float64, device=want.device)
+    want_grads = torch.autograd.grad(want, leaves, cotangent)
+    out = flashx.torch.attention(q, k, v, causal=True, alibi_slopes=slopes.detach())
+    grads = torch.autograd.grad(out, (q, k, v), cotangent.float())
+    assert rel_error(np64(out), np64(want)) < 1e-5
+    for name, got, expected in zip("qkv", grads, want_grads):
+        assert rel_error(np64(got), np64(expected)) < 1e-4, f"d{name}"
+    with torch.no_grad():
+        assert rel_error(np64(flashx.torch.attention(q, k, v, causal=True, alibi_slopes=slopes)), np64(want)) < 1e-5
+
+
 def test_alibi_strided_slopes(rng):
     """Slopes read through their strides: a transposed (B, Hq) view and a strided (Hq,) view."""
     q, k, v = make_qkv(rng, Shape(2, 21, 30, 3, 3, 16, 16), "float32")

@@ -249,6 +249,35 @@ def test_lse_gradient(rng, shape, var):
     run_and_compare(rng, shape, var, "float32", lse_grad=True)
 
 
+def test_alibi_slopes_gradient_raises(rng):
+    """The kernels compute no gradient for ALiBi's slopes: differentiating with respect to them
+    (jax.grad, under jit or not, or jax.jvp) raises NotImplementedError naming them (before: a
+    zero gradient, silently). Slopes not differentiated (another argument's gradient, or under
+    jax.lax.stop_gradient) run: q, k, v's gradients against float64, also under jax.vmap."""
+    q, k, v = make_qkv(rng, Shape(2, 13, 17, 4, 2, 16, 16), "float32")
+    slopes = make_slopes(rng, "bh", 2, 4)
+    w_out = jnp.asarray(randn(rng, q.shape))
+
+    def loss(q, k, v, slopes):
+        return (flashx.jax.attention(q, k, v, causal=True, alibi_slopes=slopes) * w_out).sum()
+
+    with pytest.raises(NotImplementedError, match="alibi_slopes"):
+        jax.grad(loss, argnums=3)(q, k, v, slopes)
+    with pytest.raises(NotImplementedError, match="alibi_slopes"):
+        jax.jit(jax.grad(loss, argnums=(0, 3)))(q, k, v, slopes)
+    with pytest.raises(NotImplementedError, match="alibi_slopes"):
+        jax.jvp(lambda s: loss(q, k, v, s), (slopes,), (slopes,))
+    _, _, want_grads = reference_results(q, k, v, w_out, w_out, False, lambda x: x, lambda x: x, causal=True,
+                                         slopes=np.asarray(slopes))
+    stopped = lambda q, k, v, s: loss(q, k, v, jax.lax.stop_gradient(s))  # noqa: E731
+    for grads in (jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v, slopes),
+                  jax.grad(stopped, argnums=(0, 1, 2))(q, k, v, slopes),
+                  tuple(g[1] for g in jax.vmap(jax.grad(loss, argnums=(0, 1, 2)), in_axes=(0, 0, 0, None))(
+                      *(jnp.stack([x, x]) for x in (q, k, v)), slopes))):
+        for name, got, want in zip("qkv", grads, want_grads):
+            assert rel_error(np.asarray(got), want) < 1e-4, f"d{name}"
+
+
 def test_score_mod_grad_missing_raises(rng):
     """score_mod without score_mod_grad: jax.grad raises NotImplementedError."""
     q, k, v = make_qkv(rng, Shape(1, 17, 19, 1, 1, 16, 16), "float32")

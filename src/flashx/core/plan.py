@@ -1174,7 +1174,7 @@ class AttentionPlan:
             return None
         # A call of few tiles whose tl forward splits the keys (a decode step) spreads over the
         # SMs that way; a Gluon tile is one program. bench_decode.py on an H100 (2026-12-05, s68;
-        # Hq 32 / Hkv 8, D = 128, bf16): B = 1 with 16k keys 189.7 -> 80.8 us (FA2 49 us), B = 8
+        # Hq 32 / Hkv 8, D = 128, bf16): B = 1 with 16k keys 189.7 -> 80.8 us (FA2 48.4 us), B = 8
         # at 4k 179.6 -> 122.1 us; calls that fill the SMs (B = 32) do not split and are level.
         if self.flags["SPLIT_KEYS"]:
             return None

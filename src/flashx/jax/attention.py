@@ -513,9 +513,16 @@ _first_order_forward, _first_order_backward = _first_order(_forward), _first_ord
 
 
 def _attention_fwd(options, q, k, v, bias, aux):
+    # symbolic_zeros: each primal comes as a CustomVJPPrimal, which says whether it is
+    # differentiated (perturbed). The kernels compute no gradient for ALiBi's slopes: refuse one
+    # rather than give a zero.
+    if aux.get("SLOPES") is not None and aux["SLOPES"].perturbed:
+        raise NotImplementedError(
+            "flashx computes no gradient for alibi_slopes: wrap them in jax.lax.stop_gradient to use them as constants")
     # jax.grad of NumPy inputs hands this rule their values as NumPy-like literals (JAX 0.10),
     # which attention() itself refuses: make them the jax.Arrays they stand for.
-    q, k, v, bias, aux = jax.tree_util.tree_map(jnp.asarray, (q, k, v, bias, aux))
+    q, k, v, bias, aux = jax.tree_util.tree_map(lambda x: jnp.asarray(x.value), (q, k, v, bias, aux),
+                                                is_leaf=lambda x: isinstance(x, jax.custom_derivatives.CustomVJPPrimal))
     _compile_ahead(options, q, k, v, bias, aux)
     out, lse = _first_order_forward(options, q, k, v, bias, aux)
     return (out, lse), (q, k, v, bias, aux, out, lse)
@@ -523,13 +530,15 @@ def _attention_fwd(options, q, k, v, bias, aux):
 
 def _attention_bwd(options, residuals, cotangents):
     q, k, v, bias, aux, out, lse = residuals
-    dout, dlse = cotangents
+    # An unused output's cotangent comes as a SymbolicZero: the kernels take it as zeros.
+    dout, dlse = (jnp.zeros(ct.aval.shape, ct.aval.dtype) if isinstance(ct, jax.custom_derivatives.SymbolicZero)
+                  else ct for ct in cotangents)
     grads = _first_order_backward(options, q, k, v, bias, aux, out, lse, dout, dlse)
     dq, dk, dv, dbias = (None if g is None else _typed_like(g, x) for g, x in zip(grads, (q, k, v, bias)))
     return dq, dk, dv, dbias, jax.tree_util.tree_map(lambda _: None, aux)
 
 
-_attention.defvjp(_attention_fwd, _attention_bwd)
+_attention.defvjp(_attention_fwd, _attention_bwd, symbolic_zeros=True)
 
 
 def _build_block_mask(spec: core.BlockMaskSpec) -> core.BlockMask:

@@ -640,6 +640,17 @@ def _refuse_tangents(*tensors) -> None:
                                   "and torch.func.jvp / jacfwd are not supported; use reverse mode")
 
 
+def _refuse_slopes_gradient(slopes) -> None:
+    """The kernels compute no gradient for ALiBi's slopes: slopes that autograd would
+    differentiate (or that carry a forward-mode tangent) raise rather than get none."""
+    if not isinstance(slopes, torch.Tensor):
+        return  # its type is refused, with the argument's name, where the call is planned
+    if (slopes.requires_grad and torch.is_grad_enabled()) or (
+            forward_ad._current_level >= 0 and forward_ad.unpack_dual(slopes).tangent is not None):
+        raise NotImplementedError("flashx computes no gradient for alibi_slopes: pass alibi_slopes.detach() "
+                                  "to use them as constants")
+
+
 # Plans of plain calls (no optional arrays, functions or varlen sizes), by what they depend on:
 # each tensor's sizes, strides, dtype and device, and the options with their types (True == 1,
 # yet only a bool passes validation). Such a call skips building the specs and options that key
@@ -810,6 +821,8 @@ def attention(
         q, k, v = _autocast(q, k, v)
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
+    if alibi_slopes is not None:
+        _refuse_slopes_gradient(alibi_slopes)
     if not (type(q) is type(k) is type(v) is torch.Tensor) and (
             _distributed.any_dtensor(q, k, v) or _nested.any_nested(q, k, v)):
         keywords = dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
