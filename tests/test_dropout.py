@@ -331,6 +331,15 @@ def test_gpu_torch_dropout(rng, case):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128])
+def test_gpu_torch_dropout_float32(rng, d):
+    """float32 takes the tiles of 16-bit inputs twice as wide: at D = 64 dropout's D = 128 tiles
+    (its own dK/dV tile, dQ on the tuned three stages), at D = 128 those of D = 256 (the backward
+    one stage less): as test_torch_dropout_matches_reference on the GPU."""
+    test_torch_dropout_matches_reference(rng, Case(1, 700, 256, 2, 2, d, d, causal=True), "float32", 0.15, {})
+
+
+@pytest.mark.gpu
 def test_gpu_jax_dropout(rng):
     """On the GPU, through jax-triton (DROPOUT_P reaches the kernels as a float constexpr, the
     seed as an int32 input): as test_jax_dropout_matches_reference at D = 64, 256 keys, bf16."""
