@@ -1,7 +1,7 @@
 # s68 (prepared for the next session; either card, the H200 preferred): the whole GPU-marked suite
 # on HEAD, the first since the decode tile and split calls' route (ac92175) and the new
-# test_decode_tile_every_head_dim_gpu (7fd93e5); then whatever the deadline left unreached, in
-# three processes. On s68's H100 every process ran to its deadline and one JAX test ran out of the
+# test_decode_tile_every_head_dim_gpu (7fd93e5) and test_gpu_torch_dropout_float32 (8e7a0a4); then
+# whatever the deadline left unreached, in three processes. On s68's H100 every process ran to its deadline and one JAX test ran out of the
 # 80 GB card's memory beside seven other processes (it passed alone). carry [".whl"]; ~9.5 min.
 set -u
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
