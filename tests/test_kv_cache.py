@@ -449,9 +449,9 @@ def test_paged_decode_gpu(rng, page_size):
 @pytest.mark.parametrize("d", [64, 128, 192, 256])
 def test_decode_tile_every_head_dim_gpu(rng, dtype, d):
     """Decode-shaped calls (a few query rows) take their own forward tile where it fits in shared
-    memory (plan.DECODE_FORWARD_TILE): one query of 8 heads over 2 kv heads, at B = 1 against
-    4100 keys (split) and at B = 3 against 1000 (packed GQA, one row of 4 heads in a tile), causal
-    with softcap and without, each against float64. Wide float32 calls keep their own tile: the
+    memory (plan.DECODE_FORWARD_TILE): one query of 8 heads over 2 kv heads (packed: each kv
+    head's 4 query heads as 4 rows of a tile), at B = 1 against 4100 keys, causal, and at B = 3
+    against 1000 with softcap, each against float64. Wide float32 calls keep their own tile: the
     decode tile asked 276 KiB of shared memory at float32 D = 192 and 256 (OutOfResources)."""
     for batch, nkv, options in ((1, 4100, dict(causal=True)), (3, 1000, dict(softcap=30.0))):
         q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((batch, 1, 8, d), (batch, nkv, 2, d), (batch, nkv, 2, d)))
