@@ -725,7 +725,8 @@ def attention(
     jax.random key, required then): the same key, the same mask. seqused_q / seqused_k (int32
     (B,)) cut each batch's query rows / keys to its own length (padding after); block_table
     (int32 (B, pages_per_seq)) reads k and v as a paged KV cache (pages, page_size, Hkv, D),
-    forward only.
+    forward only. alibi_slopes take no gradient: differentiating with respect to them raises
+    (use jax.lax.stop_gradient).
     """
     core.check_flag("deterministic", deterministic)
     options = core.CallOptions(

@@ -791,7 +791,8 @@ def attention(
         layout: "bnhd" or "bhnd"; any strides are accepted, no copy is made.
         window: (left, right): query i sees key j iff i' - left <= j <= i' + right, i' = i + Nkv - Nq;
             -1 leaves a side unbounded; with causal, right = 0.
-        alibi_slopes: float32 (Hq,) or (B, Hq): score -= slope * |i' - j|.
+        alibi_slopes: float32 (Hq,) or (B, Hq): score -= slope * |i' - j|. No gradient: slopes
+            that require grad (with grad mode on) raise; pass them detached.
         softcap: score = softcap * tanh(score / softcap).
         cu_seqlens_q, cu_seqlens_k: int32 (B + 1,) offsets of packed sequences, with max_seqlen_q/k.
         mask_mod: @triton.jit (b, h, q_idx, kv_idx) -> bool; a block map skips empty blocks.
