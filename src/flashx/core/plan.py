@@ -754,6 +754,8 @@ def check_dropout_p(dropout_p: Any) -> float:
 
 
 DROPOUT_SEED_SHAPE = (2,)  # int32: the two words of the call's 64-bit Philox seed (scores.dropout_kept)
+# What both frontends raise where a gradient of flashx's gradient is asked for.
+NO_SECOND_DERIVATIVE = "flashx has no second derivative (a gradient of flashx's gradient)"
 
 
 def _sees_indices(options: CallOptions) -> bool:

@@ -497,7 +497,7 @@ def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux) -> None:
 
 
 def _no_second_derivative(options, primals, tangents):
-    raise NotImplementedError("flashx has no second derivative (a gradient of flashx's gradient)")
+    raise NotImplementedError(core.plan.NO_SECOND_DERIVATIVE)
 
 
 def _first_order(fn: Callable) -> Callable:

@@ -375,9 +375,6 @@ class _TransformedAttention(torch.autograd.Function):
         return _backward(ctx, grad_out, grad_lse, _TransformedBackward.apply)
 
 
-_NO_SECOND_DERIVATIVE = "flashx has no second derivative (a gradient of flashx's gradient)"
-
-
 class _TransformedBackward(torch.autograd.Function):
     """The backward op under torch.func, whose grad records every backward (it may be nested).
     A second derivative raises: flashx has none. (The op's own autograd stand-in, torch's, is a
@@ -395,7 +392,7 @@ class _TransformedBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        raise NotImplementedError(_NO_SECOND_DERIVATIVE)
+        raise NotImplementedError(core.plan.NO_SECOND_DERIVATIVE)
 
 
 class _NoSecondDerivative(torch.autograd.Function):
@@ -411,7 +408,7 @@ class _NoSecondDerivative(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        raise NotImplementedError(_NO_SECOND_DERIVATIVE)
+        raise NotImplementedError(core.plan.NO_SECOND_DERIVATIVE)
 
 
 def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at: int, mapped_outputs: int,
