@@ -178,10 +178,12 @@ def weighted_grads(rng, out, lse, ref_out, ref_lse, leaves, ref_leaves, lse_grad
 
 def run_and_compare(rng, shape: Shape, var: Variant, dtype: str, *, backward=True, lse_grad=False, block_mask=None,
                     fx_extra=None):
-    """flashx's out, lse and (dq, dk, dv) against the float64 reference; returns flashx's results."""
+    """flashx's out, lse and (dq, dk, dv, and ALiBi's slopes' gradient where the variant has
+    slopes) against the float64 reference; returns flashx's results (out, lse, (dq, dk, dv))."""
     q, k, v = make_qkv(rng, shape, dtype, var.layout, var.input_scale)
     slopes = make_slopes(rng, var.alibi, shape.b, shape.hq)
-    kwargs = flashx_kwargs(var, slopes)
+    slope_leaves = [] if slopes is None else [slopes.detach().clone().requires_grad_(backward)]
+    kwargs = flashx_kwargs(var, slope_leaves[0] if slope_leaves else None)
     if block_mask is not None:
         kwargs.update(block_mask=block_mask, mask_mod=None)
     kwargs.update(fx_extra or {})
@@ -191,7 +193,8 @@ def run_and_compare(rng, shape: Shape, var: Variant, dtype: str, *, backward=Tru
     assert lse.dtype == torch.float32 and tuple(lse.shape) == (shape.b, shape.hq, shape.nq)
 
     ref_leaves = [to_bnhd(x.detach().double(), var.layout).requires_grad_(backward) for x in (q, k, v)]
-    ref_out, ref_lse = reference(*ref_leaves, **reference_kwargs(var, slopes))
+    ref_slope_leaves = [x.detach().double().requires_grad_(backward) for x in slope_leaves]
+    ref_out, ref_lse = reference(*ref_leaves, **reference_kwargs(var, ref_slope_leaves[0] if slopes is not None else None))
     ref_out_l = to_bnhd(ref_out, var.layout)
     assert_close(np64(out), np64(ref_out_l), OUT_TOL[dtype], f"out ({dtype})")
     assert_lse(np64(lse), np64(ref_lse))
@@ -201,11 +204,15 @@ def run_and_compare(rng, shape: Shape, var: Variant, dtype: str, *, backward=Tru
         assert (np64(to_bnhd(out, var.layout)).transpose(0, 2, 1, 3)[empty] == 0).all(), "rows without keys must be 0"
     if not backward:
         return out, lse, None
-    grads, ref_grads = weighted_grads(rng, out, lse, ref_out_l, ref_lse, leaves, ref_leaves, lse_grad)
+    grads, ref_grads = weighted_grads(rng, out, lse, ref_out_l, ref_lse, leaves + slope_leaves,
+                                      ref_leaves + ref_slope_leaves, lse_grad)
     for name, x, g, rg in zip("qkv", leaves, grads, ref_grads):
         assert g.dtype == x.dtype and g.shape == x.shape
         assert_close(np64(g), np64(to_bnhd(rg, var.layout)), GRAD_TOL[dtype], f"d{name} ({dtype})")
-    return out, lse, grads
+    if slopes is not None:
+        assert grads[3].dtype == torch.float32 and grads[3].shape == slopes.shape
+        assert_close(np64(grads[3]), np64(ref_grads[3]), GRAD_TOL[dtype], f"d alibi_slopes ({dtype})")
+    return out, lse, grads[:3]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -339,32 +346,58 @@ def test_window_block_boundaries(rng, window):
     run_and_compare(rng, Shape(1, 48, 64, 1, 1, 16, 16), Variant(window=window), "float32")
 
 
-def test_alibi_slopes_gradient_raises(rng):
-    """The kernels compute no gradient for ALiBi's slopes: slopes that require grad (a learned
-    parameter), that torch.func differentiates, or that carry a forward-mode tangent raise
-    NotImplementedError naming them, before any launch (before: their gradient silently stayed
-    None). Detached, or under no_grad, they run: out and q, k, v's gradients against float64."""
+def test_alibi_slopes_gradient_every_path(rng):
+    """ALiBi's slopes are differentiable on each of torch's autograd paths, against float64: the
+    eager Function (slopes alone requiring grad, and with q, k, v), torch.func.grad, torch.func.vmap
+    of per-example slope gradients (the mapped axis folded into the batch: (Hq,) slopes shared) and
+    torch.compile (the op's autograd, bit for bit with eager). Before 2026-12-05 (session 69) a
+    slope that required grad raised NotImplementedError (session 68), and before that got none.
+    Forward mode still has no formula: a slope with a tangent raises, as q's does."""
     from torch.autograd import forward_ad
 
-    q, k, v = (x.requires_grad_() for x in make_qkv(rng, Shape(2, 13, 17, 4, 2, 16, 16), "float32"))
+    shape = Shape(2, 13, 17, 4, 2, 16, 16)
+    q, k, v = make_qkv(rng, shape, "float32")
     slopes = make_slopes(rng, "bh", 2, 4).requires_grad_()
-    with pytest.raises(NotImplementedError, match="alibi_slopes"):
-        flashx.torch.attention(q, k, v, causal=True, alibi_slopes=slopes)
-    with pytest.raises(NotImplementedError, match="alibi_slopes"):
-        torch.func.grad(lambda s: flashx.torch.attention(q, k, v, alibi_slopes=s).sum())(slopes.detach())
-    with forward_ad.dual_level(), pytest.raises(NotImplementedError, match="alibi_slopes"):
+    cotangent = randn(rng, (2, 13, 4, 16)).to(DEVICE)
+
+    def want_grads(slopes, wrt_qkv: bool):
+        leaves = tuple(x.detach().double().requires_grad_() for x in (q, k, v))
+        ref_slopes = slopes.detach().double().requires_grad_()
+        out, _ = reference(*leaves, causal=True, slopes=ref_slopes)
+        return torch.autograd.grad(out, (ref_slopes, *leaves) if wrt_qkv else (ref_slopes,), cotangent.double())
+
+    want_slopes, *want_qkv = want_grads(slopes, True)
+    (got,) = torch.autograd.grad(flashx.torch.attention(q, k, v, causal=True, alibi_slopes=slopes), slopes, cotangent)
+    assert got.shape == slopes.shape and got.dtype == torch.float32
+    assert rel_error(np64(got), np64(want_slopes)) < 1e-5
+    leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+    got_all = torch.autograd.grad(flashx.torch.attention(*leaves, causal=True, alibi_slopes=slopes),
+                                  (slopes, *leaves), cotangent)
+    for name, g, w in zip(("slopes", "q", "k", "v"), got_all, (want_slopes, *want_qkv)):
+        assert rel_error(np64(g), np64(w)) < 1e-4, f"d{name}"
+
+    def loss(s, q=q):
+        return (flashx.torch.attention(q, k, v, causal=True, alibi_slopes=s) * cotangent).sum()
+
+    assert rel_error(np64(torch.func.grad(loss)(slopes.detach())), np64(want_slopes)) < 1e-5
+    # Per-example gradients of shared (Hq,) slopes: vmap over a stack of q's.
+    shared = slopes.detach()[0].clone()
+    qs = torch.stack([q, 0.5 * q])
+    per_example = torch.func.vmap(lambda qi: torch.func.grad(lambda s: loss(s, qi))(shared))(qs)
+    for i, qi in enumerate((q, 0.5 * q)):
+        leaves = tuple(x.detach().double() for x in (qi, k, v))
+        ref_s = shared.detach().double().requires_grad_()
+        out, _ = reference(*leaves, causal=True, slopes=ref_s)
+        (w,) = torch.autograd.grad(out, ref_s, cotangent.double())
+        assert rel_error(np64(per_example[i]), np64(w)) < 1e-5, f"vmap slice {i}"
+
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    torch._dynamo.reset()
+    (got_compiled,) = torch.autograd.grad(compiled(slopes), slopes)
+    (got_eager,) = torch.autograd.grad(loss(slopes), slopes)
+    assert torch.equal(got_compiled, got_eager)
+    with forward_ad.dual_level(), pytest.raises(NotImplementedError, match="forward-mode"):
         flashx.torch.attention(q, k, v, alibi_slopes=forward_ad.make_dual(slopes.detach(), torch.ones_like(slopes)))
-    leaves = tuple(x.detach().double().requires_grad_() for x in (q, k, v))
-    want, _ = reference(*leaves, causal=True, slopes=slopes.detach())
-    cotangent = torch.randn(want.shape, dtype=torch.float64, device=want.device)
-    want_grads = torch.autograd.grad(want, leaves, cotangent)
-    out = flashx.torch.attention(q, k, v, causal=True, alibi_slopes=slopes.detach())
-    grads = torch.autograd.grad(out, (q, k, v), cotangent.float())
-    assert rel_error(np64(out), np64(want)) < 1e-5
-    for name, got, expected in zip("qkv", grads, want_grads):
-        assert rel_error(np64(got), np64(expected)) < 1e-4, f"d{name}"
-    with torch.no_grad():
-        assert rel_error(np64(flashx.torch.attention(q, k, v, causal=True, alibi_slopes=slopes)), np64(want)) < 1e-5
 
 
 def test_alibi_strided_slopes(rng):

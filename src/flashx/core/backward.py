@@ -318,12 +318,15 @@ def _dq_program(
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
     MAP_SPLIT: tl.constexpr, MAP_STEPS: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
-    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr, SLOPES_GRAD: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr, DROPOUT_P: tl.constexpr,
 ):
-    """dQ of BLOCK_M query rows of one (batch, q head), and dBias [B, Hq, Nq, Nkv] when BIAS_GRAD:
+    """dQ of BLOCK_M query rows of one (batch, q head), and in DBIAS either dBias [B, Hq, Nq, Nkv]
+    (BIAS_GRAD) or the block's part of ALiBi's slope gradient [B, Hq, cdiv(Nq, BLOCK_M)]
+    (SLOPES_GRAD: the score holds -slope * |i' - j|, so d slope = -sum(dS * |i' - j|); one value
+    per program, summed by the caller, so the result does not depend on program order):
     program x of `programs` along the grid's first axis (cdiv(Nq, BLOCK_M) * HEAD_GROUP), decoded
     by program_tile; walks the same key blocks as the forward.
     """
@@ -373,6 +376,7 @@ def _dq_program(
     row_offsets = b64 * stride_rb + h64 * stride_rh + rows * stride_rn
     lse_log2, delta = _load_row_stats(LSE_LOG2 + row_offsets, DELTA + row_offsets, m_m, PADDED_ROW_STATS)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    slope_sums = tl.zeros([BLOCK_M], dtype=tl.float32)  # per row: sum of dS * |i' - j| (SLOPES_GRAD)
 
     lo, full_lo, full_hi, hi = key_spans(
         start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
@@ -408,10 +412,15 @@ def _dq_program(
             if BIAS_GRAD:
                 p_db = dbias_base + q_idx[:, None].to(tl.int64) * stride_gq + kv_idx[None, :] * stride_gk
                 tl.store(p_db, ds, mask=m_m[:, None] & m_n[None, :])
+            if SLOPES_GRAD:  # dS is 0 wherever P is: masked pairs and rows past the sequence add nothing
+                distance = tl.abs(q_idx[:, None] + diag_offset - kv_idx[None, :]).to(tl.float32)
+                slope_sums += tl.sum(ds * distance, 1)
             dq += dot(dqk.to(b_kt.dtype), tl.trans(b_kt), UPCAST_DOT, DOT_PRECISION)  # [BM, BD] = [BM, BN] @ [BN, BD]
 
     p_dq = DQ + b64 * stride_dqb + h64 * stride_dqh + row0 * stride_dqn + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd
     store_tile(p_dq, (dq * sm_scale).to(DQ.dtype.element_ty), m_m, m_d, HEAD_DIM != BLOCK_D)
+    if SLOPES_GRAD:
+        tl.store(dbias_base + pid_m * stride_gq, -tl.sum(slope_sums, 0))
 
 
 # dkdv_programs grows with the sequence: specialized on divisibility by 16 like other integers, a
@@ -448,13 +457,13 @@ def attention_backward_kernel(
     HAS_SEQUSED_Q: tl.constexpr, HAS_SEQUSED_K: tl.constexpr,
     MASK_MOD: tl.constexpr, HAS_MASK_MOD: tl.constexpr, HAS_DENSE_MASK: tl.constexpr, BLOCK_MAP: tl.constexpr,
     SCORE_MOD: tl.constexpr, SCORE_MOD_GRAD: tl.constexpr, HAS_SCORE_MOD: tl.constexpr, SOFTCAP_FORM: tl.constexpr,
-    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_BIAS: tl.constexpr, BIAS_GRAD: tl.constexpr, SLOPES_GRAD: tl.constexpr,
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr, DROPOUT_P: tl.constexpr,
 ):
     """The gradients after the preprocess: dK and/or dV (RUN_DKDV; WRITE_DK, WRITE_DV say which)
-    and dQ, dBias (RUN_DQ).
+    and dQ, dBias or the slopes' per-block gradient (RUN_DQ).
 
     With both, one launch holds both kinds of programs, as FlexAttention's backward does: grid
     (dkdv_programs + cdiv(Nq, DQ_BLOCK_M) * HEAD_GROUP, H / HEAD_GROUP, B) without GQA, the first
@@ -517,7 +526,7 @@ def attention_backward_kernel(
             HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, DQ_BLOCK_M, DQ_BLOCK_N, DQ_STAGES,
             LIMIT_LEFT, LIMIT_RIGHT, VARLEN, HAS_SEQUSED_Q, HAS_SEQUSED_K,
             MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, BLOCK_MAP, DQ_MAP_SPLIT, DQ_MAP_STEPS,
-            SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BIAS_GRAD,
+            SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BIAS_GRAD, SLOPES_GRAD,
             UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
             HEAD_GROUP, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER, DROPOUT_P,
         )

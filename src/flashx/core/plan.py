@@ -1049,6 +1049,7 @@ class AttentionPlan:
     v_shape: tuple
     bias_shape: Optional[tuple]
     bias_reduce_axes: tuple  # axes of the (B, Hq, Nq, Nkv) bias gradient to sum for the bias's shape
+    slopes_reduce_axes: tuple  # axes of slopes_grad_shape to sum for alibi_slopes' shape ((Hq,) or (B, Hq))
     block_mask: Optional[BlockMaskSpec]
     # mask_mod without a block map: the map this call should build first (then plan again with it).
     auto_block_mask: Optional[BlockMaskSpec]
@@ -1400,6 +1401,7 @@ class AttentionPlan:
     def backward_calls(
         self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec,
         split: Optional[bool] = None, gluon: bool = True, descriptors: Optional[str] = None,
+        slopes_grad: bool = False,
     ) -> tuple:
         """(preprocess, *gradient launches): the row statistics, then dK/dV's and dQ's programs in
         one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says); with
@@ -1412,7 +1414,9 @@ class AttentionPlan:
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
         gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
-        preprocess's outputs (row_stats_shape, float32). bias_grad: also write dBias. Each
+        preprocess's outputs (row_stats_shape, float32). bias_grad: also write dBias
+        (bias_grad_shape) into DBIAS; slopes_grad: write there instead the dQ programs' parts of
+        ALiBi's slope gradient (slopes_grad_shape; see slopes_reduce_axes), not both. Each
         gradient launch names the outputs it takes in KernelCall.outputs (the portable kernel
         DK, DV, DQ, DBIAS; the Gluon dK/dV kernel DK, DV, DESCRIPTOR_SCRATCH: bind them with
         launch_outputs) and those it writes in KernelCall.writes.
@@ -1422,13 +1426,17 @@ class AttentionPlan:
         if tuple(grad_out.shape) != self.out_shape:
             raise ValueError(f"grad_out must have the output's shape {self.out_shape}, got {tuple(grad_out.shape)}")
         has_dlse = arrays.get("DLSE") is not None
+        if slopes_grad and (bias_grad or not self.flags["HAS_ALIBI"]):
+            raise ValueError("slopes_grad needs ALiBi slopes and no bias gradient in the same call")
         # A descriptor's strides are positive (dO's too: a broadcast gradient takes cp.async).
         descriptors = descriptors if all(s > 0 for s in grad_out.strides) else None
-        gluon_tiles = self.gluon_backward_tiles(descriptors) if gluon and not bias_grad else (None, None)
+        # The Gluon kernels write neither gradient (nor take ALiBi).
+        gluon_tiles = self.gluon_backward_tiles(descriptors) if gluon and not bias_grad and not slopes_grad else (None, None)
         on_device = descriptors == "device"
         statics = self._memoized(
-            ("backward", tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device),
-            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device),
+            ("backward", tuple(grad_out.strides), bias_grad, slopes_grad, has_dlse, split, gluon_tiles, on_device),
+            lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device,
+                                           slopes_grad),
         )
         # Only a Gluon dK/dV launch with constexpr TMA (and host descriptors) takes Q and dO as
         # descriptors; where dO's rows do not fit the Gluon kernels the statics are portable.
@@ -1449,14 +1457,17 @@ class AttentionPlan:
         }
 
     def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool, split: bool,
-                          gluon_tiles: tuple = (None, None), device_descriptors: bool = False) -> tuple:
+                          gluon_tiles: tuple = (None, None), device_descriptors: bool = False,
+                          slopes_grad: bool = False) -> tuple:
         do_strides = (0,) + grad_out_strides if self.varlen else tuple(grad_out_strides[a] for a in self.layout_axes)
         grads = (
             _named_strides("stride_do", "bnhd", do_strides) | self._dense("stride_dk", self.k_shape)
             | self._dense("stride_dv", self.v_shape) | self._dense("stride_dq", self.q_shape)
             | self._lse_strides() | self._row_stats_strides() | self._dense("stride_o", self.out_shape)
         )
-        grads |= _named_strides("stride_g", "bhqk", dense_strides(self.bias_grad_shape) if bias_grad else (0, 0, 0, 0))
+        score_grad = dense_strides(self.bias_grad_shape) if bias_grad else (
+            dense_strides(self.slopes_grad_shape) + (0,) if slopes_grad else (0, 0, 0, 0))
+        grads |= _named_strides("stride_g", "bhqk", score_grad)
         # dO comes with the caller's strides: the alignment hint must hold for them too.
         align = dict(STRIDE_ALIGN=stride_alignment(self.flags["STRIDE_ALIGN"], *do_strides[:3]))
         preprocess = self._static(
@@ -1486,7 +1497,7 @@ class AttentionPlan:
             dkdv_programs = self.dkdv_grid[0] if run_dkdv else 0
             grid = (dkdv_programs + (self.dq_grid[0] if run_dq else 0),) + (self.dq_grid if run_dq else self.dkdv_grid)[1:]
             constexprs = self._constexprs(kernel, dict(
-                align, **tiles, BIAS_GRAD=bias_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq, WRITE_DK=write_dk, WRITE_DV=write_dv,
+                align, **tiles, BIAS_GRAD=bias_grad, SLOPES_GRAD=slopes_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq, WRITE_DK=write_dk, WRITE_DV=write_dv,
             ))
             template = self._template(kernel, grads | dict(dkdv_programs=dkdv_programs))
             written = dict(DK=run_dkdv and write_dk, DV=run_dkdv and write_dv, DQ=run_dq, DBIAS=run_dq)
@@ -1558,6 +1569,13 @@ class AttentionPlan:
     @property
     def bias_grad_shape(self) -> tuple:
         return (self.batch, self.heads_q, self.seqlen_q, self.seqlen_kv)
+
+    @property
+    def slopes_grad_shape(self) -> tuple:
+        """The backward's parts of ALiBi's slope gradient (float32, zero-filled: programs past a
+        sequence write none): (B, Hq, query blocks of dQ's tile); summed over
+        slopes_reduce_axes, alibi_slopes' gradient."""
+        return (self.batch, self.heads_q, _cdiv(self.max_seqlen_q, self.tiles.dq.block_m))
 
     @property
     def forward_grid(self) -> tuple:
@@ -1869,7 +1887,7 @@ def plan_attention(
         UPCAST_DOT=runtime.INTERPRETER and q.dtype == "bfloat16",
         # float32 inputs: full-precision dots rather than tf32, so fp32 means fp32.
         DOT_PRECISION="ieee" if q.dtype == "float32" else "tf32",
-        BIAS_GRAD=False,
+        BIAS_GRAD=False, SLOPES_GRAD=False,
         PAGE_SIZE=int(k.shape[axes[1]]) if block_table is not None else 0,
         # Rows past the sequence need the per-element bound only where one could read memory by
         # row (mask_mod, a dense mask, score_mod) or holds real data (seqused padding). Elsewhere
@@ -1911,6 +1929,7 @@ def plan_attention(
         out_shape=out_shape, lse_shape=lse_shape, row_stats_shape=row_stats_shape,
         q_shape=tuple(q.shape), k_shape=tuple(k.shape), v_shape=tuple(v.shape),
         bias_shape=tuple(bias.shape) if bias is not None else None, bias_reduce_axes=bias_reduce,
+        slopes_reduce_axes=(0, 2) if alibi_slopes is not None and len(alibi_slopes.shape) == 1 else (2,),
         block_mask=block_mask, auto_block_mask=auto_block_mask, scalars=scalars, flags=flags, tiles=tiles, layout_axes=axes,
     )
     if block_mask is not None:

@@ -185,11 +185,13 @@ def _scratch_allocator(device: torch.device):
 
 @torch.library.custom_op("flashx::attention_forward", mutates_args=())
 def _forward_op(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Optional[torch.Tensor],
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Optional[torch.Tensor], slopes: Optional[torch.Tensor],
     tensors: list[Optional[torch.Tensor]], causal: bool, scale: Optional[float], layout: str,
     window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int],
     max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, functions_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """slopes: ALiBi's slopes again (the kernels read them in tensors) where they take a gradient,
+    else None: autograd sees no tensor inside a list that holds None."""
     options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
                       functions_key)
     return _forward_impl(_plan(q, k, v, bias, tensors, options), q, k, v, bias, tensors)
@@ -252,7 +254,7 @@ def _backward_stand_in_launches(plan: core.AttentionPlan, q, k, v, out, lse, bia
 
 
 @_forward_op.register_fake
-def _(q, k, v, bias, tensors, *encoded):
+def _(q, k, v, bias, slopes, tensors, *encoded):
     plan = _plan(q, k, v, bias, tensors, _decode(*encoded))
     return q.new_empty(plan.out_shape), q.new_empty(plan.lse_shape, dtype=torch.float32)
 
@@ -261,27 +263,35 @@ def _(q, k, v, bias, tensors, *encoded):
 def _backward_op(
     dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     out: torch.Tensor, lse: torch.Tensor, bias: Optional[torch.Tensor], tensors: list[Optional[torch.Tensor]],
-    bias_grad: bool, causal: bool, scale: Optional[float], layout: str, window: Optional[list[int]],
-    softcap: Optional[float], max_seqlen_q: Optional[int], max_seqlen_k: Optional[int], bottom_right: bool,
-    dropout_p: float, functions_key: int,
+    bias_grad: bool, slopes_grad: bool, causal: bool, scale: Optional[float], layout: str,
+    window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int], max_seqlen_k: Optional[int],
+    bottom_right: bool, dropout_p: float, functions_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
                       functions_key)
-    return _backward_impl(_plan(q, k, v, bias, tensors, options), dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad)
+    return _backward_impl(_plan(q, k, v, bias, tensors, options), dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad,
+                          slopes_grad)
 
 
-def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad: bool) -> tuple:
+def _score_grad_shape(plan: core.AttentionPlan, bias_grad: bool, slopes_grad: bool) -> tuple:
+    """The backward's fourth output: dBias, the slopes' parts (core's slopes_grad_shape), or empty."""
+    return plan.bias_grad_shape if bias_grad else plan.slopes_grad_shape if slopes_grad else (0,)
+
+
+def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad: bool,
+                   slopes_grad: bool = False) -> tuple:
+    """(dq, dk, dv, and dBias or the slopes' parts, float32: see _score_grad_shape)."""
     # The kernels write every gradient row but varlen's padding rows, which belong to no sequence.
     # x.new_empty: x's device and dtype without parsing them again (host time a call, as the forward's).
     zeroed = plan.varlen or not plan.needs_backward_launch
     dq, dk, dv = ((x.new_zeros if zeroed else x.new_empty)(shape)
                   for x, shape in ((q, plan.q_shape), (k, plan.k_shape), (v, plan.v_shape)))
-    dbias = q.new_zeros(plan.bias_grad_shape if bias_grad else (0,), dtype=torch.float32)
+    dbias = q.new_zeros(_score_grad_shape(plan, bias_grad, slopes_grad), dtype=torch.float32)
     if plan.needs_backward_launch and not q.is_meta:
         row_stats = tuple(q.new_empty(plan.row_stats_shape, dtype=torch.float32) for _ in range(2))
         with _on_device(q):
             launches = _backward_launches(plan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad,
-                                          dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias), row_stats)
+                                          dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias), row_stats, slopes_grad)
             core.launch.compile_together(launches)  # a first backward's kernels compile side by side
             for call, bound, _ in launches:
                 call.launch(bound)
@@ -289,7 +299,7 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
 
 
 def _backward_launches(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad: bool,
-                       gradients: dict, row_stats: tuple) -> list:
+                       gradients: dict, row_stats: tuple, slopes_grad: bool = False) -> list:
     """The backward's launches, each (KernelCall, bound outputs, ()): the row statistics into
     row_stats (delta, lse_log2), then the gradients into `gradients` (DK, DV, DQ, DBIAS)."""
     delta, lse_log2 = row_stats
@@ -298,52 +308,57 @@ def _backward_launches(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, 
     # The Gluon backward kernels copy 16 bytes: views that start off a boundary take tl.
     gluon = any(plan.gluon_backward_tiles("host")) and all(x.data_ptr() % 16 == 0 for x in (q, k, v, dout))
     preprocess, *calls = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout),
-                                             gluon=gluon, descriptors="host")
+                                             gluon=gluon, descriptors="host", slopes_grad=slopes_grad)
     # The Gluon dK/dV kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
     return [(preprocess, (delta, lse_log2), ())] + [
         (call, plan.launch_outputs(call, gradients, _placeholder(q)), ()) for call in calls]
 
 
 @_backward_op.register_fake
-def _(dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad, *encoded):
+def _(dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad, slopes_grad, *encoded):
     plan = _plan(q, k, v, bias, tensors, _decode(*encoded))
-    dbias_shape = plan.bias_grad_shape if bias_grad else (0,)
-    return q.new_empty(plan.q_shape), k.new_empty(plan.k_shape), v.new_empty(plan.v_shape), q.new_empty(dbias_shape, dtype=torch.float32)
+    return (q.new_empty(plan.q_shape), k.new_empty(plan.k_shape), v.new_empty(plan.v_shape),
+            q.new_empty(_score_grad_shape(plan, bias_grad, slopes_grad), dtype=torch.float32))
 
 
-def _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias_grad: bool) -> None:
-    """What both autograd paths (the op's and the eager Function's) keep for the backward."""
+def _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias_grad: bool, slopes_grad: bool) -> None:
+    """What every autograd path (the op's, the eager Function's, torch.func's) keeps for the backward."""
     ctx.save_for_backward(q, k, v, out, lse, bias, *tensors)
-    ctx.bias_grad = bias_grad
+    ctx.bias_grad, ctx.slopes_grad = bias_grad, slopes_grad
     ctx.set_materialize_grads(False)  # an unused lse gets no zero gradient to read
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, bias, tensors, *encoded = inputs
-    _save_for_backward(ctx, q, k, v, *output, bias, tensors, bias is not None and bias.requires_grad)
+    q, k, v, bias, slopes, tensors, *encoded = inputs
+    _save_for_backward(ctx, q, k, v, *output, bias, tensors, bias is not None and bias.requires_grad,
+                       slopes is not None and slopes.requires_grad)
     ctx.encoded = encoded
 
 
-def _input_grads(plan: core.AttentionPlan, backward, grad_out, grad_lse, out, bias, bias_grad: bool) -> tuple:
-    """(dq, dk, dv, dbias) from `backward` (the op, or its implementation in eager calls)."""
+def _input_grads(plan: core.AttentionPlan, backward, grad_out, grad_lse, out, bias, slopes, bias_grad: bool,
+                 slopes_grad: bool) -> tuple:
+    """(dq, dk, dv, dbias, dslopes) from `backward` (the op, or its implementation in eager calls)."""
     plan.check_backward()
     if grad_out is None:  # only lse was used
         grad_out = torch.zeros_like(out)
-    dq, dk, dv, dbias = backward(grad_out, grad_lse)
-    grad_bias = None
+    dq, dk, dv, score_grad = backward(grad_out, grad_lse)
+    grad_bias = grad_slopes = None
     if bias_grad:
         # dBias was written for the full (B, Hq, Nq, Nkv) score; sum it over the broadcast axes.
         axes = plan.bias_reduce_axes
-        grad_bias = (dbias.sum(dim=axes, keepdim=True) if axes else dbias).reshape(bias.shape).to(bias.dtype)
-    return dq, dk, dv, grad_bias
+        grad_bias = (score_grad.sum(dim=axes, keepdim=True) if axes else score_grad).reshape(bias.shape).to(bias.dtype)
+    elif slopes_grad:
+        grad_slopes = score_grad.sum(dim=plan.slopes_reduce_axes).reshape(slopes.shape)
+    return dq, dk, dv, grad_bias, grad_slopes
 
 
 def _backward(ctx, grad_out, grad_lse, backward_op=_backward_op):
     q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
     plan = _plan(q, k, v, bias, tensors, _decode(*ctx.encoded))
     grads = _input_grads(
-        plan, lambda g, gl: backward_op(g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad, *ctx.encoded),
-        grad_out, grad_lse, out, bias, ctx.bias_grad,
+        plan, lambda g, gl: backward_op(g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad, ctx.slopes_grad,
+                                        *ctx.encoded),
+        grad_out, grad_lse, out, bias, tensors[0], ctx.bias_grad, ctx.slopes_grad,
     )
     return grads + (None,) * (1 + len(ctx.encoded))
 
@@ -365,8 +380,8 @@ class _TransformedAttention(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(q, k, v, bias, tensors, *encoded):
-        return _forward_op(q, k, v, bias, tensors, *encoded)
+    def forward(q, k, v, bias, slopes, tensors, *encoded):
+        return _forward_op(q, k, v, bias, slopes, tensors, *encoded)
 
     setup_context = staticmethod(_setup_context)
 
@@ -411,12 +426,12 @@ class _NoSecondDerivative(torch.autograd.Function):
         raise NotImplementedError(core.plan.NO_SECOND_DERIVATIVE)
 
 
-def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at: int, mapped_outputs: int,
+def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at: int, mapped_outputs,
                dense_at: tuple = ()):
     """A torch.func.vmap rule for `op`: where core.folds_mapped_axis allows, the mapped axis folds
     into the batch axis of the op's batch-first tensors (positions batch_first) and out of its
-    first `mapped_outputs` outputs (the rest, dBias's empty stand-in, come back unmapped): one
-    launch. Otherwise the op runs one mapped slice at a time and its outputs are stacked. The
+    first `mapped_outputs` outputs (an int, or a function of the op's arguments; the rest, dBias's
+    empty stand-in, come back unmapped): one launch. Otherwise the op runs one mapped slice at a time and its outputs are stacked. The
     tensors at dense_at (the backward's out and lse, which it reads as the forward wrote them)
     are made contiguous: an unmapped one folds by expand + reshape, at batch 1 a view of stride 0
     (torch.func.jacrev maps only the cotangents), and a slice of a mapped one may be strided."""
@@ -438,8 +453,9 @@ def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at
                     x = args[i].movedim(in_dims[i], 0) if in_dims[i] is not None else args[i].expand(size, *args[i].shape)
                     args[i] = x.reshape(size * x.shape[1], *x.shape[2:])
             outputs = op(*dense(args))
-            unfolded = tuple(o.view(size, o.shape[0] // size, *o.shape[1:]) for o in outputs[:mapped_outputs])
-            return unfolded + tuple(outputs[mapped_outputs:]), (0,) * mapped_outputs + (None,) * (len(outputs) - mapped_outputs)
+            mapped = mapped_outputs if isinstance(mapped_outputs, int) else mapped_outputs(args)
+            unfolded = tuple(o.view(size, o.shape[0] // size, *o.shape[1:]) for o in outputs[:mapped])
+            return unfolded + tuple(outputs[mapped:]), (0,) * mapped + (None,) * (len(outputs) - mapped)
 
         def select(x, d, i):
             if isinstance(x, list):
@@ -454,10 +470,12 @@ def _slice_shape(x: torch.Tensor, mapped_dim: Optional[int]) -> tuple:
     return tuple(s for i, s in enumerate(x.shape) if i != mapped_dim)
 
 
-# Positions in the ops' arguments: forward (q, k, v, bias, tensors, *options), backward (dout,
-# dlse, q, k, v, out, lse, bias, tensors, bias_grad, *options).
-_forward_op.register_vmap(_vmap_rule(_forward_op, (0, 1, 2), 3, 4, 5, mapped_outputs=2))
-_backward_op.register_vmap(_vmap_rule(_backward_op, (0, 1, 2, 3, 4, 5, 6), 7, 8, 10, mapped_outputs=3, dense_at=(5, 6)))
+# Positions in the ops' arguments: forward (q, k, v, bias, slopes, tensors, *options), backward (dout,
+# dlse, q, k, v, out, lse, bias, tensors, bias_grad, slopes_grad, *options). The backward's fourth
+# output is mapped where it holds the slopes' per-batch parts (slopes_grad), which fold as dQ does.
+_forward_op.register_vmap(_vmap_rule(_forward_op, (0, 1, 2), 3, 5, 6, mapped_outputs=2))
+_backward_op.register_vmap(_vmap_rule(_backward_op, (0, 1, 2, 3, 4, 5, 6), 7, 8, 11,
+                                      mapped_outputs=lambda args: 4 if args[10] else 3, dense_at=(5, 6)))
 
 
 # Autograd's own vmap (is_grads_batched) wraps cotangents in legacy batched tensors.
@@ -472,12 +490,13 @@ class _EagerAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, plan, q, k, v, bias, tensors):
+    def forward(ctx, plan, q, k, v, bias, slopes, tensors):
         # tensors (offsets, slopes, block maps) take no gradient: one argument, not one each,
-        # as autograd's per-argument bookkeeping costs host time.
+        # as autograd's per-argument bookkeeping costs host time. slopes: ALiBi's slopes again
+        # (they are in tensors too) where they take a gradient, else None.
         bias_grad = bias is not None and ctx.needs_input_grad[4]
-        out, lse = _forward_impl(plan, q, k, v, bias, tensors, backward_ahead=not bias_grad)
-        _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias_grad)
+        out, lse = _forward_impl(plan, q, k, v, bias, tensors, backward_ahead=not bias_grad and slopes is None)
+        _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias_grad, slopes is not None)
         ctx.plan = plan
         return out, lse
 
@@ -492,11 +511,13 @@ class _EagerAttention(torch.autograd.Function):
         q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
         plan = ctx.plan
         grads = _input_grads(
-            plan, lambda g, gl: _backward_impl(plan, g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad),
-            grad_out, grad_lse, out, bias, ctx.bias_grad,
+            plan, lambda g, gl: _backward_impl(plan, g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad,
+                                               ctx.slopes_grad),
+            grad_out, grad_lse, out, bias, tensors[0], ctx.bias_grad, ctx.slopes_grad,
         )
         if torch.is_grad_enabled():  # create_graph=True
-            anchor = next((t for t in (grad_out, grad_lse, q, k, v, bias) if t is not None and t.requires_grad), None)
+            anchor = next((t for t in (grad_out, grad_lse, q, k, v, bias, tensors[0])
+                           if t is not None and t.requires_grad), None)
             if anchor is not None:
                 present = [g for g in grads if g is not None]
                 marked = iter(_NoSecondDerivative.apply(anchor, *present))
@@ -596,7 +617,8 @@ def _run(
         # shapes (the op plans again with them, from the registry); they were checked eagerly.
         _plan(q, k, v, bias, tensor_list, dataclasses.replace(options, mask_mod=None, score_mod=None,
                                                              score_mod_grad=None), traced=True)
-        out, lse = _forward_op(q, k, v, bias, tensor_list, *_encode(options, functions_key))
+        out, lse = _forward_op(q, k, v, bias, _differentiated_slopes(tensor_list), tensor_list,
+                               *_encode(options, functions_key))
         return (out, lse) if return_lse else out
     plan = _plan(q, k, v, bias, tensor_list, options)
     # An eager call registers its mask_mod / score_mod objects, so that compiled code may pass
@@ -612,18 +634,28 @@ def _run(
     if dense_key is not None:
         _keep_dense_plan(dense_key, plan)
     if _under_functorch():
-        out, lse = _TransformedAttention.apply(q, k, v, bias, tensor_list, *_encode(options))
+        out, lse = _TransformedAttention.apply(q, k, v, bias, _differentiated_slopes(tensor_list), tensor_list,
+                                               *_encode(options))
         return (out, lse) if return_lse else out
     return _run_eager(plan, q, k, v, bias, tensor_list, return_lse)
 
 
+def _differentiated_slopes(tensor_list: list) -> Optional[torch.Tensor]:
+    """ALiBi's slopes (SLOPES, the list's first) where they require grad, else None: the ops and
+    autograd Functions take them again as an argument of their own, as autograd sees no tensor
+    inside a list."""
+    slopes = tensor_list[0]
+    return slopes if slopes is not None and slopes.requires_grad else None
+
+
 def _run_eager(plan: core.AttentionPlan, q, k, v, bias, tensor_list: list, return_lse: bool):
+    slopes = _differentiated_slopes(tensor_list)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
-                                    or (bias is not None and bias.requires_grad)):
-        out, lse = _EagerAttention.apply(plan, q, k, v, bias, tensor_list)
+                                    or (bias is not None and bias.requires_grad) or slopes is not None):
+        out, lse = _EagerAttention.apply(plan, q, k, v, bias, slopes, tensor_list)
     else:  # nothing to differentiate: no autograd node
         if forward_ad._current_level >= 0:  # inside a dual level (forward-mode AD): a cheap check first
-            _refuse_tangents(q, k, v, bias)
+            _refuse_tangents(q, k, v, bias, tensor_list[0])
         out, lse = _forward_impl(plan, q, k, v, bias, tensor_list)
     return (out, lse) if return_lse else out
 
@@ -635,17 +667,6 @@ def _refuse_tangents(*tensors) -> None:
     if any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors):
         raise NotImplementedError("flashx has no forward-mode derivative (jvp): torch.autograd.forward_ad "
                                   "and torch.func.jvp / jacfwd are not supported; use reverse mode")
-
-
-def _refuse_slopes_gradient(slopes) -> None:
-    """The kernels compute no gradient for ALiBi's slopes: slopes that autograd would
-    differentiate (or that carry a forward-mode tangent) raise rather than get none."""
-    if not isinstance(slopes, torch.Tensor):
-        return  # its type is refused, with the argument's name, where the call is planned
-    if (slopes.requires_grad and torch.is_grad_enabled()) or (
-            forward_ad._current_level >= 0 and forward_ad.unpack_dual(slopes).tangent is not None):
-        raise NotImplementedError("flashx computes no gradient for alibi_slopes: pass alibi_slopes.detach() "
-                                  "to use them as constants")
 
 
 # Plans of plain calls (no optional arrays, functions or varlen sizes), by what they depend on:
@@ -777,7 +798,7 @@ def attention(
     seqused_k: Optional[torch.Tensor] = None,
     block_table: Optional[torch.Tensor] = None,
 ) -> Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """Fused softmax(score(q, k)) v, differentiable in q, k and v.
+    """Fused softmax(score(q, k)) v, differentiable in q, k, v and alibi_slopes.
 
     Args:
         q: (B, Nq, Hq, D) for layout "bnhd", (B, Hq, Nq, D) for "bhnd"; varlen: (total_q, Hq, D).
@@ -788,8 +809,8 @@ def attention(
         layout: "bnhd" or "bhnd"; any strides are accepted, no copy is made.
         window: (left, right): query i sees key j iff i' - left <= j <= i' + right, i' = i + Nkv - Nq;
             -1 leaves a side unbounded; with causal, right = 0.
-        alibi_slopes: float32 (Hq,) or (B, Hq): score -= slope * |i' - j|. No gradient: slopes
-            that require grad (with grad mode on) raise; pass them detached.
+        alibi_slopes: float32 (Hq,) or (B, Hq): score -= slope * |i' - j|; differentiable (slopes
+            that require grad get their gradient, as q, k and v do).
         softcap: score = softcap * tanh(score / softcap).
         cu_seqlens_q, cu_seqlens_k: int32 (B + 1,) offsets of packed sequences, with max_seqlen_q/k.
         mask_mod: @triton.jit (b, h, q_idx, kv_idx) -> bool; a block map skips empty blocks.
@@ -819,8 +840,6 @@ def attention(
         q, k, v = _autocast(q, k, v)
     core.check_flag("deterministic", deterministic)
     core.check_flag("return_lse", return_lse)
-    if alibi_slopes is not None:
-        _refuse_slopes_gradient(alibi_slopes)
     if not (type(q) is type(k) is type(v) is torch.Tensor) and (
             _distributed.any_dtensor(q, k, v) or _nested.any_nested(q, k, v)):
         keywords = dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
