@@ -8,6 +8,7 @@ computation) on the upcast rounded inputs. Bounds: OUT_TOL / GRAD_TOL / LSE_TOL 
 from __future__ import annotations
 
 import math
+import sys
 import zlib
 from dataclasses import dataclass
 from typing import Optional
@@ -107,7 +108,7 @@ def reference(q, k, v, *, causal=False, scale=None, window=None, slopes=None, so
     if softcap is not None:
         s = softcap * jnp.tanh(s / softcap)
     if slopes is not None:
-        sl = np.broadcast_to(np.asarray(slopes, np.float64), (bsz, hq))
+        sl = jnp.broadcast_to(jnp.asarray(slopes, jnp.float64), (bsz, hq))  # jnp: differentiable in the slopes
         s = s - sl[:, :, None, None] * alibi_distance(nq, nkv, bottom_right)
     visible = window_visible(nq, nkv, window, causal, bottom_right)[None, None]
     if mask is not None:
@@ -249,11 +250,12 @@ def test_lse_gradient(rng, shape, var):
     run_and_compare(rng, shape, var, "float32", lse_grad=True)
 
 
-def test_alibi_slopes_gradient_raises(rng):
-    """The kernels compute no gradient for ALiBi's slopes: differentiating with respect to them
-    (jax.grad, under jit or not, or jax.jvp) raises NotImplementedError naming them (before: a
-    zero gradient, silently). Slopes not differentiated (another argument's gradient, or under
-    jax.lax.stop_gradient) run: q, k, v's gradients against float64, also under jax.vmap."""
+def test_alibi_slopes_gradient(rng):
+    """ALiBi's slopes are differentiable, against float64: jax.grad in the slopes alone, under jit
+    with q, k and v, and jax.vmap of per-example gradients of shared (Hq,) slopes (the mapped axis
+    folded into the batch); slopes under jax.lax.stop_gradient get none and leave q, k, v's as they
+    were. Before 2026-12-05 (session 69) a differentiated slope raised NotImplementedError
+    (session 68), and before that got a zero. jax.jvp has no rule (a custom_vjp): it raises."""
     q, k, v = make_qkv(rng, Shape(2, 13, 17, 4, 2, 16, 16), "float32")
     slopes = make_slopes(rng, "bh", 2, 4)
     w_out = jnp.asarray(randn(rng, q.shape))
@@ -261,21 +263,45 @@ def test_alibi_slopes_gradient_raises(rng):
     def loss(q, k, v, slopes):
         return (flashx.jax.attention(q, k, v, causal=True, alibi_slopes=slopes) * w_out).sum()
 
-    with pytest.raises(NotImplementedError, match="alibi_slopes"):
-        jax.grad(loss, argnums=3)(q, k, v, slopes)
-    with pytest.raises(NotImplementedError, match="alibi_slopes"):
-        jax.jit(jax.grad(loss, argnums=(0, 3)))(q, k, v, slopes)
-    with pytest.raises(NotImplementedError, match="alibi_slopes"):
-        jax.jvp(lambda s: loss(q, k, v, s), (slopes,), (slopes,))
-    _, _, want_grads = reference_results(q, k, v, w_out, w_out, False, lambda x: x, lambda x: x, causal=True,
-                                         slopes=np.asarray(slopes))
+    def want(q, k, v, slopes):
+        """float64 gradients of the same loss in q, k, v and the slopes, as NumPy."""
+        with jax.enable_x64(True):
+            def ref_loss(q, k, v, s):
+                return (reference(q, k, v, causal=True, slopes=s)[0] * jnp.asarray(f64(w_out))).sum()
+            grads = jax.grad(ref_loss, argnums=(0, 1, 2, 3))(*(jnp.asarray(f64(x)) for x in (q, k, v, slopes)))
+            return tuple(np.asarray(g) for g in grads)
+
+    want_q, want_k, want_v, want_slopes = want(q, k, v, slopes)
+    got = jax.grad(loss, argnums=3)(q, k, v, slopes)
+    assert got.shape == slopes.shape and got.dtype == jnp.float32
+    assert rel_error(np.asarray(got), want_slopes) < 1e-5
+    got_all = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(q, k, v, slopes)
+    for name, g, w in zip(("q", "k", "v", "slopes"), got_all, (want_q, want_k, want_v, want_slopes)):
+        assert rel_error(np.asarray(g), w) < 1e-4, f"d{name}"
     stopped = lambda q, k, v, s: loss(q, k, v, jax.lax.stop_gradient(s))  # noqa: E731
-    for grads in (jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v, slopes),
-                  jax.grad(stopped, argnums=(0, 1, 2))(q, k, v, slopes),
-                  tuple(g[1] for g in jax.vmap(jax.grad(loss, argnums=(0, 1, 2)), in_axes=(0, 0, 0, None))(
-                      *(jnp.stack([x, x]) for x in (q, k, v)), slopes))):
-        for name, got, want in zip("qkv", grads, want_grads):
-            assert rel_error(np.asarray(got), want) < 1e-4, f"d{name}"
+    got_stopped = jax.grad(stopped, argnums=(0, 1, 2, 3))(q, k, v, slopes)
+    assert not np.asarray(got_stopped[3]).any()
+    for name, g, w in zip("qkv", got_stopped, (want_q, want_k, want_v)):
+        assert rel_error(np.asarray(g), w) < 1e-4, f"d{name} (slopes stopped)"
+    shared = slopes[0]
+    per_example = jax.vmap(jax.grad(lambda q, s: loss(q, k, v, s), argnums=1), in_axes=(0, None))(
+        jnp.stack([q, 0.5 * q]), shared)
+    for i, qi in enumerate((q, 0.5 * q)):
+        assert rel_error(np.asarray(per_example[i]), want(qi, k, v, shared)[3]) < 1e-5, f"vmap slice {i}"
+    with pytest.raises(TypeError, match="custom_vjp"):
+        jax.jvp(lambda s: loss(q, k, v, s), (slopes,), (slopes,))
+
+
+def test_alibi_slopes_gradient_refused_over_devices(rng, monkeypatch):
+    """Where XLA splits the call over several devices (_partitioned: an Auto mesh), the backward
+    computes no slopes gradient: asking for one raises NotImplementedError naming alibi_slopes,
+    before any launch (q's gradient alone still runs there)."""
+    frontend = sys.modules["flashx.jax.attention"]
+    monkeypatch.setattr(frontend, "_partitions", lambda: True)
+    q, k, v = make_qkv(rng, Shape(1, 9, 11, 2, 2, 16, 16), "float32")
+    slopes = make_slopes(rng, "h", 1, 2)
+    with pytest.raises(NotImplementedError, match="alibi_slopes"):
+        jax.grad(lambda s: flashx.jax.attention(q, k, v, alibi_slopes=s).sum())(slopes)
 
 
 def test_score_mod_grad_missing_raises(rng):

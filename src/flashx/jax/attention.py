@@ -359,13 +359,14 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
     return arrays["O"], arrays["LSE"]
 
 
-@_vmappable
-@_partitioned(backward=True)
-def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
+def _backward_of(slopes_grad: bool, options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
+    """(dq, dk, dv, dbias or None), and with slopes_grad a fifth: the slopes' parts (core's
+    slopes_grad_shape, float32), which _attention_bwd sums into their gradient."""
     plan = _plan(options, q, k, v, bias, aux)
     bias_grad = bias is not None
     if not plan.needs_backward_launch:
-        return jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v), None if bias is None else jnp.zeros_like(bias)
+        zeros = (jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v), None if bias is None else jnp.zeros_like(bias))
+        return zeros + ((jnp.zeros(plan.slopes_grad_shape, jnp.float32),) if slopes_grad else ())
     plan.check_backward()
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DLSE=dlse)
     grad_out = _spec("grad_out", dout)
@@ -375,29 +376,40 @@ def _backward(options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dls
     gluon = any(plan.gluon_backward_tiles("device")) and _gluon.install()
 
     def call(index):
-        return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out, gluon=gluon, descriptors="device")[index], ())
+        return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out, gluon=gluon, descriptors="device",
+                                                 slopes_grad=slopes_grad)[index], ())
 
     row_stats = jax.ShapeDtypeStruct(plan.row_stats_shape, jnp.float32)
     arrays["DELTA"], arrays["LSE_LOG2"] = _launch(call(0), arrays, (row_stats, row_stats))
-    dbias_type = jax.ShapeDtypeStruct(plan.bias_grad_shape if bias_grad else (1,), jnp.float32)
+    dbias_type = jax.ShapeDtypeStruct(
+        plan.bias_grad_shape if bias_grad else plan.slopes_grad_shape if slopes_grad else (1,), jnp.float32)
     types = dict(DK=jax.ShapeDtypeStruct(k.shape, k.dtype), DV=jax.ShapeDtypeStruct(v.shape, v.dtype),
                  DQ=jax.ShapeDtypeStruct(q.shape, q.dtype), DBIAS=dbias_type)
-    # Zeroed: varlen padding rows (dK, dV, dQ) belong to no sequence, and dBias's key blocks
-    # that no query block visits are never written.
+    # Zeroed: varlen padding rows (dK, dV, dQ) belong to no sequence, dBias's key blocks that no
+    # query block visits are never written, nor the slopes' parts of query blocks past a sequence.
     zeroed = ("DK", "DV", "DQ", "DBIAS") if plan.varlen else ("DBIAS",)
     grads = {}
-    _, *launches = plan.backward_calls({}, None, bias_grad, grad_out, gluon=gluon, descriptors="device")
+    _, *launches = plan.backward_calls({}, None, bias_grad, grad_out, gluon=gluon, descriptors="device",
+                                       slopes_grad=slopes_grad)
     for index, launch in enumerate(launches, start=1):
         results = _launch(call(index), arrays, _output_types(launch, types),
                           zeroed=tuple(i for i, n in enumerate(launch.outputs) if n in zeroed and n in launch.writes))
         grads.update((n, r) for n, r in zip(launch.outputs, results) if n in launch.writes)
     dk, dv, dq, dbias = grads["DK"], grads["DV"], grads["DQ"], grads.get("DBIAS")  # the Gluon launches write no dBias
+    if slopes_grad:
+        return dq, dk, dv, None, dbias
     if bias_grad:
         axes = plan.bias_reduce_axes
         dbias = (dbias.sum(axis=axes, keepdims=True) if axes else dbias).reshape(bias.shape).astype(bias.dtype)
     else:
         dbias = None
     return dq, dk, dv, dbias
+
+
+# The backward without and with ALiBi's slopes' gradient. Only the first splits over Auto meshes
+# (_partitioned): _attention_fwd refuses a slopes gradient there.
+_backward = _vmappable(_partitioned(backward=True)(functools.partial(_backward_of, False)))
+_backward_with_slopes = _vmappable(functools.partial(_backward_of, True))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -416,16 +428,18 @@ def _recorded_launches(fn: Callable, *args) -> list:
     return launches
 
 
-def _gradient_launches(plan: core.AttentionPlan, options: core.CallOptions, q, k, v, bias, aux) -> list:
+def _gradient_launches(plan: core.AttentionPlan, options: core.CallOptions, q, k, v, bias, aux,
+                       slopes_grad: bool = False) -> list:
     """The launches of a differentiated call, forward then backward (see _recorded_launches):
     the backward's cotangents are dO like out (JAX arrays are dense) and dlse as zeros, as
     jax.custom_vjp passes them."""
+    backward = _backward_with_slopes if slopes_grad else _backward
     abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), (q, k, v, bias, aux))
     out = jax.ShapeDtypeStruct(plan.out_shape, q.dtype)
     lse = jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32)
     launches = _recorded_launches(lambda *a: _forward(options, *a), *abstract)
     if plan.needs_backward_launch:
-        launches += _recorded_launches(lambda *a: _backward(options, *a), *abstract, out, lse, out, lse)
+        launches += _recorded_launches(lambda *a: backward(options, *a), *abstract, out, lse, out, lse)
     return launches
 
 
@@ -463,7 +477,7 @@ def _launches_compile() -> bool:
     return not core.runtime.INTERPRETER
 
 
-def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux) -> None:
+def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux, slopes_grad: bool = False) -> None:
     """Compile a differentiated call's kernels (forward and backward) side by side, once per plan
     and only those not compiled ahead before (a new sequence length usually compiles none).
 
@@ -477,7 +491,7 @@ def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux) -> None:
     if not _launches_compile() or not plan.first_time("jax compile ahead"):
         return
     launches = []
-    for launch in _gradient_launches(plan, options, q, k, v, bias, aux):
+    for launch in _gradient_launches(plan, options, q, k, v, bias, aux, slopes_grad):
         key = _compile_key(launch)
         if key not in _compiled_ahead:
             _compiled_ahead.add(key)
@@ -510,32 +524,49 @@ def _first_order(fn: Callable) -> Callable:
 
 
 _first_order_forward, _first_order_backward = _first_order(_forward), _first_order(_backward)
+_first_order_backward_with_slopes = _first_order(_backward_with_slopes)
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class _SlopesGrad:
+    """Whether the backward computes ALiBi's slopes' gradient: a residual without leaves (static),
+    from the forward rule, which alone sees which primals are differentiated."""
+
+    wanted: bool
 
 
 def _attention_fwd(options, q, k, v, bias, aux):
     # symbolic_zeros: each primal comes as a CustomVJPPrimal, which says whether it is
-    # differentiated (perturbed). The kernels compute no gradient for ALiBi's slopes: refuse one
-    # rather than give a zero.
-    if aux.get("SLOPES") is not None and aux["SLOPES"].perturbed:
+    # differentiated (perturbed): the backward computes the slopes' gradient only where asked.
+    slopes_grad = aux.get("SLOPES") is not None and aux["SLOPES"].perturbed
+    if slopes_grad and _partitions():
         raise NotImplementedError(
-            "flashx computes no gradient for alibi_slopes: wrap them in jax.lax.stop_gradient to use them as constants")
+            "flashx computes no gradient for alibi_slopes in a call split over several devices: "
+            "wrap them in jax.lax.stop_gradient, or call inside shard_map")
     # jax.grad of NumPy inputs hands this rule their values as NumPy-like literals (JAX 0.10),
     # which attention() itself refuses: make them the jax.Arrays they stand for.
     q, k, v, bias, aux = jax.tree_util.tree_map(lambda x: jnp.asarray(x.value), (q, k, v, bias, aux),
                                                 is_leaf=lambda x: isinstance(x, jax.custom_derivatives.CustomVJPPrimal))
-    _compile_ahead(options, q, k, v, bias, aux)
+    _compile_ahead(options, q, k, v, bias, aux, slopes_grad)
     out, lse = _first_order_forward(options, q, k, v, bias, aux)
-    return (out, lse), (q, k, v, bias, aux, out, lse)
+    return (out, lse), (q, k, v, bias, aux, out, lse, _SlopesGrad(slopes_grad))
 
 
 def _attention_bwd(options, residuals, cotangents):
-    q, k, v, bias, aux, out, lse = residuals
+    q, k, v, bias, aux, out, lse, slopes_grad = residuals
     # An unused output's cotangent comes as a SymbolicZero: the kernels take it as zeros.
     dout, dlse = (jnp.zeros(ct.aval.shape, ct.aval.dtype) if isinstance(ct, jax.custom_derivatives.SymbolicZero)
                   else ct for ct in cotangents)
-    grads = _first_order_backward(options, q, k, v, bias, aux, out, lse, dout, dlse)
+    aux_grads = jax.tree_util.tree_map(lambda _: None, aux)
+    if slopes_grad.wanted:
+        *grads, slope_parts = _first_order_backward_with_slopes(options, q, k, v, bias, aux, out, lse, dout, dlse)
+        axes = _plan(options, q, k, v, bias, aux).slopes_reduce_axes
+        aux_grads["SLOPES"] = slope_parts.sum(axis=axes).reshape(aux["SLOPES"].shape)
+    else:
+        grads = _first_order_backward(options, q, k, v, bias, aux, out, lse, dout, dlse)
     dq, dk, dv, dbias = (None if g is None else _typed_like(g, x) for g, x in zip(grads, (q, k, v, bias)))
-    return dq, dk, dv, dbias, jax.tree_util.tree_map(lambda _: None, aux)
+    return dq, dk, dv, dbias, aux_grads
 
 
 _attention.defvjp(_attention_fwd, _attention_bwd, symbolic_zeros=True)
@@ -725,8 +756,8 @@ def attention(
     jax.random key, required then): the same key, the same mask. seqused_q / seqused_k (int32
     (B,)) cut each batch's query rows / keys to its own length (padding after); block_table
     (int32 (B, pages_per_seq)) reads k and v as a paged KV cache (pages, page_size, Hkv, D),
-    forward only. alibi_slopes take no gradient: differentiating with respect to them raises
-    (use jax.lax.stop_gradient).
+    forward only. alibi_slopes ((Hq,) or (B, Hq), float32) are differentiable like q, k and v
+    (but not in a call that XLA splits over several devices: there, jax.lax.stop_gradient).
     """
     core.check_flag("deterministic", deterministic)
     options = core.CallOptions(
