@@ -140,6 +140,31 @@ def test_split_backward_launches_keep_each_tiles_options():
         plan.backward_calls({}, None, False, q, split=False, gluon=False)
 
 
+@pytest.mark.parametrize("slopes_shape, axes", [((3,), (0, 2)), ((2, 3), (2,))], ids=["h", "bh"])
+def test_slopes_gradient_launch(slopes_shape, axes):
+    """slopes_grad: the dQ launch (alone, or fused with dK/dV) writes the slopes' per-block parts
+    into DBIAS, (B, Hq, query blocks of dQ's tile) with dense strides, under SLOPES_GRAD, and
+    never as a bias gradient; the plan's reduce axes give the slopes' shape. Asked without
+    slopes, or with a bias gradient in the same call, it raises ValueError."""
+    q = spec((2, 300, 3, 64))
+    plan = core.plan_attention(q, q, q, causal=True, alibi_slopes=spec(slopes_shape, dtype="float32"))
+    blocks = -(-300 // plan.tiles.dq.block_m)
+    assert plan.slopes_grad_shape == (2, 3, blocks) and plan.slopes_reduce_axes == axes
+    _, *launches = plan.backward_calls({}, None, False, q, gluon=False, slopes_grad=True)
+    dq_launch = next(c for c in launches if "DQ" in c.writes)
+    assert "DBIAS" in dq_launch.writes
+    assert dq_launch.constexprs["SLOPES_GRAD"] and not dq_launch.constexprs["BIAS_GRAD"]
+    names = list(kernel_params(dq_launch.kernel)[0])
+    strides = [dq_launch.args[names.index(f"stride_g{a}")] for a in "bhqk"]
+    assert strides == [3 * blocks, blocks, 1, 0]
+    assert not any(c.constexprs.get("SLOPES_GRAD") for c in plan.backward_calls({}, None, False, q, gluon=False))
+    with pytest.raises(ValueError, match="slopes_grad"):
+        plan.backward_calls({}, None, True, q, gluon=False, slopes_grad=True)
+    plain = core.plan_attention(q, q, q, causal=True)
+    with pytest.raises(ValueError, match="slopes_grad"):
+        plain.backward_calls({}, None, False, q, gluon=False, slopes_grad=True)
+
+
 def test_backward_alignment_includes_grad_out():
     """A gradient with odd strides lowers the backward's STRIDE_ALIGN, not the forward's."""
     q = spec((1, 16, 2, 64))

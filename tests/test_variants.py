@@ -555,6 +555,7 @@ def run_varlen(rng, cu_q, cu_k, total_q, total_k, hq, hkv, d, dv, dtype, *, max_
     k = randn(rng, (total_k, hkv, d)).to(DEVICE, TORCH_DTYPES[dtype])
     v = randn(rng, (total_k, hkv, dv)).to(DEVICE, TORCH_DTYPES[dtype])
     slopes = make_slopes(rng, slopes_kind, len(cu_q) - 1, hq)
+    slope_leaves = [] if slopes is None else [slopes.detach().clone().requires_grad_(backward)]
     fx_opts = dict(opts)
     if fx_opts.pop("score_mod", False):
         fx_opts.update(score_mod=wobble_score, score_mod_grad=wobble_score_grad)
@@ -563,11 +564,14 @@ def run_varlen(rng, cu_q, cu_k, total_q, total_k, hq, hkv, d, dv, dtype, *, max_
     fx_opts.pop("mask", None)
     leaves = [x.detach().clone().requires_grad_(backward) for x in (q, k, v)]
     out, lse = flashx.torch.attention(*leaves, cu_seqlens_q=cu_q_t, cu_seqlens_k=cu_k_t, max_seqlen_q=max_q,
-                                      max_seqlen_k=max_k, alibi_slopes=slopes, return_lse=True, **fx_opts)
+                                      max_seqlen_k=max_k, alibi_slopes=slope_leaves[0] if slope_leaves else None,
+                                      return_lse=True, **fx_opts)
     assert tuple(out.shape) == (total_q, hq, dv) and out.dtype == q.dtype
     assert tuple(lse.shape) == (hq, total_q) and lse.dtype == torch.float32
     ref_leaves = [x.detach().double().requires_grad_(backward) for x in (q, k, v)]
-    ref_out, ref_lse = varlen_reference(*ref_leaves, cu_q, cu_k, slopes=slopes, **opts)
+    ref_slope_leaves = [x.detach().double().requires_grad_(backward) for x in slope_leaves]
+    ref_out, ref_lse = varlen_reference(*ref_leaves, cu_q, cu_k, slopes=ref_slope_leaves[0] if slope_leaves else None,
+                                        **opts)
     assert_close(np64(out), np64(ref_out), OUT_TOL[dtype], f"out ({dtype})")
     assert_lse(np64(lse), np64(ref_lse))
     covered = np.zeros(total_q, bool)
@@ -576,11 +580,15 @@ def run_varlen(rng, cu_q, cu_k, total_q, total_k, hq, hkv, d, dv, dtype, *, max_
     assert (np64(out)[~covered] == 0).all() and (np64(lse)[:, ~covered] == 0).all(), "padding rows must stay 0"
     if not backward:
         return out, lse, None
-    grads, ref_grads = weighted_grads(rng, out, lse, ref_out, ref_lse, leaves, ref_leaves, lse_grad)
+    grads, ref_grads = weighted_grads(rng, out, lse, ref_out, ref_lse, leaves + slope_leaves,
+                                      ref_leaves + ref_slope_leaves, lse_grad)
     for name, g, rg in zip("qkv", grads, ref_grads):
         assert_close(np64(g), np64(rg), GRAD_TOL[dtype], f"d{name} ({dtype})")
+    if slopes is not None:  # per sequence ((B, Hq)) or summed over them ((Hq,))
+        assert grads[3].shape == slopes.shape
+        assert_close(np64(grads[3]), np64(ref_grads[3]), GRAD_TOL[dtype], f"d alibi_slopes ({dtype})")
     assert (np64(grads[0])[~covered] == 0).all(), "dq of padding rows must be 0"
-    return out, lse, grads
+    return out, lse, grads[:3]
 
 
 ONE_LAUNCH = [
@@ -921,6 +929,47 @@ def test_gpu_document_mask():
     _gpu_check(q, k, v, vis, dict(mask_mod=long_documents, causal=True), ref_kw, "bfloat16", backward=True)
     bm = flashx.torch.create_block_mask(long_documents, None, None, 2048, 2048, causal=True, device="cuda")
     _gpu_check(q, k, v, vis, dict(block_mask=bm, causal=True), ref_kw, "bfloat16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape, slopes_shape",
+    [
+        pytest.param(Shape(2, 1000, 1000, 8, 2, 128, 128), (8,), id="gqa-8:2-n1000-d128-slopes-h"),
+        pytest.param(Shape(2, 700, 900, 4, 4, 64, 64), (2, 4), id="q700-kv900-d64-slopes-bh"),
+    ],
+)
+def test_gpu_alibi_slopes_gradient(shape, slopes_shape):
+    """ALiBi's slopes' gradient (with q, k and v's), causal, bf16 at training sizes, against float64,
+    each bounded by SDPA's own error in bf16 where ALiBi and the causal mask are a float bias
+    (its gradient reaching the slopes through autograd)."""
+    s = shape
+    q, k, v = _gpu_qkv(13, s)
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    slopes = torch.rand(slopes_shape, generator=gen, device="cuda") * 0.05 + 0.01
+    w = torch.randn(*q.shape[:3], s.dv, generator=gen, device="cuda")
+    leaves = [x.detach().clone().requires_grad_() for x in (*(q, k, v), slopes)]
+    out = flashx.torch.attention(*leaves[:3], causal=True, alibi_slopes=leaves[3])
+    grads = torch.autograd.grad((out.float() * w).sum(), leaves)
+    ref_leaves = [x.detach().double().requires_grad_() for x in (*(q, k, v), slopes)]
+    ref, _ = reference(*ref_leaves[:3], causal=True, slopes=ref_leaves[3])
+    ref_grads = torch.autograd.grad((ref * w.double()).sum(), ref_leaves)
+    native_leaves = [x.detach().clone().requires_grad_() for x in (*(q, k, v), slopes)]
+    nq, hq, group = s.nq, s.hq, s.hq // s.hkv
+    distance = torch.from_numpy(alibi_distance(nq, s.nkv)).float().cuda()
+    visible = torch.from_numpy(np.ascontiguousarray(window_visible(nq, s.nkv, None, True))).cuda()
+    sl = native_leaves[3].expand(s.b, hq) if len(slopes_shape) == 1 else native_leaves[3]
+    bias = (-(sl[:, :, None, None] * distance)).masked_fill(~visible, float("-inf")).to(q.dtype)
+    qh, kh, vh = (x.repeat_interleave(g, dim=2).transpose(1, 2) for x, g in zip(native_leaves[:3], (1, group, group)))
+    native = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, attn_mask=bias).transpose(1, 2)
+    native_grads = torch.autograd.grad((native.float() * w).sum(), native_leaves)
+    native_err = rel_error(np64(native), np64(ref))
+    assert rel_error(np64(out), np64(ref)) <= TOLERANCES["bfloat16"].bound(native_err), "out"
+    for name, g, ng, rg in zip(("q", "k", "v", "alibi_slopes"), grads, native_grads, ref_grads):
+        native_err = rel_error(np64(ng), np64(rg))
+        err = rel_error(np64(g), np64(rg))
+        bound = GRAD_TOLERANCES["bfloat16"].bound(native_err)
+        assert err <= bound, f"d{name}: flashx {err:.3e} > bound {bound:.3e} (native {native_err:.3e})"
 
 
 @pytest.mark.gpu

@@ -131,9 +131,10 @@ def finite_or_zero(x):
 
 
 def loss_of(fn, w_out, w_lse, lse_grad):
-    """sum(out * w_out) [+ sum(finite lse * w_lse)] as a function of (q, k, v), with (out, lse) as aux."""
-    def loss(q, k, v):
-        out, lse = fn(q, k, v)
+    """sum(out * w_out) [+ sum(finite lse * w_lse)] as a function of fn's arguments (q, k, v, and
+    whatever else fn takes), with (out, lse) as aux."""
+    def loss(*args):
+        out, lse = fn(*args)
         total = (out.astype(w_out.dtype) * w_out).sum()
         if lse_grad:
             total = total + (finite_or_zero(lse).astype(w_lse.dtype) * w_lse).sum()
@@ -141,19 +142,20 @@ def loss_of(fn, w_out, w_lse, lse_grad):
     return loss
 
 
-def reference_results(q, k, v, w_out, w_lse, lse_grad, to_bnhd, from_bnhd, **kw):
-    """(out, lse, (dq, dk, dv)) of the float64 reference as NumPy, x64 switched on only here."""
+def reference_results(q, k, v, w_out, w_lse, lse_grad, to_bnhd, from_bnhd, slopes=None, **kw):
+    """(out, lse, (dq, dk, dv[, d slopes])) of the float64 reference as NumPy, x64 switched on
+    only here; the slopes' gradient where slopes are given."""
     with jax.enable_x64(True):
-        q64, k64, v64 = (jnp.asarray(f64(x)) for x in (q, k, v))
+        args = [jnp.asarray(f64(x)) for x in (q, k, v)] + ([] if slopes is None else [jnp.asarray(f64(slopes))])
         w_out64, w_lse64 = jnp.asarray(f64(w_out)), jnp.asarray(f64(w_lse))
 
-        def fn(q, k, v):
-            out, lse = reference(*(to_bnhd(x) for x in (q, k, v)), **kw)
+        def fn(q, k, v, slopes=None):
+            out, lse = reference(*(to_bnhd(x) for x in (q, k, v)), slopes=slopes, **kw)
             return from_bnhd(out), lse
 
         # jitted: one XLA compilation instead of one per eager op
-        (_, (out, lse)), grads = jax.jit(jax.value_and_grad(loss_of(fn, w_out64, w_lse64, lse_grad), argnums=(0, 1, 2),
-                                                            has_aux=True))(q64, k64, v64)
+        (_, (out, lse)), grads = jax.jit(jax.value_and_grad(loss_of(fn, w_out64, w_lse64, lse_grad),
+                                                            argnums=tuple(range(len(args))), has_aux=True))(*args)
         return np.asarray(out), np.asarray(lse), tuple(np.asarray(g) for g in grads)
 
 
@@ -175,10 +177,12 @@ def run_and_compare(rng, shape: Shape, var: Variant, dtype: str, *, lse_grad=Fal
 
     @jax.jit
     def fx(q, k, v, slopes, bm, w_out, w_lse):
-        fn = lambda q, k, v: flashx.jax.attention(q, k, v, alibi_slopes=slopes, block_mask=bm, return_lse=True, **opts)  # noqa: E731
+        fn = lambda q, k, v, s: flashx.jax.attention(q, k, v, alibi_slopes=s, block_mask=bm, return_lse=True, **opts)  # noqa: E731
         if not backward:
-            return fn(q, k, v), None
-        (_, aux), grads = jax.value_and_grad(loss_of(fn, w_out, w_lse, lse_grad), argnums=(0, 1, 2), has_aux=True)(q, k, v)
+            return fn(q, k, v, slopes), None
+        argnums = (0, 1, 2) if slopes is None else (0, 1, 2, 3)  # the slopes' gradient too, where they exist
+        (_, aux), grads = jax.value_and_grad(loss_of(fn, w_out, w_lse, lse_grad), argnums=argnums, has_aux=True)(
+            q, k, v, slopes)
         return aux, grads
 
     (out, lse), grads = fx(q, k, v, slopes, block_mask, w_out, w_lse)
@@ -199,7 +203,10 @@ def run_and_compare(rng, shape: Shape, var: Variant, dtype: str, *, lse_grad=Fal
         for name, x, g, rg in zip("qkv", (q, k, v), grads, ref_grads):
             assert g.dtype == x.dtype and g.shape == x.shape
             assert_close(f64(g), rg, GRAD_TOL[dtype], f"d{name} ({dtype})")
-    return out, lse, grads
+        if slopes is not None:
+            assert grads[3].dtype == jnp.float32 and grads[3].shape == slopes.shape
+            assert_close(f64(grads[3]), ref_grads[3], GRAD_TOL[dtype], f"d alibi_slopes ({dtype})")
+    return out, lse, grads if grads is None else grads[:3]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -391,21 +398,22 @@ def run_varlen(rng, cu_q, cu_k, hq, hkv, d, dv, dtype, *, slopes_kind=None, lse_
         fx_opts["mask_mod"] = MASK_MODS[fx_opts["mask"]][0]
     fx_opts.pop("mask", None)
 
+    argnums = (0, 1, 2) if slopes is None else (0, 1, 2, 3)  # the slopes' gradient too, where they exist
+
     @jax.jit
     def fx(q, k, v, cu_q, cu_k, slopes):
-        fn = lambda q, k, v: flashx.jax.attention(  # noqa: E731
+        fn = lambda q, k, v, s: flashx.jax.attention(  # noqa: E731
             q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=max_q, max_seqlen_k=max_k,
-            alibi_slopes=slopes, return_lse=True, **fx_opts)
-        return jax.value_and_grad(loss_of(fn, w_out, w_lse, lse_grad), argnums=(0, 1, 2), has_aux=True)(q, k, v)
+            alibi_slopes=s, return_lse=True, **fx_opts)
+        return jax.value_and_grad(loss_of(fn, w_out, w_lse, lse_grad), argnums=argnums, has_aux=True)(q, k, v, slopes)
 
     (_, (out, lse)), grads = fx(q, k, v, jnp.asarray(cu_q, jnp.int32), jnp.asarray(cu_k, jnp.int32), slopes)
     assert out.shape == (TQ, hq, dv) and out.dtype == q.dtype and lse.shape == (hq, TQ)
     with jax.enable_x64(True):
-        args = [jnp.asarray(f64(x)) for x in (q, k, v)]
-        sl = None if slopes is None else np.asarray(slopes, np.float64)
-        fn = lambda q, k, v: varlen_reference(q, k, v, cu_q, cu_k, slopes=sl, **opts)  # noqa: E731
+        args = [jnp.asarray(f64(x)) for x in (q, k, v)] + ([] if slopes is None else [jnp.asarray(f64(slopes))])
+        fn = lambda q, k, v, sl=None: varlen_reference(q, k, v, cu_q, cu_k, slopes=sl, **opts)  # noqa: E731
         (_, (ref_out, ref_lse)), ref_grads = jax.jit(jax.value_and_grad(
-            loss_of(fn, jnp.asarray(f64(w_out)), jnp.asarray(f64(w_lse)), lse_grad), argnums=(0, 1, 2), has_aux=True))(*args)
+            loss_of(fn, jnp.asarray(f64(w_out)), jnp.asarray(f64(w_lse)), lse_grad), argnums=argnums, has_aux=True))(*args)
         ref_out, ref_lse, ref_grads = np.asarray(ref_out), np.asarray(ref_lse), [np.asarray(g) for g in ref_grads]
     assert_close(f64(out), ref_out, OUT_TOL[dtype], f"out ({dtype})")
     assert_lse(f64(lse), ref_lse)
@@ -415,6 +423,9 @@ def run_varlen(rng, cu_q, cu_k, hq, hkv, d, dv, dtype, *, slopes_kind=None, lse_
     assert (f64(out)[~covered] == 0).all() and (f64(lse)[:, ~covered] == 0).all(), "padding rows must stay 0"
     for name, g, rg in zip("qkv", grads, ref_grads):
         assert_close(f64(g), rg, GRAD_TOL[dtype], f"d{name} ({dtype})")
+    if slopes is not None:  # per sequence ((B, Hq)) or summed over them ((Hq,))
+        assert grads[3].shape == slopes.shape
+        assert_close(f64(grads[3]), ref_grads[3], GRAD_TOL[dtype], f"d alibi_slopes ({dtype})")
     assert (f64(grads[0])[~covered] == 0).all()
 
 
