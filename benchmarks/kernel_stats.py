@@ -10,7 +10,7 @@ sequence length in turn and prints how many variants of it Triton has compiled s
 (Triton specializes integer arguments equal to 1 or divisible by 16).
 
     python benchmarks/kernel_stats.py [--d 64 128] [--lengths 2048 3072 2050 4096]
-    python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128] [--n 1024] [--tile NAME] [--sass DIR]    # no GPU needed
+    python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128] [--n 1024] [--tile NAME] [--sass DIR] [--alibi]    # no GPU needed
 
 On the GPU it reads Triton's per-device kernel cache (`JITFunction.device_caches`, internal API
 of Triton 3.6 to 3.9). --offline compiles the same kernels for sm_90 on any machine
@@ -99,7 +99,7 @@ def sass_loops(sass: str, top: int = 8, fewest: int = 16) -> list:
 
 def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documents: bool = False,
             seqlen: int = 4096, tile: str = None, sass_dir: str = None, other_ptxas: str = None,
-            softcap: float = None, dropout_p: float = 0.0, decode: bool = False) -> None:
+            softcap: float = None, dropout_p: float = 0.0, decode: bool = False, alibi: bool = False) -> None:
     """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
     for sm_90 without a GPU; print their resources (ptx_hash: and a hash of normalized_ptx, to
     compare two trees' kernels).
@@ -108,6 +108,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     documents: only the causal document mask (mask_mod, 8 documents, its block map) is built.
     softcap: every config with this softcap (the tl kernels' path: the Gluon ones take none).
     dropout_p: every config with dropout (the tl kernels' path too).
+    alibi: every config with per-head ALiBi slopes (the tl kernels' path too), and the backward's
+    dQ and fused launches once more with the slopes' gradient ("dQ slopes", "both slopes").
     decode: instead, a decode step (B = 1, Nq = 1, 32 q heads over 8, N keys) on a cache paged in
     pages of 256 rows, packed (4 query rows per kv head) and split over the keys (on 132 SMs) as
     the frontends run it, and its combine.
@@ -278,6 +280,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             options = dict(causal=causal, window=None if window is None else (window, 0), softcap=softcap)
             if dropout_p:
                 options.update(dropout_p=dropout_p, dropout_seed=core.ArraySpec((2,), (1,), "int32", "cuda:0"))
+            if alibi:
+                options["alibi_slopes"] = core.ArraySpec((shape[2],), (1,), "float32", "cuda:0")
             if documents:  # with its block map, as the frontends plan it once they have built it
                 options["block_mask"] = core.plan.plan_block_mask(_document_mask, None, None, shape[1], shape[1], causal=True)
                 options["mask_mod"] = _document_mask
@@ -320,6 +324,10 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             # dK/dV in two passes (TileConfig.dkdv_passes) compiles once per pass.
             calls += [("dV" if call.writes == ("DV",) else "dK" if call.writes == ("DK",) else "dK/dV", call) for call in dkdv]
             calls += [("dQ", dq), ("both", both)]
+            if alibi:
+                *_, dq_slopes = plan.backward_calls({}, None, False, spec, split=True, slopes_grad=True)
+                _, both_slopes = plan.backward_calls({}, None, False, spec, split=False, slopes_grad=True)
+                calls += [("dQ slopes", dq_slopes), ("both slopes", both_slopes)]
             for name, call, *outputs in calls:
                 sass_name = f"d{d}-{label.strip().replace(' ', '')}-{name.replace(' ', '-').replace('/', '')}" if sass_dir else None
                 print(f"D={d:3d} {label} {name:13s} {resources(call, 'bf16', *outputs, sass_name=sass_name)}", flush=True)
@@ -341,6 +349,7 @@ def main(argv=None) -> int:
     p.add_argument("--documents", action="store_true", help="--offline: the causal document mask instead")
     p.add_argument("--softcap", type=float, default=None, help="--offline: every config with this softcap")
     p.add_argument("--dropout", type=float, default=0.0, help="--offline: every config with this dropout_p")
+    p.add_argument("--alibi", action="store_true", help="--offline: every config with ALiBi, and the slopes' gradient")
     p.add_argument("--decode", action="store_true", help="--offline: a paged decode step's split forward and combine instead")
     p.add_argument("--n", type=int, default=4096, help="--offline: plan (16384 // N, N, 2048 // D, D) (default 4096)")
     p.add_argument("--tile", help="--offline: route this gluon_forward_check.py (TMA) variant")
@@ -354,7 +363,7 @@ def main(argv=None) -> int:
         if args.sass:
             os.makedirs(args.sass, exist_ok=True)
         offline(args.d, args.jax, args.window, args.ptx_hash, args.documents, args.n, args.tile, args.sass,
-                args.other_ptxas, args.softcap, args.dropout, args.decode)
+                args.other_ptxas, args.softcap, args.dropout, args.decode, args.alibi)
         return 0
 
     import torch
