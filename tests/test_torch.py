@@ -508,8 +508,10 @@ def test_backward_row_statistics_fill_their_padding(rng, window):
     assert bool((got_lse[:, :, 37:] == float("inf")).all()), "padding rows of lse_log2 must be +inf"
 
 
-def test_opcheck_backward_op(rng):
-    """torch.ops.flashx.attention_backward passes opcheck's schema and fake-tensor checks."""
+@pytest.mark.parametrize("slopes_grad", [False, True], ids=["plain", "alibi-slopes-grad"])
+def test_opcheck_backward_op(rng, slopes_grad):
+    """torch.ops.flashx.attention_backward passes opcheck's schema and fake-tensor checks, also
+    writing ALiBi's slopes' per-block parts in place of dBias."""
     from flashx.core import CallOptions
     from flashx.torch.attention import _OPTIONAL_INPUTS, _encode
 
@@ -517,33 +519,41 @@ def test_opcheck_backward_op(rng):
     q, k, v = make_inputs(rng, case, "float32")
     encoded = _encode(CallOptions(causal=True, window=(6, -1)))
     tensors = [None] * len(_OPTIONAL_INPUTS)
-    out, lse = torch.ops.flashx.attention_forward(q, k, v, None, tensors, *encoded)
+    if slopes_grad:
+        tensors[_OPTIONAL_INPUTS.index("SLOPES")] = torch.rand(4, device=DEVICE)
+    out, lse = torch.ops.flashx.attention_forward(q, k, v, None, None, tensors, *encoded)
     dout = torch.randn_like(out)
     torch.library.opcheck(
         torch.ops.flashx.attention_backward.default,
-        (dout, None, q, k, v, out, lse, None, tensors, False, *encoded),
+        (dout, None, q, k, v, out, lse, None, tensors, False, slopes_grad, *encoded),
         test_utils=("test_schema", "test_faketensor"),
     )
 
 
 @pytest.mark.parametrize(
-    "case",
+    "case, slopes",
     [
-        pytest.param(Case(1, 21, 13, 4, 2, 24, 40, causal=True), id="bnhd-causal-gqa"),
-        pytest.param(Case(1, 13, 21, 2, 2, 16, 16, layout="bhnd"), id="bhnd"),
+        pytest.param(Case(1, 21, 13, 4, 2, 24, 40, causal=True), False, id="bnhd-causal-gqa"),
+        pytest.param(Case(1, 13, 21, 2, 2, 16, 16, layout="bhnd"), False, id="bhnd"),
+        pytest.param(Case(2, 13, 21, 2, 2, 16, 16, causal=True), True, id="alibi-slopes-grad"),
     ],
 )
-def test_opcheck(rng, case):
+def test_opcheck(rng, case, slopes):
     """torch.ops.flashx.attention_forward passes torch.library.opcheck's schema, fake-tensor and
-    autograd-registration checks."""
+    autograd-registration checks; with ALiBi slopes that require grad (passed again as the op's
+    `slopes` argument, which autograd sees) too."""
     from flashx.core import CallOptions
     from flashx.torch.attention import _OPTIONAL_INPUTS, _encode
 
     q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
     options = CallOptions(causal=case.causal, scale=0.25 if case.causal else None, layout=case.layout)
+    tensors = [None] * len(_OPTIONAL_INPUTS)
+    differentiated = None
+    if slopes:
+        differentiated = tensors[_OPTIONAL_INPUTS.index("SLOPES")] = torch.rand(2, 2, device=DEVICE).requires_grad_()
     torch.library.opcheck(
         torch.ops.flashx.attention_forward.default,
-        (q, k, v, None, [None] * len(_OPTIONAL_INPUTS), *_encode(options)),
+        (q, k, v, None, differentiated, tensors, *_encode(options)),
         test_utils=("test_schema", "test_faketensor", "test_autograd_registration"),
     )
 
