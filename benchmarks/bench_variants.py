@@ -17,6 +17,12 @@ Cases (bf16 by default, q/k/v/dO of shape (B, H, N, D); flashx: layout="bhnd"):
 - dropout (only when asked: --cases dropout): dense causal at the window's sizes with dropout_p =
   0.1: flashx (torch: a fresh seed a call; JAX: one dropout_key), SDPA's FA2 and cuDNN with
   dropout_p; FlexAttention has no dropout: n/a. No error check (each system draws its own mask).
+- alibi (only when asked: --cases alibi): dense causal at the window's sizes with learned ALiBi
+  slopes (float32 (H,), requiring grad): the backward also gives the slopes' gradient. flashx:
+  alibi_slopes=slopes; Flex: score_mod subtracting slopes[h] * |q - kv| (a captured tensor that
+  requires grad) with the causal block mask; SDPA's FA2 and cuDNN take no ALiBi: n/a. Checked
+  against SDPA with ALiBi and the causal mask as a float bias (its gradient reaching the slopes),
+  dslopes included.
 
 FLOPs are counted on the VISIBLE score entries, exactly: window: sum over rows of
 min(i + 1, 1024); documents: 8 * L * (L + 1) / 2 with L = N / 8; causal: N * (N + 1) / 2;
@@ -76,13 +82,13 @@ SYSTEMS = {
 QUICK_SYSTEMS = ("flashx_torch", "sdpa_flash", "sdpa_cudnn", "flex")
 RUN_ORDER = ("flex", "sdpa_flash", "sdpa_cudnn", "flashx_torch", "flashx_jax")
 RATIOS = (("flex", "flashx/Flex"), ("sdpa_flash", "flashx/FA2"), ("sdpa_cudnn", "flashx/cuDNN"))
-CHECKED = ("out", "dq", "dk", "dv")
+CHECKED = ("out", "dq", "dk", "dv", "dslopes")  # dslopes: the alibi case's only
 NOT_APPLICABLE = "n/a"
 
 
 @dataclass(frozen=True)
 class Case:
-    key: str  # "window", "documents", "causal", "gqa", "dropout"
+    key: str  # "window", "documents", "causal", "gqa", "dropout", "alibi"
     batch: int
     heads_q: int
     heads_kv: int
@@ -105,7 +111,7 @@ class Case:
         if self.key == "documents":
             length = self.doc_len
             return self.docs * length * (length + 1) // 2
-        return n * (n + 1) // 2  # causal, gqa, dropout
+        return n * (n + 1) // 2  # causal, gqa, dropout, alibi
 
     @property
     def flops(self) -> float:
@@ -120,6 +126,7 @@ class Case:
             "causal": "dense causal",
             "gqa": f"GQA {self.heads_q}/{self.heads_kv} causal",
             "dropout": f"dense causal, dropout {DROPOUT_P}",
+            "alibi": "dense causal, learned ALiBi",
         }[self.key]
 
     @property
@@ -129,6 +136,8 @@ class Case:
     def applies(self, system: str) -> bool:
         if self.key == "dropout":
             return system != "flex"
+        if self.key == "alibi":
+            return not system.startswith("sdpa")
         return not (system.startswith("sdpa") and self.key in ("window", "documents"))
 
 
@@ -163,6 +172,7 @@ def cases_for(args) -> list:
         "causal": Case("causal", 1, heads, heads, n, d),
         "gqa": Case("gqa", gqa_b, gqa_hq, gqa_hkv, gqa_n, d),
         "dropout": Case("dropout", 1, heads, heads, n, d),
+        "alibi": Case("alibi", 1, heads, heads, n, d),
     }
     return [all_cases[k] for k in args.cases]
 
@@ -176,9 +186,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     common.add_common_args(p, "variants", "shorter timing, flashx's JAX frontend left out (~1 minute on an H200)",
                            QUICK_BUDGET_S)
-    p.add_argument("--cases", nargs="+", choices=("window", "documents", "causal", "gqa", "dropout"),
+    p.add_argument("--cases", nargs="+", choices=("window", "documents", "causal", "gqa", "dropout", "alibi"),
                    default=["window", "documents", "causal", "gqa"],
-                   help="cases to run, in order (default: all but dropout)")
+                   help="cases to run, in order (default: all but dropout and alibi)")
     p.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=None,
                    help="systems to run (default: all; --quick: all but flashx_jax)")
     p.add_argument("--n", type=int, default=None, help="N of the window, documents and causal cases (default 16384)")
@@ -283,6 +293,10 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
     k, v = (torch.randn(kv_size, device=device, dtype=dtype, generator=gen) for _ in range(2))
     dout = torch.randn(q_size, device=device, dtype=dtype, generator=gen)
     inputs = tuple(t.requires_grad_() for t in (q, k, v))
+    slopes = None
+    if case.key == "alibi":  # learned slopes: differentiated with q, k and v
+        slopes = (torch.rand(case.heads_q, device=device, generator=gen) * 0.05 + 0.01).requires_grad_()
+        inputs += (slopes,)
     gqa = case.heads_q != case.heads_kv
     flops = {"fwd": case.flops, "bwd": BWD_FACTOR * case.flops}
     values = {}  # system -> (out, dq, dk, dv)
@@ -328,6 +342,8 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
         options["mask_mod"] = document_mask_for(case.doc_len)
     elif case.key == "dropout":
         options["dropout_p"] = DROPOUT_P
+    elif case.key == "alibi":
+        options["alibi_slopes"] = slopes
     sdpa_options = dict(dropout_p=DROPOUT_P) if case.key == "dropout" else {}
 
     def flashx_fwd():
@@ -343,7 +359,11 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
             ctx["flex"] = common.flex_setup(torch)  # once: a failure here is this system's reason
         flex, create_block_mask = ctx["flex"]
         block_mask = create_block_mask(flex_mask_mod(case), None, None, case.seqlen, case.seqlen, device=device)
-        return lambda: flex(q, k, v, block_mask=block_mask, enable_gqa=gqa)
+        score_mod = None
+        if case.key == "alibi":
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return score - slopes[h] * (q_idx - kv_idx).abs()
+        return lambda: flex(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa)
 
     def sdpa(backend):
         return lambda: common.sdpa_call(backend, q, k, v, is_causal=True, enable_gqa=gqa, **sdpa_options)
@@ -355,21 +375,24 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
         if device == "cuda":
             torch.cuda.synchronize()
         jq, jk, jv, jdo = (common.jax_from_torch(jax, t) for t in (q, k, v, dout))
+        jslopes = None if slopes is None else common.jax_from_torch(jax, slopes.detach())
         block_mask = None
         if case.key == "documents":  # built once (a pytree: passed into jit as an argument)
             block_mask = flashx.jax.create_block_mask(options["mask_mod"], None, None, case.seqlen, case.seqlen, causal=True)
 
-        jax_options = dict(options, dropout_key=jax.random.key(0)) if case.key == "dropout" else options
+        jax_options = dict(options, dropout_key=jax.random.key(0)) if case.key == "dropout" else dict(options)
+        jax_options.pop("alibi_slopes", None)  # an argument: the alibi case differentiates it
 
-        def attn(q_, k_, v_, bm):
-            return flashx.jax.attention(q_, k_, v_, block_mask=bm, **jax_options)
+        def attn(q_, k_, v_, bm, s=None):
+            return flashx.jax.attention(q_, k_, v_, block_mask=bm, alibi_slopes=s, **jax_options)
 
         fwd = jax.jit(attn)
-        results = {"fwd": timed("fwd", lambda: common.time_jax(fwd, (jq, jk, jv, block_mask), warmup_ms, rep_ms))}
+        results = {"fwd": timed("fwd", lambda: common.time_jax(fwd, (jq, jk, jv, block_mask, jslopes), warmup_ms, rep_ms))}
         saved = {}
+        primals = (jq, jk, jv) + (() if jslopes is None else (jslopes,))
 
         def bwd_only():
-            out, vjp_fn = jax.jit(lambda a, b, c, bm: jax.vjp(lambda x, y, z: attn(x, y, z, bm), a, b, c))(jq, jk, jv, block_mask)
+            out, vjp_fn = jax.jit(lambda p, bm: jax.vjp(lambda *x: attn(*x[:3], bm, *x[3:]), *p))(primals, block_mask)
             apply = jax.jit(lambda f, ct: f(ct))
             ms = common.time_jax(apply, (vjp_fn, jdo), warmup_ms, rep_ms)
             saved["values"] = (out,) + tuple(apply(vjp_fn, jdo))
@@ -405,9 +428,28 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
         kk, vv = (t.repeat_interleave(group, dim=1) if gqa else t for t in (k, v))
         small = case.batch * case.heads_q * case.seqlen ** 2 <= 2**26
         backends = [SDPBackend.EFFICIENT_ATTENTION] + ([SDPBackend.MATH] if small else [])
+        if slopes is not None:
+            return alibi_reference(mask, backends)
         with sdpa_kernel(backends):
             out = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask)
         return (out.detach(),) + torch.autograd.grad(out, inputs, dout)
+
+    def alibi_reference(mask, backends):
+        """ALiBi and the mask as a float bias, one head at a time (a (H, N, N) bias would not fit
+        at N = 16k): (out, dq, dk, dv, dslopes)."""
+        positions = torch.arange(case.seqlen, device=device, dtype=torch.float32)
+        distance = (positions[:, None] - positions[None, :]).abs()
+        out = torch.empty_like(q)
+        grads = [torch.zeros_like(t) for t in inputs]
+        for h in range(case.heads_q):
+            bias = (-(slopes[h] * distance)).masked_fill(~mask, float("-inf")).to(dtype)
+            with sdpa_kernel(backends):
+                out_h = F.scaled_dot_product_attention(q[:, h:h + 1], k[:, h:h + 1], v[:, h:h + 1], attn_mask=bias)
+            out[:, h:h + 1] = out_h.detach()
+            for total, part in zip(grads, torch.autograd.grad(out_h, inputs, dout[:, h:h + 1])):
+                total += part
+            del bias, out_h
+        return (out,) + tuple(grads)
 
     if case.key == "dropout":
         log("  no error check: each system draws its own dropout mask")
@@ -456,7 +498,8 @@ def markdown(rows: list, env: dict, args: argparse.Namespace, settings: dict) ->
         " same masks as mask_mod, create_block_mask built once; SDPA: is_causal (enable_gqa for GQA); n/a: no such mask"
         " in SDPA",
         "- ratios: flashx (torch) over the peer, forward / backward; err: largest relative Frobenius error of flashx"
-        " (torch)'s output, dQ, dK, dV against SDPA with the dense boolean mask (memory-efficient backend)",
+        " (torch)'s output, dQ, dK, dV against SDPA with the dense boolean mask (memory-efficient backend); learned"
+        " ALiBi: the slopes' gradient too (backward time includes it), against SDPA with a float bias",
         "",
     ]
     ratios = [(peer, label) for peer, label in RATIOS if peer in systems and "flashx_torch" in systems]
