@@ -359,10 +359,10 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
             ctx["flex"] = common.flex_setup(torch)  # once: a failure here is this system's reason
         flex, create_block_mask = ctx["flex"]
         block_mask = create_block_mask(flex_mask_mod(case), None, None, case.seqlen, case.seqlen, device=device)
-        score_mod = None
-        if case.key == "alibi":
-            def score_mod(score, b, h, q_idx, kv_idx):
-                return score - slopes[h] * (q_idx - kv_idx).abs()
+        def alibi(score, b, h, q_idx, kv_idx):
+            return score - slopes[h] * (q_idx - kv_idx).abs()
+
+        score_mod = alibi if case.key == "alibi" else None
         return lambda: flex(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa)
 
     def sdpa(backend):
