@@ -1450,21 +1450,23 @@ B, N, HQ, HKV, D, WORLD = 4, 13, 4, 2, 16, 2
 
 def reference(q, k, v, cotangent, causal, slopes=None, layout="bnhd"):
     \"\"\"float64 attention in plain torch (bottom-right causal, ALiBi slope_h * |i' - j|): out and
-    the gradients of q, k, v for `cotangent`.\"\"\"
+    the gradients of q, k, v (and of the slopes, where given) for `cotangent`.\"\"\"
     q, k, v = (x.detach().double().requires_grad_() for x in (q, k, v))
+    if slopes is not None:
+        slopes = slopes.detach().double().requires_grad_()
     qb, kb, vb = (x if layout == "bhnd" else x.transpose(1, 2) for x in (q, k, v))
     kb, vb = (x.repeat_interleave(qb.shape[1] // x.shape[1], dim=1) for x in (kb, vb))
     s = qb @ kb.transpose(-1, -2) * D ** -0.5
     nq, nkv = s.shape[-2:]
     rows = torch.arange(nq)[:, None] + nkv - nq
     if slopes is not None:
-        s = s - slopes.double()[:, None, None] * (rows - torch.arange(nkv)).abs()
+        s = s - slopes[:, None, None] * (rows - torch.arange(nkv)).abs()
     if causal:
         s = s.masked_fill(rows < torch.arange(nkv), float("-inf"))
     out = torch.softmax(s, -1) @ vb
     out = out if layout == "bhnd" else out.transpose(1, 2)
     out.backward(cotangent.double())
-    return out.detach(), q.grad, k.grad, v.grad
+    return out.detach(), q.grad, k.grad, v.grad, None if slopes is None else slopes.grad
 
 
 def rel(got, want):
@@ -1497,6 +1499,21 @@ def check(rank, port, seed):
         for name, got, w in zip(("out", "dq", "dk", "dv"), (out, dq.grad, dk.grad, dv.grad), want):
             error = rel(got.full_tensor(), w)
             assert error < 1e-4, f"{keywords} {name}: error {error:.2e}"
+    # Learned (Hq,) slopes (a plain tensor, equal on every rank): split with the heads, or whole
+    # beside a batch split, where each rank's gradient is its batch's part of the sum.
+    for place in (Shard(0), Shard(2)):
+        q, k, v, g = fresh(B, N, HQ, D), fresh(B, N + 3, HKV, D), fresh(B, N + 3, HKV, D), fresh(B, N, HQ, D)
+        learned = (torch.rand(HQ, generator=gen) + 0.1).requires_grad_()
+        dq, dk, dv = (distribute_tensor(x, mesh, [place]).requires_grad_() for x in (q, k, v))
+        out = flashx.torch.attention(dq, dk, dv, causal=True, alibi_slopes=learned)
+        assert out.placements == (place,), out.placements
+        out.backward(distribute_tensor(g, mesh, out.placements))
+        want = reference(q, k, v, g, True, learned)
+        for name, got, w in zip(("out", "dq", "dk", "dv", "dslopes"),
+                                (out.full_tensor(), dq.grad.full_tensor(), dk.grad.full_tensor(), dv.grad.full_tensor(),
+                                 learned.grad), want):
+            error = rel(got, w)
+            assert error < 1e-4, f"learned slopes, {place}: {name} error {error:.2e}"
     # varlen (total, H, D): heads split, cu_seqlens whole on every rank; with per-sequence slopes
     # (B, Hq) the call sees the sequence index and runs whole on every rank instead.
     lengths_q, lengths_k = (5, 1, 7), (6, 3, 7)
@@ -1572,7 +1589,8 @@ if __name__ == "__main__":
 @pytest.mark.skipif(not INTERPRETED, reason="two CPU ranks over gloo: the kernels must run through the interpreter")
 def test_dtensor(tmp_path):
     """On DTensors (two CPU ranks, gloo, in a fresh process) flashx attends over each rank's slice:
-    batch split (GQA, causal, cross), kv heads split with per-head ALiBi slopes, MQA "bhnd" with
+    batch split (GQA, causal, cross), kv heads split with per-head ALiBi slopes (also learned ones,
+    under a batch split and a heads split: their gradient), MQA "bhnd" with
     q's heads split and k, v whole (their gradients summed over the ranks), varlen with its heads
     split; out keeps that split and out and every gradient match float64; a sequence split is
     gathered first and a varlen call with per-sequence slopes runs whole (out whole); the

@@ -66,11 +66,14 @@ def attention_on_dtensors(attend: Callable, plan_of: Callable, q, k, v, keywords
     def local(x, placements, grad_placements=None):
         return x.redistribute(mesh, placements).to_local(grad_placements=grad_placements)
 
-    # Where only q is split (MQA's heads), each rank's dK and dV are its q heads' part of the sum.
+    # Where only q is split (MQA's heads), each rank's dK and dV are its q heads' part of the sum;
+    # where the batch is split, each rank's gradient of whole (Hq,) slopes is its batch's part.
     kv_grad_places = tuple(Partial() if dim in split and split[dim].kv_dim is None else p
                            for dim, p in enumerate(kv_places))
-    local_tensors = {n: None if t is None else local(t, slopes_places if n == "alibi_slopes" else replicated)
-                     for n, t in whole.items()}
+    slopes_grad_places = tuple(Partial() if dim in split and not split[dim].heads else p
+                               for dim, p in enumerate(slopes_places))
+    local_tensors = {n: None if t is None else local(t, slopes_places, slopes_grad_places) if n == "alibi_slopes"
+                     else local(t, replicated) for n, t in whole.items()}
     out, lse = attend(local(q, q_places), local(k, kv_places, kv_grad_places), local(v, kv_places, kv_grad_places),
                       **keywords, **local_tensors, return_lse=True)
     out = DTensor.from_local(out, mesh, q_places, run_check=False)
