@@ -1147,6 +1147,17 @@ for name, attend, args, splits in [
     assert ("all-gather" not in grad.as_text()) == splits, name
     assert all(s.is_equivalent_to(NamedSharding(mesh, x.sharding.spec if splits else P()), len(x.shape))
                for s, x in zip(grad.output_shardings, args)), (name, grad.output_shardings)
+# Learned (Hq,) slopes: the backward's fifth result, the slopes' per-block parts, splits as lse's
+# batch and heads, and XLA sums it over the batch's devices: no gather, the launches on slices.
+slopes = jax.ShapeDtypeStruct((4,), jnp.float32, sharding=NamedSharding(mesh, P("model")))
+learned_loss = lambda q, k, v, s: jnp.sum(flashx.jax.attention(q, k, v, alibi_slopes=s, causal=True))  # noqa: E731
+learned = jax.jit(jax.grad(learned_loss, argnums=(0, 1, 2, 3))).lower(*shapes, slopes).compile()
+hlo = learned.as_text()
+assert "all-gather" not in hlo, "learned slopes: flashx's launches gathered their inputs"
+launches = [line for line in hlo.splitlines() if "xla_ffi_python_cpu_callback" in line]
+assert launches and all(f"f32[{{B // 2}},{{N}},2,{{D}}]" in line or f"f32[{{B // 2}},{{M}},1,{{D}}]" in line for line in launches), launches
+assert all(s.is_equivalent_to(NamedSharding(mesh, x.sharding.spec), len(x.shape))
+           for s, x in zip(learned.output_shardings[:3], shapes)), learned.output_shardings
 # With per-sequence lengths the batch stays whole on every device (core.splittable_axes): heads only.
 used = jax.ShapeDtypeStruct((B,), jnp.int32)
 compiled = jax.jit(lambda q, k, v, used: flashx.jax.attention(q, k, v, seqused_k=used)).lower(*shapes, used).compile()
@@ -1166,8 +1177,9 @@ def test_auto_mesh(tmp_path):
     interpreter's host callbacks do not survive custom_partitioning in JAX): GQA split over
     batch and heads, MQA over q's heads (dk and dv summed over the devices), and a sequence
     split gathered, out, lse and gradients against float64 with the shardings they should keep;
-    then flashx's own call compiled: each launch on its slice, no gather, and a call with
-    per-sequence lengths splitting its heads only. Before, XLA ran the call on one device."""
+    then flashx's own call compiled: each launch on its slice, no gather (learned ALiBi slopes'
+    gradient included), and a call with per-sequence lengths splitting its heads only. Before,
+    XLA ran the call on one device."""
     check_in_fresh_process(tmp_path, "auto_mesh_check", _AUTO_MESH_CHECK.format())
 
 

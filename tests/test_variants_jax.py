@@ -299,16 +299,28 @@ def test_alibi_slopes_gradient(rng):
         jax.jvp(lambda s: loss(q, k, v, s), (slopes,), (slopes,))
 
 
-def test_alibi_slopes_gradient_refused_over_devices(rng, monkeypatch):
-    """Where XLA splits the call over several devices (_partitioned: an Auto mesh), the backward
-    computes no slopes gradient: asking for one raises NotImplementedError naming alibi_slopes,
-    before any launch (q's gradient alone still runs there)."""
+def test_alibi_slopes_gradient_partitioned(rng, monkeypatch):
+    """The launches wrapped for Auto meshes (_partitioned, as with several devices; here on one,
+    where the wrapper lowers its function whole): the backward with the slopes' gradient goes
+    through custom_partitioning too, its per-block parts a fifth result, and gives float64's
+    gradients of (Hq,) slopes under jax.jit, with q, k and v's."""
     frontend = sys.modules["flashx.jax.attention"]
     monkeypatch.setattr(frontend, "_partitions", lambda: True)
-    q, k, v = make_qkv(rng, Shape(1, 9, 11, 2, 2, 16, 16), "float32")
-    slopes = make_slopes(rng, "h", 1, 2)
-    with pytest.raises(NotImplementedError, match="alibi_slopes"):
-        jax.grad(lambda s: flashx.jax.attention(q, k, v, alibi_slopes=s).sum())(slopes)
+    q, k, v = make_qkv(rng, Shape(2, 9, 11, 4, 2, 16, 16), "float32")
+    slopes = make_slopes(rng, "h", 2, 4)
+    w_out = jnp.asarray(randn(rng, q.shape))
+
+    def loss(q, k, v, s):
+        return (flashx.jax.attention(q, k, v, causal=True, alibi_slopes=s) * w_out).sum()
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))
+    assert str(jax.make_jaxpr(grad)(q, k, v, slopes)).count("custom_partitioning") >= 2, "the launches were not wrapped"
+    with jax.enable_x64(True):
+        def ref_loss(q, k, v, s):
+            return (reference(q, k, v, causal=True, slopes=s)[0] * jnp.asarray(f64(w_out))).sum()
+        want = jax.grad(ref_loss, argnums=(0, 1, 2, 3))(*(jnp.asarray(f64(x)) for x in (q, k, v, slopes)))
+    for name, got, w in zip(("q", "k", "v", "slopes"), grad(q, k, v, slopes), want):
+        assert rel_error(np.asarray(got), np.asarray(w)) < 1e-4, f"d{name}"
 
 
 def test_score_mod_grad_missing_raises(rng):

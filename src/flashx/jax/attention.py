@@ -192,9 +192,10 @@ def _vmappable(fn: Callable) -> Callable:
 # --- Auto meshes: XLA's partitioner told how a launch splits ------------------------------------
 
 
-def _partitioned(backward: bool) -> Callable[[Callable], Callable]:
+def _partitioned(backward: bool, slopes_grad: bool = False) -> Callable[[Callable], Callable]:
     """A decorator: fn(options, q, k, v, bias, aux) -> (out, lse), or with backward
-    fn(options, q, k, v, bias, aux, out, lse, dout, dlse) -> (dq, dk, dv, dbias), made
+    fn(options, q, k, v, bias, aux, out, lse, dout, dlse) -> (dq, dk, dv, dbias[, the slopes'
+    per-block parts, slopes_grad: (B, Hq, blocks), split as the batch and heads are]), made
     splittable by XLA over a mesh of Auto axes (jax.jit of arrays with NamedShardings, the
     GSPMD / Shardy default) through jax.experimental.custom_partitioning: each device launches
     fn on its slice as core.device_split says (batch and heads; a split along any other dim
@@ -213,9 +214,9 @@ def _partitioned(backward: bool) -> Callable[[Callable], Callable]:
             shapes = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), args)
             split_call = custom_partitioning(lambda *a: fn(options, *a))
             split_call.def_partition(
-                partition=functools.partial(_partition, fn, options, backward),
-                infer_sharding_from_operands=functools.partial(_infer_shardings, options, backward),
-                sharding_rule=functools.partial(_sharding_rule, options, shapes, backward),
+                partition=functools.partial(_partition, fn, options, backward, slopes_grad),
+                infer_sharding_from_operands=functools.partial(_infer_shardings, options, backward, slopes_grad),
+                sharding_rule=functools.partial(_sharding_rule, options, shapes, backward, slopes_grad),
             )
             return split_call(*args)
         return call
@@ -237,13 +238,14 @@ def _partitions() -> bool:
 _PARTITION_INTERPRETED = False
 
 
-def _partition_shardings(options: core.CallOptions, backward: bool, mesh, arg_shapes) -> tuple:
+def _partition_shardings(options: core.CallOptions, backward: bool, mesh, arg_shapes, slopes_grad: bool = False) -> tuple:
     """(split, the operands' shardings, the results') of a partitioned call (_partitioned) whose
     operands come split as arg_shapes' shardings say: those core.device_split takes; all
     replicated where a sharding names no mesh axes (a GSPMDSharding)."""
-    named = jax.sharding.NamedSharding
+    named, P = jax.sharding.NamedSharding, jax.sharding.PartitionSpec
     q, k, v, bias, aux, *more = arg_shapes
-    whole = named(mesh, jax.sharding.PartitionSpec())
+    whole = named(mesh, P())
+    parts_spec = P()  # the slopes' parts (B, Hq, blocks): split as lse's batch and heads
     if not all(isinstance(x.sharding, named) for x in jax.tree_util.tree_leaves(arg_shapes)):
         specs = ({}, whole.spec, whole.spec, whole.spec, {n: whole.spec for n in aux})
     else:
@@ -253,40 +255,46 @@ def _partition_shardings(options: core.CallOptions, backward: bool, mesh, arg_sh
             return () if names is None else names if isinstance(names, tuple) else (names,)
         plan = _plan(options, q, k, v, bias, aux, shapes_only=True)
         specs = _device_specs(plan, options, q, k, bias, aux, mesh.shape, axes_of)
+        lse_spec = specs[3]  # (B, Hq, Nq), or varlen's (Hq, total): its batch never splits
+        parts_spec = P(None, lse_spec[0], None) if plan.varlen else P(lse_spec[0], lse_spec[1], None)
     split, q_spec, kv_spec, lse_spec, aux_specs = specs
     q_s, kv_s, lse_s = named(mesh, q_spec), named(mesh, kv_spec), named(mesh, lse_spec)
     operands = (q_s, kv_s, kv_s, None if bias is None else whole, {n: named(mesh, s) for n, s in aux_specs.items()})
     if backward:
         operands += (q_s, lse_s, q_s, lse_s)
         results = (q_s, kv_s, kv_s, None if bias is None else whole)
+        if slopes_grad:
+            results += (named(mesh, parts_spec),)
     else:
         results = (q_s, lse_s)
     return split, operands, results
 
 
-def _partition(fn: Callable, options: core.CallOptions, backward: bool, mesh, arg_shapes, result_shape):
+def _partition(fn: Callable, options: core.CallOptions, backward: bool, slopes_grad: bool, mesh, arg_shapes,
+               result_shape):
     """custom_partitioning's partition rule of _partitioned: the mesh, each device's call and
     the shardings of results and operands. A backward whose q heads split over k's single head
     (MQA) sums dk and dv over those devices."""
-    split, operands, results = _partition_shardings(options, backward, mesh, arg_shapes)
+    split, operands, results = _partition_shardings(options, backward, mesh, arg_shapes, slopes_grad)
     summed = tuple(n for n, s in split.items() if backward and s.heads and s.kv_dim is None)
 
     def on_each_device(*args):
         outs = fn(options, *args)
         if summed:
-            dq, dk, dv, dbias = outs
-            outs = dq, jax.lax.psum(dk, summed), jax.lax.psum(dv, summed), dbias
+            dq, dk, dv, *rest = outs
+            outs = (dq, jax.lax.psum(dk, summed), jax.lax.psum(dv, summed), *rest)
         return outs
 
     return mesh, on_each_device, results, operands
 
 
-def _infer_shardings(options: core.CallOptions, backward: bool, mesh, arg_shapes, result_shape):
+def _infer_shardings(options: core.CallOptions, backward: bool, slopes_grad: bool, mesh, arg_shapes, result_shape):
     """custom_partitioning's result shardings from the operands' (GSPMD; Shardy reads the rule)."""
-    return _partition_shardings(options, backward, mesh, arg_shapes)[2]
+    return _partition_shardings(options, backward, mesh, arg_shapes, slopes_grad)[2]
 
 
-def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, mesh, operand_types, result_types):
+def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, slopes_grad: bool, mesh, operand_types,
+                   result_types):
     """Shardy's rule for a partitioned call (_partitioned), in einsum-like factors: the batch
     ("b") and heads ("h"; a GQA q's heads "(h g)", g the group; MQA's "g") pass through where the call splits
     along them (core.splittable_axes); every other dim needs replication. A backward's dk and dv
@@ -315,6 +323,8 @@ def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, mesh,
             named = {0: q_heads} if plan.varlen else {0: "b", 1: q_heads}
         elif role == "slopes" and len(x.shape) == 1:
             named = {0: q_heads}
+        elif role == "slope parts":  # (B, Hq, blocks)
+            named = {0: "b", 1: q_heads}
         else:
             named = {}
         return factors(x, {d: f for d, f in named.items()
@@ -325,6 +335,8 @@ def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, mesh,
     if backward:
         roles += [(more[0], "q"), (more[1], "lse"), (more[2], "q"), (more[3], "lse")]
         results = [(q, "q"), (k, "kv"), (v, "kv"), *([] if bias is None else [(bias, "")])]
+        if slopes_grad:
+            results.append((jax.ShapeDtypeStruct(plan.slopes_grad_shape, jnp.float32), "slope parts"))
     else:
         results = [(jax.ShapeDtypeStruct(plan.out_shape, q.dtype), "q"), (jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32), "lse")]
     operands = ", ".join(by_role(x, r) for x, r in roles)
@@ -406,10 +418,9 @@ def _backward_of(slopes_grad: bool, options: core.CallOptions, q, k, v, bias, au
     return dq, dk, dv, dbias
 
 
-# The backward without and with ALiBi's slopes' gradient. Only the first splits over Auto meshes
-# (_partitioned): _attention_fwd refuses a slopes gradient there.
+# The backward without and with ALiBi's slopes' gradient.
 _backward = _vmappable(_partitioned(backward=True)(functools.partial(_backward_of, False)))
-_backward_with_slopes = _vmappable(functools.partial(_backward_of, True))
+_backward_with_slopes = _vmappable(_partitioned(backward=True, slopes_grad=True)(functools.partial(_backward_of, True)))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -540,10 +551,6 @@ def _attention_fwd(options, q, k, v, bias, aux):
     # symbolic_zeros: each primal comes as a CustomVJPPrimal, which says whether it is
     # differentiated (perturbed): the backward computes the slopes' gradient only where asked.
     slopes_grad = aux.get("SLOPES") is not None and aux["SLOPES"].perturbed
-    if slopes_grad and _partitions():
-        raise NotImplementedError(
-            "flashx computes no gradient for alibi_slopes in a call split over several devices: "
-            "wrap them in jax.lax.stop_gradient, or call inside shard_map")
     # jax.grad of NumPy inputs hands this rule their values as NumPy-like literals (JAX 0.10),
     # which attention() itself refuses: make them the jax.Arrays they stand for.
     q, k, v, bias, aux = jax.tree_util.tree_map(lambda x: jnp.asarray(x.value), (q, k, v, bias, aux),
@@ -756,8 +763,7 @@ def attention(
     jax.random key, required then): the same key, the same mask. seqused_q / seqused_k (int32
     (B,)) cut each batch's query rows / keys to its own length (padding after); block_table
     (int32 (B, pages_per_seq)) reads k and v as a paged KV cache (pages, page_size, Hkv, D),
-    forward only. alibi_slopes ((Hq,) or (B, Hq), float32) are differentiable like q, k and v
-    (but not in a call that XLA splits over several devices: there, jax.lax.stop_gradient).
+    forward only. alibi_slopes ((Hq,) or (B, Hq), float32) are differentiable like q, k and v.
     """
     core.check_flag("deterministic", deterministic)
     options = core.CallOptions(
