@@ -1249,12 +1249,13 @@ def test_gpu_repeated_calls_through_the_compiled_runner():
     assert len(call.runners._runners) == 2, "one runner per alignment of q"
 
 
-def test_first_recorded_forward_compiles_its_backward_ahead(monkeypatch, rng):
+@pytest.mark.parametrize("learned_slopes", [False, True], ids=["plain", "learned-alibi"])
+def test_first_recorded_forward_compiles_its_backward_ahead(monkeypatch, rng, learned_slopes):
     """A plan's first forward that autograd records hands compile_together its own launch and
     the launches its backward will make (out standing in for dO): the same kernels, grids,
-    constexprs, scalar arguments and shared runners as the backward then hands it, on arrays of
-    the same dtypes and 16-byte alignments; a later forward of the plan, or one without
-    gradients, hands it nothing."""
+    constexprs (with learned ALiBi slopes, the slopes' gradient's), scalar arguments and shared
+    runners as the backward then hands it, on arrays of the same dtypes and 16-byte alignments;
+    a later forward of the plan, or one without gradients, hands it nothing."""
     module = importlib.import_module("flashx.torch.attention")
     from flashx.core.launch import _specialization
 
@@ -1269,10 +1270,13 @@ def test_first_recorded_forward_compiles_its_backward_ahead(monkeypatch, rng):
     monkeypatch.setattr(module.core.launch, "first_launch", lambda call: call.runners is not None and id(call.runners) not in compiled)
     q, k, v = (torch.tensor(rng.standard_normal((1, n, h, 32)), dtype=torch.float32, device=DEVICE, requires_grad=True)
                for n, h in ((37, 4), (45, 2), (45, 2)))
-    out = flashx.torch.attention(q, k, v, causal=True)
+    slopes = torch.tensor(rng.uniform(0.1, 0.5, 4), dtype=torch.float32, device=DEVICE, requires_grad=True)
+    extra = dict(alibi_slopes=slopes) if learned_slopes else {}
+    out = flashx.torch.attention(q, k, v, causal=True, **extra)
     (forward, *ahead), = batches
     assert forward[0].kernel is not ahead[0][0].kernel and len(ahead) >= 2  # row statistics, then the gradients
-    torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    assert any(call.constexprs.get("SLOPES_GRAD") for call, _, _ in ahead) == learned_slopes
+    torch.autograd.grad(out, (q, k, v, slopes) if learned_slopes else (q, k, v), torch.randn_like(out))
     assert len(batches) == 2
 
     def described(launch):
@@ -1282,9 +1286,9 @@ def test_first_recorded_forward_compiles_its_backward_ahead(monkeypatch, rng):
                 [_specialization(a) for a in (*call.arrays, *bound)])
 
     assert [described(launch) for launch in batches[1]] == [described(launch) for launch in ahead]
-    flashx.torch.attention(q, k, v, causal=True)
+    flashx.torch.attention(q, k, v, causal=True, **extra)
     with torch.no_grad():
-        flashx.torch.attention(q[:, :20], k, v, causal=True)
+        flashx.torch.attention(q[:, :20], k, v, causal=True, **extra)
     assert len(batches) == 2
 
 

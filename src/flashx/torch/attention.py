@@ -197,10 +197,11 @@ def _forward_op(
     return _forward_impl(_plan(q, k, v, bias, tensors, options), q, k, v, bias, tensors)
 
 
-def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
-                  backward_ahead: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """backward_ahead: autograd records this call (without a bias gradient); at the plan's first
-    forward the backward's kernels then compile side by side with the forward's."""
+def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors, backward_ahead: bool = False,
+                  slopes_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """backward_ahead: autograd records this call (without a bias gradient; with the slopes' where
+    slopes_grad); at the plan's first forward the backward's kernels then compile side by side
+    with the forward's."""
     # q.new_empty: q's device and dtype without parsing them again (host time a call).
     fill = q.new_zeros if plan.varlen else q.new_empty  # varlen padding rows belong to no sequence
     out = fill(plan.out_shape)
@@ -226,7 +227,7 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors,
             if backward_ahead and plan.needs_backward_launch and core.launch.first_launch(calls[0]) and _differentiable(plan):
                 try:
                     core.launch.compile_together(launches + _backward_stand_in_launches(
-                        plan, q, k, v, out, lse, bias, tensors))
+                        plan, q, k, v, out, lse, bias, tensors, slopes_grad))
                 except Exception:  # noqa: BLE001 (work ahead only: each launch compiles, and reports, its own kernel)
                     pass
             for call, bound, _ in launches:
@@ -242,15 +243,16 @@ def _differentiable(plan: core.AttentionPlan) -> bool:
     return True
 
 
-def _backward_stand_in_launches(plan: core.AttentionPlan, q, k, v, out, lse, bias, tensors) -> list:
+def _backward_stand_in_launches(plan: core.AttentionPlan, q, k, v, out, lse, bias, tensors,
+                                slopes_grad: bool = False) -> list:
     """The launches a backward of this forward will most likely make, for compile_together: dO
     stands in as `out` (same shape, dtype and, usually, strides) with no lse gradient. Triton
     specializes an output only on its dtype and 16-byte alignment, so q, k, v and lse stand in
     for the gradients and row statistics (nothing is launched on them). A backward that differs
     (dO of other strides, an lse gradient) compiles at its own launch, as it would have."""
-    no_bias_grad = torch.zeros((0,), dtype=torch.float32, device=q.device)
+    no_bias_grad = torch.zeros((0,), dtype=torch.float32, device=q.device)  # also the slopes' parts' stand-in
     return _backward_launches(plan, out, None, q, k, v, out, lse, bias, tensors, False,
-                              dict(DK=k, DV=v, DQ=q, DBIAS=no_bias_grad), (lse, lse))
+                              dict(DK=k, DV=v, DQ=q, DBIAS=no_bias_grad), (lse, lse), slopes_grad)
 
 
 @_forward_op.register_fake
@@ -495,7 +497,8 @@ class _EagerAttention(torch.autograd.Function):
         # as autograd's per-argument bookkeeping costs host time. slopes: ALiBi's slopes again
         # (they are in tensors too) where they take a gradient, else None.
         bias_grad = bias is not None and ctx.needs_input_grad[4]
-        out, lse = _forward_impl(plan, q, k, v, bias, tensors, backward_ahead=not bias_grad and slopes is None)
+        out, lse = _forward_impl(plan, q, k, v, bias, tensors, backward_ahead=not bias_grad,
+                                 slopes_grad=slopes is not None)
         _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias_grad, slopes is not None)
         ctx.plan = plan
         return out, lse
