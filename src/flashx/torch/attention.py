@@ -14,11 +14,14 @@ from . import distributed as _distributed
 from . import nested as _nested
 
 # Tensor inputs by kernel argument name, in the order the ops take them.
-# BIAS travels as its own op argument (it may need a gradient); these go as one list.
+# BIAS travels as its own op argument (it may need a gradient); these go as one list, and ALiBi's
+# slopes, where they take a gradient, once more as an argument of their own (autograd sees into
+# no list that holds None).
 _OPTIONAL_INPUTS = (
     "SLOPES", "MASK", "CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "DROPOUT_SEED",
     "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS", "MAP_T_INDICES", "BLOCK_TABLE",
 )
+_SLOPES_AT = _OPTIONAL_INPUTS.index("SLOPES")  # ALiBi's slopes, the one list entry that may take a gradient
 # attention()'s tensor keywords by kernel argument name.
 _KERNEL_NAME = {keyword: name for name, keyword in core.plan.ARRAY_KEYWORDS.items()}
 
@@ -360,7 +363,7 @@ def _backward(ctx, grad_out, grad_lse, backward_op=_backward_op):
     grads = _input_grads(
         plan, lambda g, gl: backward_op(g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad, ctx.slopes_grad,
                                         *ctx.encoded),
-        grad_out, grad_lse, out, bias, tensors[0], ctx.bias_grad, ctx.slopes_grad,
+        grad_out, grad_lse, out, bias, tensors[_SLOPES_AT], ctx.bias_grad, ctx.slopes_grad,
     )
     return grads + (None,) * (1 + len(ctx.encoded))
 
@@ -433,7 +436,8 @@ def _vmap_rule(op, batch_first: tuple, bias_at: int, tensors_at: int, options_at
     """A torch.func.vmap rule for `op`: where core.folds_mapped_axis allows, the mapped axis folds
     into the batch axis of the op's batch-first tensors (positions batch_first) and out of its
     first `mapped_outputs` outputs (an int, or a function of the op's arguments; the rest, dBias's
-    empty stand-in, come back unmapped): one launch. Otherwise the op runs one mapped slice at a time and its outputs are stacked. The
+    empty stand-in, come back unmapped): one launch. Otherwise the op runs one mapped slice at a
+    time and its outputs are stacked. The
     tensors at dense_at (the backward's out and lse, which it reads as the forward wrote them)
     are made contiguous: an unmapped one folds by expand + reshape, at batch 1 a view of stride 0
     (torch.func.jacrev maps only the cotangents), and a slice of a mapped one may be strided."""
@@ -516,10 +520,10 @@ class _EagerAttention(torch.autograd.Function):
         grads = _input_grads(
             plan, lambda g, gl: _backward_impl(plan, g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad,
                                                ctx.slopes_grad),
-            grad_out, grad_lse, out, bias, tensors[0], ctx.bias_grad, ctx.slopes_grad,
+            grad_out, grad_lse, out, bias, tensors[_SLOPES_AT], ctx.bias_grad, ctx.slopes_grad,
         )
         if torch.is_grad_enabled():  # create_graph=True
-            anchor = next((t for t in (grad_out, grad_lse, q, k, v, bias, tensors[0])
+            anchor = next((t for t in (grad_out, grad_lse, q, k, v, bias, tensors[_SLOPES_AT])
                            if t is not None and t.requires_grad), None)
             if anchor is not None:
                 present = [g for g in grads if g is not None]
@@ -644,10 +648,9 @@ def _run(
 
 
 def _differentiated_slopes(tensor_list: list) -> Optional[torch.Tensor]:
-    """ALiBi's slopes (SLOPES, the list's first) where they require grad, else None: the ops and
-    autograd Functions take them again as an argument of their own, as autograd sees no tensor
-    inside a list."""
-    slopes = tensor_list[0]
+    """ALiBi's slopes where they require grad, else None: the ops and autograd Functions take them
+    again as an argument of their own, as autograd sees no tensor inside a list."""
+    slopes = tensor_list[_SLOPES_AT]
     return slopes if slopes is not None and slopes.requires_grad else None
 
 
@@ -658,7 +661,7 @@ def _run_eager(plan: core.AttentionPlan, q, k, v, bias, tensor_list: list, retur
         out, lse = _EagerAttention.apply(plan, q, k, v, bias, slopes, tensor_list)
     else:  # nothing to differentiate: no autograd node
         if forward_ad._current_level >= 0:  # inside a dual level (forward-mode AD): a cheap check first
-            _refuse_tangents(q, k, v, bias, tensor_list[0])
+            _refuse_tangents(q, k, v, bias, tensor_list[_SLOPES_AT])
         out, lse = _forward_impl(plan, q, k, v, bias, tensor_list)
     return (out, lse) if return_lse else out
 
