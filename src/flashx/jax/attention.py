@@ -238,7 +238,8 @@ def _partitions() -> bool:
 _PARTITION_INTERPRETED = False
 
 
-def _partition_shardings(options: core.CallOptions, backward: bool, mesh, arg_shapes, slopes_grad: bool = False) -> tuple:
+def _partition_shardings(options: core.CallOptions, backward: bool, mesh, arg_shapes,
+                         slopes_grad: bool = False) -> tuple:
     """(split, the operands' shardings, the results') of a partitioned call (_partitioned) whose
     operands come split as arg_shapes' shardings say: those core.device_split takes; all
     replicated where a sharding names no mesh axes (a GSPMDSharding)."""
