@@ -286,6 +286,29 @@ def test_jax_bias_gradient(rng, bias_shape):
 
 
 @needs_jax_triton
+def test_jax_constant_bias_writes_no_gradient(rng):
+    """A bias that jax.grad does not differentiate costs no dBias: the backward's launches write
+    none (BIAS_GRAD off), where before session 69 every differentiated call with a bias wrote its
+    (B, Hq, Nq, Nkv) float32 gradient whole and dropped it; differentiated, it gets one. Either
+    way q, k and v's gradients are jax.nn's (compare_jax, float64)."""
+    import sys
+
+    frontend = sys.modules["flashx.jax.attention"]
+    q, k, v = (_a(rng, x) for x in ((2, 21, 2, 16), (2, 27, 2, 16), (2, 27, 2, 16)))
+    bias = _a(rng, (2, 2, 21, 27))
+
+    def loss(q, k, v, bias):
+        return flashx.jax.dot_product_attention(q, k, v, bias).sum()
+
+    for argnums, wants_bias_grad in (((0, 1, 2), False), ((0, 1, 2, 3), True)):
+        launches = frontend._recorded_launches(jax.grad(loss, argnums=argnums), q, k, v, bias)
+        calls = [build(arrays, None)[0] for build, arrays, _, _ in launches]
+        written = [call.constexprs["BIAS_GRAD"] for call in calls if "BIAS_GRAD" in call.constexprs]
+        assert written and any(written) == wants_bias_grad, (argnums, written)
+    compare_jax(rng, q, k, v, "float32", bias=bias)
+
+
+@needs_jax_triton
 @pytest.mark.parametrize("batched", [True, False], ids=["btnh", "tnh-unbatched"])
 def test_jax_residual_and_unbatched_inputs(rng, batched):
     """return_residual gives jax.nn's (out, logsumexp (B, T, N) in key's dtype, no gradient), and

@@ -189,13 +189,26 @@ def _vmappable(fn: Callable) -> Callable:
     return call
 
 
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class _Gradients:
+    """Which optional arrays' gradients a backward computes: the bias's (dBias, (B, Hq, Nq, Nkv)
+    written whole, then summed to its shape) and ALiBi's slopes' (their per-block parts). Only
+    the custom_vjp's forward rule sees which primals are differentiated; it hands the backward
+    one of these as a residual without leaves (static)."""
+
+    bias: bool = False
+    slopes: bool = False
+
+
 # --- Auto meshes: XLA's partitioner told how a launch splits ------------------------------------
 
 
-def _partitioned(backward: bool, slopes_grad: bool = False) -> Callable[[Callable], Callable]:
+def _partitioned(backward: bool, wanted: _Gradients = _Gradients()) -> Callable[[Callable], Callable]:
     """A decorator: fn(options, q, k, v, bias, aux) -> (out, lse), or with backward
-    fn(options, q, k, v, bias, aux, out, lse, dout, dlse) -> (dq, dk, dv, dbias[, the slopes'
-    per-block parts, slopes_grad: (B, Hq, blocks), split as the batch and heads are]), made
+    fn(options, q, k, v, bias, aux, out, lse, dout, dlse) -> (dq, dk, dv, dbias (None unless
+    wanted.bias)[, with wanted.slopes the slopes' per-block parts (B, Hq, blocks), split as the
+    batch and heads are]), made
     splittable by XLA over a mesh of Auto axes (jax.jit of arrays with NamedShardings, the
     GSPMD / Shardy default) through jax.experimental.custom_partitioning: each device launches
     fn on its slice as core.device_split says (batch and heads; a split along any other dim
@@ -214,9 +227,9 @@ def _partitioned(backward: bool, slopes_grad: bool = False) -> Callable[[Callabl
             shapes = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), args)
             split_call = custom_partitioning(lambda *a: fn(options, *a))
             split_call.def_partition(
-                partition=functools.partial(_partition, fn, options, backward, slopes_grad),
-                infer_sharding_from_operands=functools.partial(_infer_shardings, options, backward, slopes_grad),
-                sharding_rule=functools.partial(_sharding_rule, options, shapes, backward, slopes_grad),
+                partition=functools.partial(_partition, fn, options, backward, wanted),
+                infer_sharding_from_operands=functools.partial(_infer_shardings, options, backward, wanted),
+                sharding_rule=functools.partial(_sharding_rule, options, shapes, backward, wanted),
             )
             return split_call(*args)
         return call
@@ -239,7 +252,7 @@ _PARTITION_INTERPRETED = False
 
 
 def _partition_shardings(options: core.CallOptions, backward: bool, mesh, arg_shapes,
-                         slopes_grad: bool = False) -> tuple:
+                         wanted: _Gradients = _Gradients()) -> tuple:
     """(split, the operands' shardings, the results') of a partitioned call (_partitioned) whose
     operands come split as arg_shapes' shardings say: those core.device_split takes; all
     replicated where a sharding names no mesh axes (a GSPMDSharding)."""
@@ -263,20 +276,20 @@ def _partition_shardings(options: core.CallOptions, backward: bool, mesh, arg_sh
     operands = (q_s, kv_s, kv_s, None if bias is None else whole, {n: named(mesh, s) for n, s in aux_specs.items()})
     if backward:
         operands += (q_s, lse_s, q_s, lse_s)
-        results = (q_s, kv_s, kv_s, None if bias is None else whole)
-        if slopes_grad:
+        results = (q_s, kv_s, kv_s, whole if wanted.bias else None)
+        if wanted.slopes:
             results += (named(mesh, parts_spec),)
     else:
         results = (q_s, lse_s)
     return split, operands, results
 
 
-def _partition(fn: Callable, options: core.CallOptions, backward: bool, slopes_grad: bool, mesh, arg_shapes,
+def _partition(fn: Callable, options: core.CallOptions, backward: bool, wanted: _Gradients, mesh, arg_shapes,
                result_shape):
     """custom_partitioning's partition rule of _partitioned: the mesh, each device's call and
     the shardings of results and operands. A backward whose q heads split over k's single head
     (MQA) sums dk and dv over those devices."""
-    split, operands, results = _partition_shardings(options, backward, mesh, arg_shapes, slopes_grad)
+    split, operands, results = _partition_shardings(options, backward, mesh, arg_shapes, wanted)
     summed = tuple(n for n, s in split.items() if backward and s.heads and s.kv_dim is None)
 
     def on_each_device(*args):
@@ -289,12 +302,12 @@ def _partition(fn: Callable, options: core.CallOptions, backward: bool, slopes_g
     return mesh, on_each_device, results, operands
 
 
-def _infer_shardings(options: core.CallOptions, backward: bool, slopes_grad: bool, mesh, arg_shapes, result_shape):
+def _infer_shardings(options: core.CallOptions, backward: bool, wanted: _Gradients, mesh, arg_shapes, result_shape):
     """custom_partitioning's result shardings from the operands' (GSPMD; Shardy reads the rule)."""
-    return _partition_shardings(options, backward, mesh, arg_shapes, slopes_grad)[2]
+    return _partition_shardings(options, backward, mesh, arg_shapes, wanted)[2]
 
 
-def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, slopes_grad: bool, mesh, operand_types,
+def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, wanted: _Gradients, mesh, operand_types,
                    result_types):
     """Shardy's rule for a partitioned call (_partitioned), in einsum-like factors: the batch
     ("b") and heads ("h"; a GQA q's heads "(h g)", g the group; MQA's "g") pass through where the call splits
@@ -335,8 +348,8 @@ def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, slope
              *((a, "slopes" if n == "SLOPES" else "") for n, a in aux.items())]
     if backward:
         roles += [(more[0], "q"), (more[1], "lse"), (more[2], "q"), (more[3], "lse")]
-        results = [(q, "q"), (k, "kv"), (v, "kv"), *([] if bias is None else [(bias, "")])]
-        if slopes_grad:
+        results = [(q, "q"), (k, "kv"), (v, "kv"), *([(bias, "")] if wanted.bias else [])]
+        if wanted.slopes:
             results.append((jax.ShapeDtypeStruct(plan.slopes_grad_shape, jnp.float32), "slope parts"))
     else:
         results = [(jax.ShapeDtypeStruct(plan.out_shape, q.dtype), "q"), (jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32), "lse")]
@@ -372,13 +385,13 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
     return arrays["O"], arrays["LSE"]
 
 
-def _backward_of(slopes_grad: bool, options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
-    """(dq, dk, dv, dbias or None), and with slopes_grad a fifth: the slopes' parts (core's
-    slopes_grad_shape, float32), which _attention_bwd sums into their gradient."""
+def _backward_of(wanted: _Gradients, options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
+    """(dq, dk, dv, dbias (None unless wanted.bias)), and with wanted.slopes a fifth: the slopes'
+    parts (core's slopes_grad_shape, float32), which _attention_bwd sums into their gradient."""
     plan = _plan(options, q, k, v, bias, aux)
-    bias_grad = bias is not None
+    bias_grad, slopes_grad = wanted.bias, wanted.slopes
     if not plan.needs_backward_launch:
-        zeros = (jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v), None if bias is None else jnp.zeros_like(bias))
+        zeros = (jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v), jnp.zeros_like(bias) if bias_grad else None)
         return zeros + ((jnp.zeros(plan.slopes_grad_shape, jnp.float32),) if slopes_grad else ())
     plan.check_backward()
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DLSE=dlse)
@@ -419,9 +432,11 @@ def _backward_of(slopes_grad: bool, options: core.CallOptions, q, k, v, bias, au
     return dq, dk, dv, dbias
 
 
-# The backward without and with ALiBi's slopes' gradient.
-_backward = _vmappable(_partitioned(backward=True)(functools.partial(_backward_of, False)))
-_backward_with_slopes = _vmappable(_partitioned(backward=True, slopes_grad=True)(functools.partial(_backward_of, True)))
+@functools.lru_cache(maxsize=None)
+def _backward(wanted: _Gradients) -> Callable:
+    """The backward computing the gradients `wanted` says besides dq, dk and dv (_backward_of),
+    batchable and splittable over Auto meshes."""
+    return _vmappable(_partitioned(backward=True, wanted=wanted)(functools.partial(_backward_of, wanted)))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -441,11 +456,11 @@ def _recorded_launches(fn: Callable, *args) -> list:
 
 
 def _gradient_launches(plan: core.AttentionPlan, options: core.CallOptions, q, k, v, bias, aux,
-                       slopes_grad: bool = False) -> list:
+                       wanted: _Gradients = _Gradients()) -> list:
     """The launches of a differentiated call, forward then backward (see _recorded_launches):
     the backward's cotangents are dO like out (JAX arrays are dense) and dlse as zeros, as
     jax.custom_vjp passes them."""
-    backward = _backward_with_slopes if slopes_grad else _backward
+    backward = _backward(wanted)
     abstract = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), (q, k, v, bias, aux))
     out = jax.ShapeDtypeStruct(plan.out_shape, q.dtype)
     lse = jax.ShapeDtypeStruct(plan.lse_shape, jnp.float32)
@@ -489,7 +504,7 @@ def _launches_compile() -> bool:
     return not core.runtime.INTERPRETER
 
 
-def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux, slopes_grad: bool = False) -> None:
+def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux, wanted: _Gradients = _Gradients()) -> None:
     """Compile a differentiated call's kernels (forward and backward) side by side, once per plan
     and only those not compiled ahead before (a new sequence length usually compiles none).
 
@@ -503,7 +518,7 @@ def _compile_ahead(options: core.CallOptions, q, k, v, bias, aux, slopes_grad: b
     if not _launches_compile() or not plan.first_time("jax compile ahead"):
         return
     launches = []
-    for launch in _gradient_launches(plan, options, q, k, v, bias, aux, slopes_grad):
+    for launch in _gradient_launches(plan, options, q, k, v, bias, aux, wanted):
         key = _compile_key(launch)
         if key not in _compiled_ahead:
             _compiled_ahead.add(key)
@@ -535,44 +550,40 @@ def _first_order(fn: Callable) -> Callable:
     return once
 
 
-_first_order_forward, _first_order_backward = _first_order(_forward), _first_order(_backward)
-_first_order_backward_with_slopes = _first_order(_backward_with_slopes)
+_first_order_forward = _first_order(_forward)
 
 
-@jax.tree_util.register_static
-@dataclasses.dataclass(frozen=True)
-class _SlopesGrad:
-    """Whether the backward computes ALiBi's slopes' gradient: a residual without leaves (static),
-    from the forward rule, which alone sees which primals are differentiated."""
-
-    wanted: bool
+@functools.lru_cache(maxsize=None)
+def _first_order_backward(wanted: _Gradients) -> Callable:
+    return _first_order(_backward(wanted))
 
 
 def _attention_fwd(options, q, k, v, bias, aux):
     # symbolic_zeros: each primal comes as a CustomVJPPrimal, which says whether it is
-    # differentiated (perturbed): the backward computes the slopes' gradient only where asked.
-    slopes_grad = aux.get("SLOPES") is not None and aux["SLOPES"].perturbed
+    # differentiated (perturbed): the backward computes the bias's and the slopes' gradients
+    # only where asked (a constant bias would cost a (B, Hq, Nq, Nkv) float32 dBias written whole).
+    wanted = _Gradients(bias=bias is not None and bias.perturbed,
+                        slopes=aux.get("SLOPES") is not None and aux["SLOPES"].perturbed)
     # jax.grad of NumPy inputs hands this rule their values as NumPy-like literals (JAX 0.10),
     # which attention() itself refuses: make them the jax.Arrays they stand for.
     q, k, v, bias, aux = jax.tree_util.tree_map(lambda x: jnp.asarray(x.value), (q, k, v, bias, aux),
                                                 is_leaf=lambda x: isinstance(x, jax.custom_derivatives.CustomVJPPrimal))
-    _compile_ahead(options, q, k, v, bias, aux, slopes_grad)
+    _compile_ahead(options, q, k, v, bias, aux, wanted)
     out, lse = _first_order_forward(options, q, k, v, bias, aux)
-    return (out, lse), (q, k, v, bias, aux, out, lse, _SlopesGrad(slopes_grad))
+    return (out, lse), (q, k, v, bias, aux, out, lse, wanted)
 
 
 def _attention_bwd(options, residuals, cotangents):
-    q, k, v, bias, aux, out, lse, slopes_grad = residuals
+    q, k, v, bias, aux, out, lse, wanted = residuals
     # An unused output's cotangent comes as a SymbolicZero: the kernels take it as zeros.
     dout, dlse = (jnp.zeros(ct.aval.shape, ct.aval.dtype) if isinstance(ct, jax.custom_derivatives.SymbolicZero)
                   else ct for ct in cotangents)
+    grads = _first_order_backward(wanted)(options, q, k, v, bias, aux, out, lse, dout, dlse)
     aux_grads = jax.tree_util.tree_map(lambda _: None, aux)
-    if slopes_grad.wanted:
-        *grads, slope_parts = _first_order_backward_with_slopes(options, q, k, v, bias, aux, out, lse, dout, dlse)
+    if wanted.slopes:
+        *grads, slope_parts = grads
         axes = _plan(options, q, k, v, bias, aux).slopes_reduce_axes
         aux_grads["SLOPES"] = slope_parts.sum(axis=axes).reshape(aux["SLOPES"].shape)
-    else:
-        grads = _first_order_backward(options, q, k, v, bias, aux, out, lse, dout, dlse)
     dq, dk, dv, dbias = (None if g is None else _typed_like(g, x) for g, x in zip(grads, (q, k, v, bias)))
     return dq, dk, dv, dbias, aux_grads
 
