@@ -165,6 +165,24 @@ def test_slopes_gradient_launch(slopes_shape, axes):
         plain.backward_calls({}, None, False, q, gluon=False, slopes_grad=True)
 
 
+@pytest.mark.parametrize("d, hkv, dkdv_writes", [(128, 3, [DKDV]), (64, 3, [DKDV]), (256, 3, [DV, DK]), (128, 1, [DKDV])],
+                         ids=["d128-fused", "d64", "d256", "gqa"])
+def test_backward_launches_only_the_needed_passes(d, hkv, dkdv_writes):
+    """need_dkdv=False leaves dK/dV's programs out (one dQ launch, also where dK/dV and dQ would
+    share one); need_dq=False leaves dQ's out (D = 256's two dK/dV passes stay), unless a bias
+    or slopes gradient needs dQ's programs; asking for nothing raises ValueError."""
+    q, kv = spec((2, 300, 3, d)), spec((2, 300, hkv, d))
+    plan = core.plan_attention(q, kv, kv, causal=True, alibi_slopes=spec((3,), dtype="float32"))
+    plan = dataclasses.replace(plan, tiles=plan_mod.TUNED_TILES[(d, True)], _memo={})
+    dq_only = [set(c.writes) for c in plan.backward_calls({}, None, False, q, gluon=False, need_dkdv=False)[1:]]
+    dkdv_only = [set(c.writes) for c in plan.backward_calls({}, None, False, q, gluon=False, need_dq=False)[1:]]
+    assert dq_only == [DQ] and dkdv_only == dkdv_writes
+    slopes_only = plan.backward_calls({}, None, False, q, gluon=False, slopes_grad=True, need_dq=False, need_dkdv=False)
+    assert [set(c.writes) for c in slopes_only[1:]] == [DQ] and slopes_only[1].constexprs["SLOPES_GRAD"]
+    with pytest.raises(ValueError, match="needs some gradient"):
+        plan.backward_calls({}, None, False, q, gluon=False, need_dq=False, need_dkdv=False)
+
+
 def test_backward_alignment_includes_grad_out():
     """A gradient with odd strides lowers the backward's STRIDE_ALIGN, not the forward's."""
     q = spec((1, 16, 2, 64))

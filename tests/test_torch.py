@@ -474,6 +474,52 @@ def test_torch_compile_with_optional_arrays(rng, arrays, monkeypatch):
         assert got.abs().sum() > 0, f"d{name} is all zero"
 
 
+@pytest.mark.parametrize("frozen", ["kv", "q", "v"], ids=["kv-frozen", "q-frozen", "v-frozen"])
+@pytest.mark.parametrize("path", ["eager", "torch.func", "compile"])
+def test_backward_runs_only_the_passes_it_needs(rng, monkeypatch, frozen, path):
+    """Where k and v take no gradient (a frozen encoder's keys and values, a cache's) the backward
+    runs no dK/dV pass, and where q takes none no dQ pass: no launch writes what nobody reads, on
+    each autograd path (the eager Function, torch.func.grad through the ops, torch.compile). The
+    gradients that are taken match SDPA's in float64 (bounded by its own error); v alone frozen
+    still needs dK's pass, which computes both. Before session 69 every backward ran both."""
+    module = importlib.import_module("flashx.torch.attention")
+    written = []
+    original = module.core.launch.KernelCall.launch
+
+    def spy(call, outputs, inputs=(), allocator=None):
+        written.extend(call.writes)
+        return original(call, outputs, inputs, allocator)
+
+    monkeypatch.setattr(module.core.launch.KernelCall, "launch", spy)
+    q, k, v = make_inputs(rng, Case(2, 29, 29, 4, 2, 16, 16, causal=True), "float32")
+    wrt = [x for name, x in zip("qkv", (q, k, v)) if name not in frozen]
+    grad = torch.randn(q.shape, dtype=q.dtype, device=q.device)
+
+    def loss(*leaves):
+        args = dict(zip([n for n in "qkv" if n not in frozen], leaves))
+        return (flashx.torch.attention(args.get("q", q), args.get("k", k), args.get("v", v), causal=True) * grad).sum()
+
+    if path == "torch.func":
+        grads = torch.func.grad(loss, argnums=tuple(range(len(wrt))))(*wrt)
+    else:
+        leaves = [x.clone().requires_grad_() for x in wrt]
+        fn = torch.compile(loss, backend="aot_eager", fullgraph=True) if path == "compile" else loss
+        if path == "compile":
+            torch._dynamo.reset()
+        written.clear()
+        grads = torch.autograd.grad(fn(*leaves), leaves)
+    gradient_writes = set(written) - {"O", "LSE", "DELTA", "LSE_LOG2"}
+    assert ("DQ" in gradient_writes) == ("q" not in frozen), gradient_writes
+    assert ("DK" in gradient_writes) == ("k" not in frozen), gradient_writes
+    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    ref_grads = dict(zip("qkv", torch.autograd.grad(sdpa(*ref_in, causal=True, upcast=True), ref_in, grad.double())))
+    native_in = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+    native_grads = dict(zip("qkv", torch.autograd.grad(sdpa(*native_in, causal=True), native_in, grad)))
+    for name, g in zip([n for n in "qkv" if n not in frozen], grads):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(ref_grads[name])),
+                            rel_error(to_numpy(native_grads[name]), to_numpy(ref_grads[name])), "float32", f"d{name}")
+
+
 @pytest.mark.parametrize("window", [None, (5, -1)])
 def test_backward_row_statistics_fill_their_padding(rng, window):
     """The backward's preprocess writes every row of its padded delta and lse_log2, which the
@@ -525,7 +571,7 @@ def test_opcheck_backward_op(rng, slopes_grad):
     dout = torch.randn_like(out)
     torch.library.opcheck(
         torch.ops.flashx.attention_backward.default,
-        (dout, None, q, k, v, out, lse, None, tensors, False, slopes_grad, *encoded),
+        (dout, None, q, k, v, out, lse, None, tensors, False, slopes_grad, True, True, *encoded),
         test_utils=("test_schema", "test_faketensor"),
     )
 

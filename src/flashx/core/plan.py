@@ -1401,7 +1401,7 @@ class AttentionPlan:
     def backward_calls(
         self, arrays: Mapping[str, Any], placeholder: Any, bias_grad: bool, grad_out: ArraySpec,
         split: Optional[bool] = None, gluon: bool = True, descriptors: Optional[str] = None,
-        slopes_grad: bool = False,
+        slopes_grad: bool = False, need_dq: bool = True, need_dkdv: bool = True,
     ) -> tuple:
         """(preprocess, *gradient launches): the row statistics, then dK/dV's and dQ's programs in
         one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says); with
@@ -1416,7 +1416,10 @@ class AttentionPlan:
         gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
         preprocess's outputs (row_stats_shape, float32). bias_grad: also write dBias
         (bias_grad_shape) into DBIAS; slopes_grad: write there instead the dQ programs' parts of
-        ALiBi's slope gradient (slopes_grad_shape; see slopes_reduce_axes), not both. Each
+        ALiBi's slope gradient (slopes_grad_shape; see slopes_reduce_axes), not both. need_dq,
+        need_dkdv: which gradients of q, k and v the caller uses; the other kind's programs are
+        left out (dQ's run anyway for a bias or slopes gradient, which they write), so a call
+        whose k and v take no gradient (a frozen encoder's, a cache's) runs no dK/dV pass. Each
         gradient launch names the outputs it takes in KernelCall.outputs (the portable kernel
         DK, DV, DQ, DBIAS; the Gluon dK/dV kernel DK, DV, DESCRIPTOR_SCRATCH: bind them with
         launch_outputs) and those it writes in KernelCall.writes.
@@ -1428,15 +1431,19 @@ class AttentionPlan:
         has_dlse = arrays.get("DLSE") is not None
         if slopes_grad and (bias_grad or not self.flags["HAS_ALIBI"]):
             raise ValueError("slopes_grad needs ALiBi slopes and no bias gradient in the same call")
+        need_dq = need_dq or bias_grad or slopes_grad
+        if not (need_dq or need_dkdv):
+            raise ValueError("a backward needs some gradient: need_dq, need_dkdv, bias_grad or slopes_grad")
         # A descriptor's strides are positive (dO's too: a broadcast gradient takes cp.async).
         descriptors = descriptors if all(s > 0 for s in grad_out.strides) else None
         # The Gluon kernels write neither gradient (nor take ALiBi).
         gluon_tiles = self.gluon_backward_tiles(descriptors) if gluon and not bias_grad and not slopes_grad else (None, None)
         on_device = descriptors == "device"
         statics = self._memoized(
-            ("backward", tuple(grad_out.strides), bias_grad, slopes_grad, has_dlse, split, gluon_tiles, on_device),
+            ("backward", tuple(grad_out.strides), bias_grad, slopes_grad, has_dlse, split, gluon_tiles, on_device,
+             need_dq, need_dkdv),
             lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device,
-                                           slopes_grad),
+                                           slopes_grad, need_dq, need_dkdv),
         )
         # Only a Gluon dK/dV launch with constexpr TMA (and host descriptors) takes Q and dO as
         # descriptors; where dO's rows do not fit the Gluon kernels the statics are portable.
@@ -1458,7 +1465,7 @@ class AttentionPlan:
 
     def _backward_statics(self, grad_out_strides: tuple, bias_grad: bool, has_dlse: bool, split: bool,
                           gluon_tiles: tuple = (None, None), device_descriptors: bool = False,
-                          slopes_grad: bool = False) -> tuple:
+                          slopes_grad: bool = False, need_dq: bool = True, need_dkdv: bool = True) -> tuple:
         do_strides = (0,) + grad_out_strides if self.varlen else tuple(grad_out_strides[a] for a in self.layout_axes)
         grads = (
             _named_strides("stride_do", "bnhd", do_strides) | self._dense("stride_dk", self.k_shape)
@@ -1545,7 +1552,9 @@ class AttentionPlan:
                 tile = GLUON_DQ_TILES[dq_tile]
                 dq = gluon_launch(gluon_backward.gluon_attention_dq_kernel, tile,
                                   (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch), ("DQ",), map_n)
-            return (preprocess, *dkdv, dq)
+            return (preprocess, *(dkdv if need_dkdv else ()), *((dq,) if need_dq else ()))
+        if not (need_dq and need_dkdv):  # one kind alone, in its own launch(es)
+            return (preprocess, *(dkdv_alone() if need_dkdv else (launch(False, True),)))
         if split:
             return (preprocess, *dkdv_alone(), launch(False, True))
         if self.dkdv_grid[1] != self.dq_grid[1]:

@@ -201,10 +201,10 @@ def _forward_op(
 
 
 def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors, backward_ahead: bool = False,
-                  slopes_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                  slopes_grad: bool = False, needs: tuple = (True, True)) -> tuple[torch.Tensor, torch.Tensor]:
     """backward_ahead: autograd records this call (without a bias gradient; with the slopes' where
-    slopes_grad); at the plan's first forward the backward's kernels then compile side by side
-    with the forward's."""
+    slopes_grad; needs: (need_dq, need_dkdv), see _needs); at the plan's first forward the
+    backward's kernels then compile side by side with the forward's."""
     # q.new_empty: q's device and dtype without parsing them again (host time a call).
     fill = q.new_zeros if plan.varlen else q.new_empty  # varlen padding rows belong to no sequence
     out = fill(plan.out_shape)
@@ -230,7 +230,7 @@ def _forward_impl(plan: core.AttentionPlan, q, k, v, bias, tensors, backward_ahe
             if backward_ahead and plan.needs_backward_launch and core.launch.first_launch(calls[0]) and _differentiable(plan):
                 try:
                     core.launch.compile_together(launches + _backward_stand_in_launches(
-                        plan, q, k, v, out, lse, bias, tensors, slopes_grad))
+                        plan, q, k, v, out, lse, bias, tensors, slopes_grad, needs))
                 except Exception:  # noqa: BLE001 (work ahead only: each launch compiles, and reports, its own kernel)
                     pass
             for call, bound, _ in launches:
@@ -247,7 +247,7 @@ def _differentiable(plan: core.AttentionPlan) -> bool:
 
 
 def _backward_stand_in_launches(plan: core.AttentionPlan, q, k, v, out, lse, bias, tensors,
-                                slopes_grad: bool = False) -> list:
+                                slopes_grad: bool = False, needs: tuple = (True, True)) -> list:
     """The launches a backward of this forward will most likely make, for compile_together: dO
     stands in as `out` (same shape, dtype and, usually, strides) with no lse gradient. Triton
     specializes an output only on its dtype and 16-byte alignment, so q, k, v and lse stand in
@@ -255,7 +255,7 @@ def _backward_stand_in_launches(plan: core.AttentionPlan, q, k, v, out, lse, bia
     (dO of other strides, an lse gradient) compiles at its own launch, as it would have."""
     no_bias_grad = torch.zeros((0,), dtype=torch.float32, device=q.device)  # also the slopes' parts' stand-in
     return _backward_launches(plan, out, None, q, k, v, out, lse, bias, tensors, False,
-                              dict(DK=k, DV=v, DQ=q, DBIAS=no_bias_grad), (lse, lse), slopes_grad)
+                              dict(DK=k, DV=v, DQ=q, DBIAS=no_bias_grad), (lse, lse), slopes_grad, *needs)
 
 
 @_forward_op.register_fake
@@ -268,35 +268,41 @@ def _(q, k, v, bias, slopes, tensors, *encoded):
 def _backward_op(
     dout: torch.Tensor, dlse: Optional[torch.Tensor], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     out: torch.Tensor, lse: torch.Tensor, bias: Optional[torch.Tensor], tensors: list[Optional[torch.Tensor]],
-    bias_grad: bool, slopes_grad: bool, causal: bool, scale: Optional[float], layout: str,
-    window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int], max_seqlen_k: Optional[int],
-    bottom_right: bool, dropout_p: float, functions_key: int,
+    bias_grad: bool, slopes_grad: bool, need_dq: bool, need_dkdv: bool, causal: bool, scale: Optional[float],
+    layout: str, window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int],
+    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, functions_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
                       functions_key)
     return _backward_impl(_plan(q, k, v, bias, tensors, options), dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad,
-                          slopes_grad)
+                          slopes_grad, need_dq, need_dkdv)
 
 
-def _score_grad_shape(plan: core.AttentionPlan, bias_grad: bool, slopes_grad: bool) -> tuple:
-    """The backward's fourth output: dBias, the slopes' parts (core's slopes_grad_shape), or empty."""
-    return plan.bias_grad_shape if bias_grad else plan.slopes_grad_shape if slopes_grad else (0,)
+def _gradient_shapes(plan: core.AttentionPlan, bias_grad: bool, slopes_grad: bool, need_dq: bool,
+                     need_dkdv: bool) -> tuple:
+    """The backward's outputs' shapes: dq, dk, dv ((0,) where not needed: the kernels that write
+    them do not run; dq does where dQ's programs write a bias or slopes gradient), then dBias, the
+    slopes' parts (core's slopes_grad_shape), or (0,)."""
+    writes_dq = need_dq or bias_grad or slopes_grad
+    return (plan.q_shape if writes_dq else (0,), plan.k_shape if need_dkdv else (0,), plan.v_shape if need_dkdv else (0,),
+            plan.bias_grad_shape if bias_grad else plan.slopes_grad_shape if slopes_grad else (0,))
 
 
 def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad: bool,
-                   slopes_grad: bool = False) -> tuple:
-    """(dq, dk, dv, and dBias or the slopes' parts, float32: see _score_grad_shape)."""
+                   slopes_grad: bool = False, need_dq: bool = True, need_dkdv: bool = True) -> tuple:
+    """(dq, dk, dv, and dBias or the slopes' parts, float32), shaped as _gradient_shapes says."""
     # The kernels write every gradient row but varlen's padding rows, which belong to no sequence.
     # x.new_empty: x's device and dtype without parsing them again (host time a call, as the forward's).
     zeroed = plan.varlen or not plan.needs_backward_launch
-    dq, dk, dv = ((x.new_zeros if zeroed else x.new_empty)(shape)
-                  for x, shape in ((q, plan.q_shape), (k, plan.k_shape), (v, plan.v_shape)))
-    dbias = q.new_zeros(_score_grad_shape(plan, bias_grad, slopes_grad), dtype=torch.float32)
+    *shapes, score_shape = _gradient_shapes(plan, bias_grad, slopes_grad, need_dq, need_dkdv)
+    dq, dk, dv = ((x.new_zeros if zeroed else x.new_empty)(shape) for x, shape in zip((q, k, v), shapes))
+    dbias = q.new_zeros(score_shape, dtype=torch.float32)
     if plan.needs_backward_launch and not q.is_meta:
         row_stats = tuple(q.new_empty(plan.row_stats_shape, dtype=torch.float32) for _ in range(2))
         with _on_device(q):
             launches = _backward_launches(plan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad,
-                                          dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias), row_stats, slopes_grad)
+                                          dict(DK=dk, DV=dv, DQ=dq, DBIAS=dbias), row_stats, slopes_grad,
+                                          need_dq, need_dkdv)
             core.launch.compile_together(launches)  # a first backward's kernels compile side by side
             for call, bound, _ in launches:
                 call.launch(bound)
@@ -304,7 +310,8 @@ def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias
 
 
 def _backward_launches(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad: bool,
-                       gradients: dict, row_stats: tuple, slopes_grad: bool = False) -> list:
+                       gradients: dict, row_stats: tuple, slopes_grad: bool = False, need_dq: bool = True,
+                       need_dkdv: bool = True) -> list:
     """The backward's launches, each (KernelCall, bound outputs, ()): the row statistics into
     row_stats (delta, lse_log2), then the gradients into `gradients` (DK, DV, DQ, DBIAS)."""
     delta, lse_log2 = row_stats
@@ -313,17 +320,26 @@ def _backward_launches(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, 
     # The Gluon backward kernels copy 16 bytes: views that start off a boundary take tl.
     gluon = any(plan.gluon_backward_tiles("host")) and all(x.data_ptr() % 16 == 0 for x in (q, k, v, dout))
     preprocess, *calls = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout),
-                                             gluon=gluon, descriptors="host", slopes_grad=slopes_grad)
+                                             gluon=gluon, descriptors="host", slopes_grad=slopes_grad,
+                                             need_dq=need_dq, need_dkdv=need_dkdv)
     # The Gluon dK/dV kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
     return [(preprocess, (delta, lse_log2), ())] + [
         (call, plan.launch_outputs(call, gradients, _placeholder(q)), ()) for call in calls]
 
 
 @_backward_op.register_fake
-def _(dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad, slopes_grad, *encoded):
+def _(dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad, slopes_grad, need_dq, need_dkdv, *encoded):
     plan = _plan(q, k, v, bias, tensors, _decode(*encoded))
-    return (q.new_empty(plan.q_shape), k.new_empty(plan.k_shape), v.new_empty(plan.v_shape),
-            q.new_empty(_score_grad_shape(plan, bias_grad, slopes_grad), dtype=torch.float32))
+    dq, dk, dv, score = _gradient_shapes(plan, bias_grad, slopes_grad, need_dq, need_dkdv)
+    return q.new_empty(dq), k.new_empty(dk), v.new_empty(dv), q.new_empty(score, dtype=torch.float32)
+
+
+def _needs(qkv_need_grad) -> tuple:
+    """(need_dq, need_dkdv) from autograd's needs_input_grad of q, k and v: a backward where k
+    and v take no gradient (a frozen encoder's, a cache's) runs no dK/dV pass, and one where q
+    takes none no dQ pass (unless a bias or the slopes need its programs)."""
+    need_q, need_k, need_v = qkv_need_grad
+    return bool(need_q), bool(need_k or need_v)
 
 
 def _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias_grad: bool, slopes_grad: bool) -> None:
@@ -341,12 +357,14 @@ def _setup_context(ctx, inputs, output):
 
 
 def _input_grads(plan: core.AttentionPlan, backward, grad_out, grad_lse, out, bias, slopes, bias_grad: bool,
-                 slopes_grad: bool) -> tuple:
-    """(dq, dk, dv, dbias, dslopes) from `backward` (the op, or its implementation in eager calls)."""
+                 slopes_grad: bool, need_dq: bool, need_dkdv: bool) -> tuple:
+    """(dq, dk, dv, dbias, dslopes) from `backward` (the op, or its implementation in eager calls;
+    it takes need_dq and need_dkdv), None where not needed."""
     plan.check_backward()
     if grad_out is None:  # only lse was used
         grad_out = torch.zeros_like(out)
     dq, dk, dv, score_grad = backward(grad_out, grad_lse)
+    dq, dk, dv = (dq if need_dq else None), (dk if need_dkdv else None), (dv if need_dkdv else None)
     grad_bias = grad_slopes = None
     if bias_grad:
         # dBias was written for the full (B, Hq, Nq, Nkv) score; sum it over the broadcast axes.
@@ -360,10 +378,11 @@ def _input_grads(plan: core.AttentionPlan, backward, grad_out, grad_lse, out, bi
 def _backward(ctx, grad_out, grad_lse, backward_op=_backward_op):
     q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
     plan = _plan(q, k, v, bias, tensors, _decode(*ctx.encoded))
+    need_dq, need_dkdv = _needs(ctx.needs_input_grad[:3])
     grads = _input_grads(
         plan, lambda g, gl: backward_op(g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad, ctx.slopes_grad,
-                                        *ctx.encoded),
-        grad_out, grad_lse, out, bias, tensors[_SLOPES_AT], ctx.bias_grad, ctx.slopes_grad,
+                                        need_dq, need_dkdv, *ctx.encoded),
+        grad_out, grad_lse, out, bias, tensors[_SLOPES_AT], ctx.bias_grad, ctx.slopes_grad, need_dq, need_dkdv,
     )
     return grads + (None,) * (1 + len(ctx.encoded))
 
@@ -477,10 +496,10 @@ def _slice_shape(x: torch.Tensor, mapped_dim: Optional[int]) -> tuple:
 
 
 # Positions in the ops' arguments: forward (q, k, v, bias, slopes, tensors, *options), backward (dout,
-# dlse, q, k, v, out, lse, bias, tensors, bias_grad, slopes_grad, *options). The backward's fourth
+# dlse, q, k, v, out, lse, bias, tensors, bias_grad, slopes_grad, need_dq, need_dkdv, *options). The backward's fourth
 # output is mapped where it holds the slopes' per-batch parts (slopes_grad), which fold as dQ does.
 _forward_op.register_vmap(_vmap_rule(_forward_op, (0, 1, 2), 3, 5, 6, mapped_outputs=2))
-_backward_op.register_vmap(_vmap_rule(_backward_op, (0, 1, 2, 3, 4, 5, 6), 7, 8, 11,
+_backward_op.register_vmap(_vmap_rule(_backward_op, (0, 1, 2, 3, 4, 5, 6), 7, 8, 13,
                                       mapped_outputs=lambda args: 4 if args[10] else 3, dense_at=(5, 6)))
 
 
@@ -502,7 +521,7 @@ class _EagerAttention(torch.autograd.Function):
         # (they are in tensors too) where they take a gradient, else None.
         bias_grad = bias is not None and ctx.needs_input_grad[4]
         out, lse = _forward_impl(plan, q, k, v, bias, tensors, backward_ahead=not bias_grad,
-                                 slopes_grad=slopes is not None)
+                                 slopes_grad=slopes is not None, needs=_needs(ctx.needs_input_grad[1:4]))
         _save_for_backward(ctx, q, k, v, out, lse, bias, tensors, bias_grad, slopes is not None)
         ctx.plan = plan
         return out, lse
@@ -517,10 +536,11 @@ class _EagerAttention(torch.autograd.Function):
                 "or torch.func.jacrev")
         q, k, v, out, lse, bias, *tensors = ctx.saved_tensors
         plan = ctx.plan
+        need_dq, need_dkdv = _needs(ctx.needs_input_grad[1:4])
         grads = _input_grads(
             plan, lambda g, gl: _backward_impl(plan, g, gl, q, k, v, out, lse, bias, tensors, ctx.bias_grad,
-                                               ctx.slopes_grad),
-            grad_out, grad_lse, out, bias, tensors[_SLOPES_AT], ctx.bias_grad, ctx.slopes_grad,
+                                               ctx.slopes_grad, need_dq, need_dkdv),
+            grad_out, grad_lse, out, bias, tensors[_SLOPES_AT], ctx.bias_grad, ctx.slopes_grad, need_dq, need_dkdv,
         )
         if torch.is_grad_enabled():  # create_graph=True
             anchor = next((t for t in (grad_out, grad_lse, q, k, v, bias, tensors[_SLOPES_AT])
