@@ -938,6 +938,9 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
     _, dkdv, dq = plan.backward_calls(arrays, None, False, q)
     assert (dkdv.kernel is gluon_attention_dkdv_kernel) is (halves != "dq")
     assert (dq.kernel is gluon_attention_dq_kernel) is (halves != "dkdv")
+    # Either half alone (the other's inputs take no gradient): its own launch, Gluon or not.
+    assert [c.kernel for c in plan.backward_calls(arrays, None, False, q, need_dkdv=False)[1:]] == [dq.kernel]
+    assert [c.kernel for c in plan.backward_calls(arrays, None, False, q, need_dq=False)[1:]] == [dkdv.kernel]
     assert set(dkdv.writes) == DKDV and set(dq.writes) <= DQ and "DQ" in dq.writes
     if halves != "dq":
         assert dkdv.outputs == ("DK", "DV", "DESCRIPTOR_SCRATCH") and dkdv.writes == ("DK", "DV")

@@ -192,11 +192,13 @@ def _vmappable(fn: Callable) -> Callable:
 @jax.tree_util.register_static
 @dataclasses.dataclass(frozen=True)
 class _Gradients:
-    """Which optional arrays' gradients a backward computes: the bias's (dBias, (B, Hq, Nq, Nkv)
-    written whole, then summed to its shape) and ALiBi's slopes' (their per-block parts). Only
-    the custom_vjp's forward rule sees which primals are differentiated; it hands the backward
-    one of these as a residual without leaves (static)."""
+    """Which gradients a backward computes: q's (the dQ pass), k's and v's (the dK/dV pass), the
+    bias's (dBias, (B, Hq, Nq, Nkv) written whole, then summed to its shape) and ALiBi's slopes'
+    (their per-block parts). Only the custom_vjp's forward rule sees which primals are
+    differentiated; it hands the backward one of these as a residual without leaves (static)."""
 
+    q: bool = True
+    kv: bool = True
     bias: bool = False
     slopes: bool = False
 
@@ -206,9 +208,9 @@ class _Gradients:
 
 def _partitioned(backward: bool, wanted: _Gradients = _Gradients()) -> Callable[[Callable], Callable]:
     """A decorator: fn(options, q, k, v, bias, aux) -> (out, lse), or with backward
-    fn(options, q, k, v, bias, aux, out, lse, dout, dlse) -> (dq, dk, dv, dbias (None unless
-    wanted.bias)[, with wanted.slopes the slopes' per-block parts (B, Hq, blocks), split as the
-    batch and heads are]), made
+    fn(options, q, k, v, bias, aux, out, lse, dout, dlse) -> (dq, dk, dv, dbias, each None unless
+    `wanted` asks for it[, with wanted.slopes the slopes' per-block parts (B, Hq, blocks), split
+    as the batch and heads are]), made
     splittable by XLA over a mesh of Auto axes (jax.jit of arrays with NamedShardings, the
     GSPMD / Shardy default) through jax.experimental.custom_partitioning: each device launches
     fn on its slice as core.device_split says (batch and heads; a split along any other dim
@@ -276,7 +278,8 @@ def _partition_shardings(options: core.CallOptions, backward: bool, mesh, arg_sh
     operands = (q_s, kv_s, kv_s, None if bias is None else whole, {n: named(mesh, s) for n, s in aux_specs.items()})
     if backward:
         operands += (q_s, lse_s, q_s, lse_s)
-        results = (q_s, kv_s, kv_s, whole if wanted.bias else None)
+        results = (q_s if wanted.q else None, *((kv_s, kv_s) if wanted.kv else (None, None)),
+                   whole if wanted.bias else None)
         if wanted.slopes:
             results += (named(mesh, parts_spec),)
     else:
@@ -294,7 +297,7 @@ def _partition(fn: Callable, options: core.CallOptions, backward: bool, wanted: 
 
     def on_each_device(*args):
         outs = fn(options, *args)
-        if summed:
+        if summed and wanted.kv:
             dq, dk, dv, *rest = outs
             outs = (dq, jax.lax.psum(dk, summed), jax.lax.psum(dv, summed), *rest)
         return outs
@@ -348,7 +351,8 @@ def _sharding_rule(options: core.CallOptions, args: tuple, backward: bool, wante
              *((a, "slopes" if n == "SLOPES" else "") for n, a in aux.items())]
     if backward:
         roles += [(more[0], "q"), (more[1], "lse"), (more[2], "q"), (more[3], "lse")]
-        results = [(q, "q"), (k, "kv"), (v, "kv"), *([(bias, "")] if wanted.bias else [])]
+        results = [*([(q, "q")] if wanted.q else []), *([(k, "kv"), (v, "kv")] if wanted.kv else []),
+                   *([(bias, "")] if wanted.bias else [])]
         if wanted.slopes:
             results.append((jax.ShapeDtypeStruct(plan.slopes_grad_shape, jnp.float32), "slope parts"))
     else:
@@ -386,12 +390,18 @@ def _forward(options: core.CallOptions, q, k, v, bias, aux):
 
 
 def _backward_of(wanted: _Gradients, options: core.CallOptions, q, k, v, bias, aux, out, lse, dout, dlse):
-    """(dq, dk, dv, dbias (None unless wanted.bias)), and with wanted.slopes a fifth: the slopes'
-    parts (core's slopes_grad_shape, float32), which _attention_bwd sums into their gradient."""
+    """(dq, dk, dv, dbias), each None unless `wanted` asks for it (the passes nobody reads do not
+    run), and with wanted.slopes a fifth: the slopes' parts (core's slopes_grad_shape, float32),
+    which _attention_bwd sums into their gradient."""
     plan = _plan(options, q, k, v, bias, aux)
     bias_grad, slopes_grad = wanted.bias, wanted.slopes
+
+    def kept(dq, dk, dv, dbias) -> tuple:
+        return (dq if wanted.q else None, dk if wanted.kv else None, dv if wanted.kv else None,
+                dbias if bias_grad else None)
+
     if not plan.needs_backward_launch:
-        zeros = (jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v), jnp.zeros_like(bias) if bias_grad else None)
+        zeros = kept(jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v), None if bias is None else jnp.zeros_like(bias))
         return zeros + ((jnp.zeros(plan.slopes_grad_shape, jnp.float32),) if slopes_grad else ())
     plan.check_backward()
     arrays = dict(aux, Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DLSE=dlse)
@@ -403,7 +413,8 @@ def _backward_of(wanted: _Gradients, options: core.CallOptions, q, k, v, bias, a
 
     def call(index):
         return lambda a, p: (plan.backward_calls(a, p, bias_grad, grad_out, gluon=gluon, descriptors="device",
-                                                 slopes_grad=slopes_grad)[index], ())
+                                                 slopes_grad=slopes_grad, need_dq=wanted.q,
+                                                 need_dkdv=wanted.kv)[index], ())
 
     row_stats = jax.ShapeDtypeStruct(plan.row_stats_shape, jnp.float32)
     arrays["DELTA"], arrays["LSE_LOG2"] = _launch(call(0), arrays, (row_stats, row_stats))
@@ -416,20 +427,18 @@ def _backward_of(wanted: _Gradients, options: core.CallOptions, q, k, v, bias, a
     zeroed = ("DK", "DV", "DQ", "DBIAS") if plan.varlen else ("DBIAS",)
     grads = {}
     _, *launches = plan.backward_calls({}, None, bias_grad, grad_out, gluon=gluon, descriptors="device",
-                                       slopes_grad=slopes_grad)
+                                       slopes_grad=slopes_grad, need_dq=wanted.q, need_dkdv=wanted.kv)
     for index, launch in enumerate(launches, start=1):
         results = _launch(call(index), arrays, _output_types(launch, types),
                           zeroed=tuple(i for i, n in enumerate(launch.outputs) if n in zeroed and n in launch.writes))
         grads.update((n, r) for n, r in zip(launch.outputs, results) if n in launch.writes)
-    dk, dv, dq, dbias = grads["DK"], grads["DV"], grads["DQ"], grads.get("DBIAS")  # the Gluon launches write no dBias
+    dk, dv, dq, dbias = (grads.get(name) for name in ("DK", "DV", "DQ", "DBIAS"))  # the Gluon launches write no dBias
     if slopes_grad:
-        return dq, dk, dv, None, dbias
+        return kept(dq, dk, dv, None) + (dbias,)
     if bias_grad:
         axes = plan.bias_reduce_axes
         dbias = (dbias.sum(axis=axes, keepdims=True) if axes else dbias).reshape(bias.shape).astype(bias.dtype)
-    else:
-        dbias = None
-    return dq, dk, dv, dbias
+    return kept(dq, dk, dv, dbias)
 
 
 @functools.lru_cache(maxsize=None)
@@ -560,9 +569,9 @@ def _first_order_backward(wanted: _Gradients) -> Callable:
 
 def _attention_fwd(options, q, k, v, bias, aux):
     # symbolic_zeros: each primal comes as a CustomVJPPrimal, which says whether it is
-    # differentiated (perturbed): the backward computes the bias's and the slopes' gradients
-    # only where asked (a constant bias would cost a (B, Hq, Nq, Nkv) float32 dBias written whole).
-    wanted = _Gradients(bias=bias is not None and bias.perturbed,
+    # differentiated (perturbed): the backward runs only the passes whose gradients are asked for
+    # (a constant k and v cost no dK/dV pass; a constant bias no (B, Hq, Nq, Nkv) float32 dBias).
+    wanted = _Gradients(q=q.perturbed, kv=k.perturbed or v.perturbed, bias=bias is not None and bias.perturbed,
                         slopes=aux.get("SLOPES") is not None and aux["SLOPES"].perturbed)
     # jax.grad of NumPy inputs hands this rule their values as NumPy-like literals (JAX 0.10),
     # which attention() itself refuses: make them the jax.Arrays they stand for.
