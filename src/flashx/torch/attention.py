@@ -516,9 +516,9 @@ class _EagerAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, plan, q, k, v, bias, slopes, tensors):
-        # tensors (offsets, slopes, block maps) take no gradient: one argument, not one each,
-        # as autograd's per-argument bookkeeping costs host time. slopes: ALiBi's slopes again
-        # (they are in tensors too) where they take a gradient, else None.
+        # tensors (offsets, slopes, block maps): one argument, not one each, as autograd's
+        # per-argument bookkeeping costs host time; autograd sees none of them. slopes: ALiBi's
+        # slopes again, where they take a gradient (else None).
         bias_grad = bias is not None and ctx.needs_input_grad[4]
         out, lse = _forward_impl(plan, q, k, v, bias, tensors, backward_ahead=not bias_grad,
                                  slopes_grad=slopes is not None, needs=_needs(ctx.needs_input_grad[1:4]))
