@@ -432,6 +432,27 @@ def test_torch_compile_fullgraph_backward(rng, backend):
         assert got.abs().sum() > 0, f"d{name} is all zero"
 
 
+def test_compiled_graph_keys_on_flashx_sources(rng):
+    """torch.compile's on-disk caches key a compiled graph on the graph Dynamo traced, which holds
+    the forward op's call but not the backward that flashx's autograd formula traces for it: the
+    forward op's call carries a hash of flashx's sources (deterministic, an int64), so a graph
+    cached by another flashx version is not reused. (Session 69: a cached backward from before a
+    change of the backward op's arguments called it with the old ones.)"""
+    module = importlib.import_module("flashx.torch.attention")
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm.code)
+        return gm.forward
+
+    torch._dynamo.reset()
+    q = torch.tensor(rng.standard_normal((1, 9, 2, 16)), dtype=torch.float32, device=DEVICE)
+    torch.compile(lambda q: flashx.torch.attention(q, q, q, causal=True), backend=backend, fullgraph=True)(q)
+    key = module._SOURCE_KEY
+    assert module._source_key() == key and 0 <= key < 2**56
+    assert graphs and str(key) in graphs[0], graphs
+
+
 @pytest.mark.parametrize("arrays", ["alibi", "varlen", "sdpa-bias", "sdpa-mask"])
 def test_torch_compile_with_optional_arrays(rng, arrays, monkeypatch):
     """Calls with an optional array (ALiBi slopes, varlen offsets, the SDPA drop-in's float bias

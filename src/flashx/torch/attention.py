@@ -91,20 +91,45 @@ def _compiled_function_key(options: core.CallOptions) -> int:
     return key
 
 
+def _source_key() -> int:
+    """A hash of flashx's Python sources, an argument of both ops (below 2**56: an int64).
+
+    torch.compile's caches (AOTAutograd's, Inductor's FX graph cache, on disk across processes)
+    key a compiled graph on the graph Dynamo traced, which holds the forward op's call but not the
+    backward flashx's autograd formula traces for it (the backward op's arguments, the gradients'
+    reductions): after a flashx upgrade a cached backward could call the backward op as the old
+    version did (seen in session 69: a schema error) or reduce as it did. With this key in the
+    forward op's call, new sources make a new graph, and a fresh compile."""
+    import hashlib
+    import pathlib
+
+    digest = hashlib.sha256()
+    try:
+        for path in sorted(pathlib.Path(__file__).resolve().parent.parent.rglob("*.py")):
+            digest.update(path.read_bytes())
+    except OSError:  # sources not on disk (a zipped install): the version stands in
+        digest.update(getattr(__import__("flashx"), "__version__", "").encode())
+    return int.from_bytes(digest.digest()[:7], "little")
+
+
+_SOURCE_KEY = _source_key()
+
+
 def _encode(options: core.CallOptions, functions_key: Optional[int] = None) -> tuple:
     """The op arguments that carry options: causal, scale, layout, window, softcap, max_seqlen_q,
     max_seqlen_k, bottom_right, dropout_p, functions_key (given: the registry's key of the options' objects,
     from _compiled_function_key; else looked up eagerly, as the op checks in tests/test_torch.py
-    call it)."""
+    call it), and the sources' key (_source_key), which only keys compiled graphs."""
     window = None if options.window is None else [int(w) for w in options.window]
     if functions_key is None:
         functions_key = _function_key(options)
     return (options.causal, options.scale, options.layout, window, options.softcap,
-            options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, options.dropout_p, functions_key)
+            options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, options.dropout_p, functions_key,
+            _SOURCE_KEY)
 
 
 def _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
-            functions_key) -> core.CallOptions:
+            functions_key, source_key: Optional[int] = None) -> core.CallOptions:
     mask_mod, score_mod, score_mod_grad, block_mask = _functions[functions_key] if functions_key >= 0 else (None,) * 4
     return core.CallOptions(
         causal=causal, scale=scale, layout=layout, window=None if window is None else tuple(window), softcap=softcap,
@@ -191,7 +216,7 @@ def _forward_op(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Optional[torch.Tensor], slopes: Optional[torch.Tensor],
     tensors: list[Optional[torch.Tensor]], causal: bool, scale: Optional[float], layout: str,
     window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int],
-    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, functions_key: int,
+    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, functions_key: int, source_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """slopes: ALiBi's slopes again (the kernels read them in tensors) where they take a gradient,
     else None: autograd sees no tensor inside a list that holds None."""
@@ -270,7 +295,7 @@ def _backward_op(
     out: torch.Tensor, lse: torch.Tensor, bias: Optional[torch.Tensor], tensors: list[Optional[torch.Tensor]],
     bias_grad: bool, slopes_grad: bool, need_dq: bool, need_dkdv: bool, causal: bool, scale: Optional[float],
     layout: str, window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int],
-    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, functions_key: int,
+    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, functions_key: int, source_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
                       functions_key)
