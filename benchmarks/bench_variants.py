@@ -23,6 +23,11 @@ Cases (bf16 by default, q/k/v/dO of shape (B, H, N, D); flashx: layout="bhnd"):
   requires grad) with the causal block mask; SDPA's FA2 and cuDNN take no ALiBi: n/a. Checked
   against SDPA with ALiBi and the causal mask as a float bias (its gradient reaching the slopes),
   dslopes included.
+- frozen-kv (only when asked: --cases frozen-kv): dense causal at the window's sizes where k and
+  v take no gradient (a frozen encoder's, a cache's): the backward is torch.autograd.grad(out,
+  q, dO) (JAX: the vjp in q alone). flashx runs only its dQ pass; each peer runs what its
+  backward does for it. FLOPs counted as a full backward's (2.5x the forward), so the cells
+  compare times; dQ alone is checked.
 
 FLOPs are counted on the VISIBLE score entries, exactly: window: sum over rows of
 min(i + 1, 1024); documents: 8 * L * (L + 1) / 2 with L = N / 8; causal: N * (N + 1) / 2;
@@ -88,7 +93,7 @@ NOT_APPLICABLE = "n/a"
 
 @dataclass(frozen=True)
 class Case:
-    key: str  # "window", "documents", "causal", "gqa", "dropout", "alibi"
+    key: str  # "window", "documents", "causal", "gqa", "dropout", "alibi", "frozen-kv"
     batch: int
     heads_q: int
     heads_kv: int
@@ -111,7 +116,7 @@ class Case:
         if self.key == "documents":
             length = self.doc_len
             return self.docs * length * (length + 1) // 2
-        return n * (n + 1) // 2  # causal, gqa, dropout, alibi
+        return n * (n + 1) // 2  # causal, gqa, dropout, alibi, frozen-kv
 
     @property
     def flops(self) -> float:
@@ -127,6 +132,7 @@ class Case:
             "gqa": f"GQA {self.heads_q}/{self.heads_kv} causal",
             "dropout": f"dense causal, dropout {DROPOUT_P}",
             "alibi": "dense causal, learned ALiBi",
+            "frozen-kv": "dense causal, k and v frozen",
         }[self.key]
 
     @property
@@ -173,6 +179,7 @@ def cases_for(args) -> list:
         "gqa": Case("gqa", gqa_b, gqa_hq, gqa_hkv, gqa_n, d),
         "dropout": Case("dropout", 1, heads, heads, n, d),
         "alibi": Case("alibi", 1, heads, heads, n, d),
+        "frozen-kv": Case("frozen-kv", 1, heads, heads, n, d),
     }
     return [all_cases[k] for k in args.cases]
 
@@ -186,9 +193,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     common.add_common_args(p, "variants", "shorter timing, flashx's JAX frontend left out (~1 minute on an H200)",
                            QUICK_BUDGET_S)
-    p.add_argument("--cases", nargs="+", choices=("window", "documents", "causal", "gqa", "dropout", "alibi"),
+    p.add_argument("--cases", nargs="+",
+                   choices=("window", "documents", "causal", "gqa", "dropout", "alibi", "frozen-kv"),
                    default=["window", "documents", "causal", "gqa"],
-                   help="cases to run, in order (default: all but dropout and alibi)")
+                   help="cases to run, in order (default: all but dropout, alibi and frozen-kv)")
     p.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=None,
                    help="systems to run (default: all; --quick: all but flashx_jax)")
     p.add_argument("--n", type=int, default=None, help="N of the window, documents and causal cases (default 16384)")
@@ -292,7 +300,8 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
     q = torch.randn(q_size, device=device, dtype=dtype, generator=gen)
     k, v = (torch.randn(kv_size, device=device, dtype=dtype, generator=gen) for _ in range(2))
     dout = torch.randn(q_size, device=device, dtype=dtype, generator=gen)
-    inputs = tuple(t.requires_grad_() for t in (q, k, v))
+    # frozen-kv: k and v take no gradient (the backward differentiates q alone).
+    inputs = tuple(t.requires_grad_() for t in ((q,) if case.key == "frozen-kv" else (q, k, v)))
     slopes = None
     if case.key == "alibi":  # learned slopes: differentiated with q, k and v
         slopes = (torch.rand(case.heads_q, device=device, generator=gen) * 0.05 + 0.01).requires_grad_()
@@ -389,10 +398,15 @@ def bench_case(row: Row, dtype_name: str, systems: list, ctx: dict, warmup_ms: f
         fwd = jax.jit(attn)
         results = {"fwd": timed("fwd", lambda: common.time_jax(fwd, (jq, jk, jv, block_mask, jslopes), warmup_ms, rep_ms))}
         saved = {}
-        primals = (jq, jk, jv) + (() if jslopes is None else (jslopes,))
+        # The differentiated arguments, and the others (jit arguments, not constants): frozen-kv
+        # takes the vjp in q alone.
+        primals, fixed = ((jq, jk, jv) + (() if jslopes is None else (jslopes,)), ())
+        if case.key == "frozen-kv":
+            primals, fixed = (jq,), (jk, jv)
 
         def bwd_only():
-            out, vjp_fn = jax.jit(lambda p, bm: jax.vjp(lambda *x: attn(*x[:3], bm, *x[3:]), *p))(primals, block_mask)
+            out, vjp_fn = jax.jit(lambda p, c, bm: jax.vjp(lambda *x: attn(*(x + c)[:3], bm, *(x + c)[3:]), *p))(
+                primals, fixed, block_mask)
             apply = jax.jit(lambda f, ct: f(ct))
             ms = common.time_jax(apply, (vjp_fn, jdo), warmup_ms, rep_ms)
             saved["values"] = (out,) + tuple(apply(vjp_fn, jdo))

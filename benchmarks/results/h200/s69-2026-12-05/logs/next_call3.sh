@@ -2,7 +2,9 @@
 # (pending since s59), learned ALiBi slopes beside FlexAttention (s69: the backward's dQ sums the
 # slopes' gradient under SLOPES_GRAD; offline its registers rise 128 -> 155 at D = 64 and 209 ->
 # 251 at D = 128 non-causal, no occupancy change predicted: a few percent of the backward; Flex
-# differentiates a captured slopes tensor through its score_mod), then decode with every system
+# differentiates a captured slopes tensor through its score_mod), a backward whose k and v take no
+# gradient (s69: flashx runs its dQ pass alone; predicted about 3/7 of a full backward's time),
+# then decode with every system
 # (paged decode takes the split tl forward, whose long-sequence tile the 16-row decode tile
 # replaced in s68: not yet timed). s68's next_call3 also re-ran dropout beside FA2 on HEAD; that
 # part is left out here to fit (s68's A/B measured its change, 1.074x). carry [".whl"]; ~8 min.
@@ -12,8 +14,8 @@ date -u +%H:%M:%S
 timeout -s TERM 200 python3 benchmarks/bench_backward.py --quick --budget-s 190 --d 128 --n 1024 4096 16384 \
   --no-memory --out $OUT/bwd > $OUT/bwd.log 2>&1; echo "bwd rc $?"
 date -u +%H:%M:%S
-timeout -s TERM 130 python3 benchmarks/bench_variants.py --quick --cases alibi causal --d 128 --out $OUT/alibi \
-  > $OUT/alibi.log 2>&1; echo "alibi rc $?"
+timeout -s TERM 160 python3 benchmarks/bench_variants.py --quick --budget-s 150 --cases alibi frozen-kv causal --d 128 \
+  --out $OUT/alibi > $OUT/alibi.log 2>&1; echo "alibi rc $?"
 date -u +%H:%M:%S
 mkdir -p $OUT/decode
 timeout -s INT -k 15 150 python3 benchmarks/bench_decode.py --quick --rounds 1 --out $OUT/decode > $OUT/decode/decode.log 2>&1
