@@ -868,11 +868,12 @@ def _sdpa_native(q, k, v, visible, *, backward_w=None):
     return out, torch.autograd.grad((out.float() * backward_w).sum(), leaves)
 
 
-def _gpu_check(q, k, v, visible_np, fx_kwargs, ref_kwargs, dtype, backward=False):
-    """flashx vs the float64 reference (on the GPU), bounded by SDPA's own error in `dtype`."""
+def _gpu_check(q, k, v, visible_np, fx_kwargs, ref_kwargs, dtype, backward=False, wrt="qkv"):
+    """flashx vs the float64 reference (on the GPU), bounded by SDPA's own error in `dtype`;
+    backward: the gradients of those of q, k, v that `wrt` names (the others take none)."""
     gen = torch.Generator(device="cuda").manual_seed(1)
     w = torch.randn(*q.shape[:3], v.shape[-1], generator=gen, device="cuda") if backward else None
-    leaves = [x.detach().clone().requires_grad_(backward) for x in (q, k, v)]
+    leaves = [x.detach().clone().requires_grad_(backward and name in wrt) for name, x in zip("qkv", (q, k, v))]
     out = flashx.torch.attention(*leaves, **fx_kwargs)
     ref_leaves = [x.detach().double().requires_grad_(backward) for x in (q, k, v)]
     ref, _ = reference(*ref_leaves, **ref_kwargs)
@@ -882,9 +883,10 @@ def _gpu_check(q, k, v, visible_np, fx_kwargs, ref_kwargs, dtype, backward=False
     assert TOLERANCES[dtype].bound(rel_error(np64(native), np64(ref))) >= rel_error(np64(out), np64(ref)), \
         f"out error {rel_error(np64(out), np64(ref)):.3e} vs native {rel_error(np64(native), np64(ref)):.3e}"
     if backward:
-        grads = torch.autograd.grad((out.float() * w).sum(), leaves)
-        ref_grads = torch.autograd.grad((ref * w.double()).sum(), ref_leaves)
-        for name, g, ng, rg in zip("qkv", grads, native_grads, ref_grads):
+        picked = [i for i, name in enumerate("qkv") if name in wrt]
+        grads = torch.autograd.grad((out.float() * w).sum(), [leaves[i] for i in picked])
+        ref_grads = torch.autograd.grad((ref * w.double()).sum(), [ref_leaves[i] for i in picked])
+        for name, g, ng, rg in zip(wrt, grads, [native_grads[i] for i in picked], ref_grads):
             native_err = rel_error(np64(ng), np64(rg))
             err = rel_error(np64(g), np64(rg))
             bound = GRAD_TOLERANCES[dtype].bound(native_err)
@@ -989,6 +991,24 @@ def test_gpu_backward(shape, causal):
     q, k, v = _gpu_qkv(13, shape)
     vis = window_visible(shape.nq, shape.nkv, None, causal)
     _gpu_check(q, k, v, vis, dict(causal=causal), dict(causal=causal), "bfloat16", backward=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wrt", ["q", "kv", "v"], ids=["kv-frozen", "q-frozen", "qk-frozen"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(Shape(2, 1024, 1024, 8, 8, 128, 128), id="n1024-d128"),  # Gluon routes, or one fused launch
+        pytest.param(Shape(1, 1000, 1300, 8, 2, 64, 64), id="gqa-q1000-kv1300-d64"),
+        pytest.param(Shape(1, 777, 777, 4, 4, 256, 256), id="n777-d256"),  # dK/dV in two passes
+    ],
+)
+def test_gpu_backward_of_some_inputs(shape, wrt):
+    """A backward in some of q, k, v (the others frozen) runs only the passes it needs (dQ's
+    alone, or dK/dV's alone) and gives those gradients within SDPA's bound, causal, bf16."""
+    q, k, v = _gpu_qkv(15, shape)
+    vis = window_visible(shape.nq, shape.nkv, None, True)
+    _gpu_check(q, k, v, vis, dict(causal=True), dict(causal=True), "bfloat16", backward=True, wrt=wrt)
 
 
 @pytest.mark.gpu
