@@ -1,7 +1,8 @@
 # s69 (prepared, not run: no GPU was lent in session 69; either card, the H200 preferred): the
 # whole GPU-marked suite on HEAD, the first since s68's decode tile and split route (ac92175),
 # its new GPU tests (test_decode_tile_every_head_dim_gpu, test_gpu_torch_dropout_float32) and
-# s69's learned ALiBi slopes (test_gpu_alibi_slopes_gradient); then whatever the deadline left
+# s69's learned ALiBi slopes (test_gpu_alibi_slopes_gradient) and backward of some inputs
+# (test_gpu_backward_of_some_inputs); then whatever the deadline left
 # unreached, in three processes. On s68's
 # H100 every process ran to its deadline and one JAX test ran out of the 80 GB card's memory beside
 # seven other processes (it passed alone). carry [".whl"]; ~9.5 min.
