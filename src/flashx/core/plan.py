@@ -1431,7 +1431,8 @@ class AttentionPlan:
         has_dlse = arrays.get("DLSE") is not None
         if slopes_grad and (bias_grad or not self.flags["HAS_ALIBI"]):
             raise ValueError("slopes_grad needs ALiBi slopes and no bias gradient in the same call")
-        need_dq = need_dq or bias_grad or slopes_grad
+        shapes = self.gradient_shapes(bias_grad, slopes_grad, need_dq, need_dkdv)
+        need_dq = shapes["DQ"] is not None
         if not (need_dq or need_dkdv):
             raise ValueError("a backward needs some gradient: need_dq, need_dkdv, bias_grad or slopes_grad")
         # A descriptor's strides are positive (dO's too: a broadcast gradient takes cp.async).
@@ -1472,9 +1473,10 @@ class AttentionPlan:
             | self._dense("stride_dv", self.v_shape) | self._dense("stride_dq", self.q_shape)
             | self._lse_strides() | self._row_stats_strides() | self._dense("stride_o", self.out_shape)
         )
-        score_grad = dense_strides(self.bias_grad_shape) if bias_grad else (
-            dense_strides(self.slopes_grad_shape) + (0,) if slopes_grad else (0, 0, 0, 0))
-        grads |= _named_strides("stride_g", "bhqk", score_grad)
+        # DBIAS: dBias (B, Hq, Nq, Nkv), the slopes' parts (B, Hq, query blocks: no key axis), or none.
+        score_grad = self.gradient_shapes(bias_grad, slopes_grad)["DBIAS"]
+        strides = dense_strides(score_grad) if score_grad else ()
+        grads |= _named_strides("stride_g", "bhqk", strides + (0,) * (4 - len(strides)))
         # dO comes with the caller's strides: the alignment hint must hold for them too.
         align = dict(STRIDE_ALIGN=stride_alignment(self.flags["STRIDE_ALIGN"], *do_strides[:3]))
         preprocess = self._static(
@@ -1578,6 +1580,17 @@ class AttentionPlan:
     @property
     def bias_grad_shape(self) -> tuple:
         return (self.batch, self.heads_q, self.seqlen_q, self.seqlen_kv)
+
+    def gradient_shapes(self, bias_grad: bool, slopes_grad: bool = False, need_dq: bool = True,
+                        need_dkdv: bool = True) -> dict:
+        """The shapes of the gradient outputs (DQ, DK, DV, DBIAS) that backward_calls' launches
+        with these arguments write, None for those they leave alone: DQ where dQ's programs run
+        (need_dq, or for a bias or slopes gradient, which they write), DK and DV with need_dkdv,
+        DBIAS holding bias_grad_shape or slopes_grad_shape."""
+        writes_dq = need_dq or bias_grad or slopes_grad
+        return dict(DQ=self.q_shape if writes_dq else None, DK=self.k_shape if need_dkdv else None,
+                    DV=self.v_shape if need_dkdv else None,
+                    DBIAS=self.bias_grad_shape if bias_grad else self.slopes_grad_shape if slopes_grad else None)
 
     @property
     def slopes_grad_shape(self) -> tuple:

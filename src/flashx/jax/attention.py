@@ -418,8 +418,7 @@ def _backward_of(wanted: _Gradients, options: core.CallOptions, q, k, v, bias, a
 
     row_stats = jax.ShapeDtypeStruct(plan.row_stats_shape, jnp.float32)
     arrays["DELTA"], arrays["LSE_LOG2"] = _launch(call(0), arrays, (row_stats, row_stats))
-    dbias_type = jax.ShapeDtypeStruct(
-        plan.bias_grad_shape if bias_grad else plan.slopes_grad_shape if slopes_grad else (1,), jnp.float32)
+    dbias_type = jax.ShapeDtypeStruct(plan.gradient_shapes(bias_grad, slopes_grad)["DBIAS"] or (1,), jnp.float32)
     types = dict(DK=jax.ShapeDtypeStruct(k.shape, k.dtype), DV=jax.ShapeDtypeStruct(v.shape, v.dtype),
                  DQ=jax.ShapeDtypeStruct(q.shape, q.dtype), DBIAS=dbias_type)
     # Zeroed: varlen padding rows (dK, dV, dQ) belong to no sequence, dBias's key blocks that no

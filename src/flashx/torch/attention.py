@@ -305,12 +305,10 @@ def _backward_op(
 
 def _gradient_shapes(plan: core.AttentionPlan, bias_grad: bool, slopes_grad: bool, need_dq: bool,
                      need_dkdv: bool) -> tuple:
-    """The backward's outputs' shapes: dq, dk, dv ((0,) where not needed: the kernels that write
-    them do not run; dq does where dQ's programs write a bias or slopes gradient), then dBias, the
-    slopes' parts (core's slopes_grad_shape), or (0,)."""
-    writes_dq = need_dq or bias_grad or slopes_grad
-    return (plan.q_shape if writes_dq else (0,), plan.k_shape if need_dkdv else (0,), plan.v_shape if need_dkdv else (0,),
-            plan.bias_grad_shape if bias_grad else plan.slopes_grad_shape if slopes_grad else (0,))
+    """The backward op's outputs' shapes, dq, dk, dv, then dBias or the slopes' parts: core's
+    gradient_shapes, (0,) for those no launch writes (an op returns tensors, never None)."""
+    shapes = plan.gradient_shapes(bias_grad, slopes_grad, need_dq, need_dkdv)
+    return tuple(shapes[name] or (0,) for name in ("DQ", "DK", "DV", "DBIAS"))
 
 
 def _backward_impl(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad: bool,
