@@ -98,7 +98,7 @@ CASES = (
 )
 QUICK_CASES = 4  # the first four
 # (B, H, N, new N): N and the new N keep Triton's integer specialization (multiples of 16), and
-# both lie above flashx's short-sequence buckets (up to plan.SHORT_SEQLEN = 1024), whose own forward tiles
+# both lie above flashx's short-sequence buckets (up to tuning.SHORT_SEQLEN = 1024), whose own forward tiles
 # compile once per bucket when a process first goes below it (a bucketed key, by design).
 SIZES = (1, 16, 2048, 3072)
 CPU_SIZES = (1, 2, 32, 48)  # --device cpu (debug): tiny, through the interpreter

@@ -323,16 +323,16 @@ def flush_kinds(text: str, systems: dict, flops: float, torch, rep_ms: float, ro
 
 @contextlib.contextmanager
 def descriptors_from(keys: int):
-    """Torch's launches take host-built TMA descriptors from `keys` keys (plan.HOST_DESCRIPTORS_FROM_KEYS)
+    """Torch's launches take host-built TMA descriptors from `keys` keys (tuning.HOST_DESCRIPTORS_FROM_KEYS)
     inside the block; the value before is back after it."""
-    from flashx.core import plan as plan_mod
+    from flashx.core import tuning
 
-    before = plan_mod.HOST_DESCRIPTORS_FROM_KEYS
-    plan_mod.HOST_DESCRIPTORS_FROM_KEYS = keys
+    before = tuning.HOST_DESCRIPTORS_FROM_KEYS
+    tuning.HOST_DESCRIPTORS_FROM_KEYS = keys
     try:
         yield
     finally:
-        plan_mod.HOST_DESCRIPTORS_FROM_KEYS = before
+        tuning.HOST_DESCRIPTORS_FROM_KEYS = before
 
 
 def jax_presence(cases, torch, rep_ms: float) -> None:

@@ -23,7 +23,7 @@ import torch
 import triton
 
 import flashx.torch as ft
-from flashx.core import gluon_backward, plan
+from flashx.core import gluon_backward, plan, tuning
 
 
 def timed(fn) -> float:
@@ -159,16 +159,16 @@ class routed:
 
     def __enter__(self):
         names = sorted(set(self.ROUTES.values()))
-        self.saved = {name: getattr(plan, name) for name in names}
+        self.saved = {name: getattr(tuning, name) for name in names}
         keys = [(d, kind) for d in (64, 128) for kind in ("dense", "causal", "window", "map")]
         for name in names:
-            setattr(plan, name, {})
+            setattr(tuning, name, {})
         for half in self.halves:
-            setattr(plan, self.ROUTES[half], {key: half for key in keys})
+            setattr(tuning, self.ROUTES[half], {key: half for key in keys})
 
     def __exit__(self, *exc):
         for name, saved in self.saved.items():
-            setattr(plan, name, saved)
+            setattr(tuning, name, saved)
 
 
 def rel_errors(got, want) -> list:

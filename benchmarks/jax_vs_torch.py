@@ -135,27 +135,27 @@ def force_dkdv_tile(name: str, overrides) -> None:
     """Route every kind's D = 128 dK/dV through one tile, in this process only: `name` from
     GLUON_DKDV_TILES, with `overrides` ("KEY=VALUE", integers) changed in a copy of it; "cpasync"
     empties GLUON_DKDV_TMA_ROUTE, so that GLUON_DKDV_ROUTE's cp.async tile runs."""
-    from flashx.core import plan
+    from flashx.core import tuning
 
     if name == "cpasync":
-        plan.GLUON_DKDV_TMA_ROUTE.clear()
+        tuning.GLUON_DKDV_TMA_ROUTE.clear()
     else:
-        fields = int_fields(plan.GLUON_DKDV_TILES[name], overrides, "--dkdv-set")
+        fields = int_fields(tuning.GLUON_DKDV_TILES[name], overrides, "--dkdv-set")
         tile = f"{name}+{','.join(overrides)}" if fields else name
-        plan.GLUON_DKDV_TILES[tile] = {**plan.GLUON_DKDV_TILES[name], **fields}
-        for key in plan.GLUON_DKDV_TMA_ROUTE:
-            plan.GLUON_DKDV_TMA_ROUTE[key] = tile
-    print("dK/dV TMA route at D = 128:", plan.GLUON_DKDV_TMA_ROUTE.get((128, "dense")), flush=True)
+        tuning.GLUON_DKDV_TILES[tile] = {**tuning.GLUON_DKDV_TILES[name], **fields}
+        for key in tuning.GLUON_DKDV_TMA_ROUTE:
+            tuning.GLUON_DKDV_TMA_ROUTE[key] = tile
+    print("dK/dV TMA route at D = 128:", tuning.GLUON_DKDV_TMA_ROUTE.get((128, "dense")), flush=True)
 
 
 def set_tile_fields(specs) -> None:
     """Each "TILE:KEY=VALUE" changes an integer field of a Gluon forward or dK/dV tile in place, in
     this process only (before anything compiles, so both frontends build the changed tile)."""
-    from flashx.core import plan
+    from flashx.core import tuning
 
     for spec in specs:
         name, _, assignment = spec.partition(":")
-        tile = next((t[name] for t in (plan.GLUON_FORWARD_TILES, plan.GLUON_DKDV_TILES) if name in t), None)
+        tile = next((t[name] for t in (tuning.GLUON_FORWARD_TILES, tuning.GLUON_DKDV_TILES) if name in t), None)
         if tile is None:
             raise SystemExit(f"--tile-set: no Gluon forward or dK/dV tile {name!r}")
         tile.update(int_fields(tile, [assignment], f"--tile-set {name}"))
@@ -171,10 +171,10 @@ def torch_device_descriptors() -> None:
     import torch
 
     from flashx import core
-    from flashx.core import plan
+    from flashx.core import tuning
     from flashx.torch.attention import _scratch_allocator
 
-    plan.HOST_DESCRIPTORS_FROM_KEYS = 1 << 62
+    tuning.HOST_DESCRIPTORS_FROM_KEYS = 1 << 62
     backward_calls = core.AttentionPlan.backward_calls
 
     def on_device(self, *args, **kwargs):
@@ -199,14 +199,14 @@ def set_routes(table_name: str, specs) -> None:
     head dim, in this process only ("None" as TILE: no TMA tile from that length on).
     GLUON_TMA_ROUTE is both frontends' forward route, GLUON_DEVICE_TMA_ROUTE the JAX frontend's
     own spans over it."""
-    from flashx.core import plan
+    from flashx.core import tuning
 
-    table = getattr(plan, table_name)
+    table = getattr(tuning, table_name)
     for spec in specs:
         key, _, spans = spec.partition(":")
         route = tuple((int(n), None if tile == "None" else tile)
                       for n, tile in (span.split("=") for span in spans.split(",")))
-        unknown = [tile for _, tile in route if tile is not None and tile not in plan.GLUON_FORWARD_TILES]
+        unknown = [tile for _, tile in route if tile is not None and tile not in tuning.GLUON_FORWARD_TILES]
         if unknown:
             raise SystemExit(f"{table_name}: no Gluon forward tile {unknown}")
         table[(int(key.rstrip("c")), key.endswith("c"))] = route

@@ -19,10 +19,10 @@ launcher does: 1 becomes a constant, multiples of 16 are marked; --jax: as the J
 launches are built, floats as fp64 and integers marked only in Gluon kernels: flashx's builder
 marks them, jax-triton's own, the tl kernels', does not) and reads registers and stack (spill)
 bytes from ptxas's output through the cuobjdump Triton bundles. Where the H200 runs the Gluon forward instead
-(core.plan.GLUON_FORWARD_ROUTE), a "Gluon forward" line follows the forward's: its registers are
+(core.tuning.GLUON_FORWARD_ROUTE), a "Gluon forward" line follows the forward's: its registers are
 the launch's, which the kernel then splits between its warp groups (setmaxnreg); where torch's
-launches take a TMA tile with host descriptors (core.plan.GLUON_TMA_ROUTE; needs torch for the
-descriptors), a "Gluon TMA fwd" line. Below core.plan.HOST_DESCRIPTORS_FROM_KEYS keys torch's
+launches take a TMA tile with host descriptors (core.tuning.GLUON_TMA_ROUTE; needs torch for the
+descriptors), a "Gluon TMA fwd" line. Below core.tuning.HOST_DESCRIPTORS_FROM_KEYS keys torch's
 launches build the descriptors on the device instead, which this mode does not compile: --jax
 compiles that build (but for JAX's scratch pointer and specialization). A kernel whose wgmma ptxas serializes (warning C7514: an instruction reads
 a wgmma's accumulator while it is in flight, which undoes any overlap) is flagged "WGMMA
@@ -152,9 +152,9 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
         from gluon_forward_check import VARIANTS, _constexprs
 
         constexprs = _constexprs(VARIANTS[tile], causal=False)
-        core.plan.GLUON_FORWARD_TILES[tile] = {key: constexprs[key] for key in core.plan.GLUON_FORWARD_TILES["pp"]}
+        core.tuning.GLUON_FORWARD_TILES[tile] = {key: constexprs[key] for key in core.tuning.GLUON_FORWARD_TILES["pp"]}
         for causal in (False, True):
-            core.plan.GLUON_TMA_ROUTE[(VARIANTS[tile].head_dim, causal)] = ((0, tile),)
+            core.tuning.GLUON_TMA_ROUTE[(VARIANTS[tile].head_dim, causal)] = ((0, tile),)
 
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     ptxas = os.path.join(os.path.dirname(cuobjdump), "ptxas")
@@ -290,10 +290,10 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                      else "causal    " if causal else "non-causal")
             calls = [("forward", plan.forward_call({}, None))]
             gluon_on[0] = True
-            if plan.gluon_forward:  # what an H200 runs instead, at this shape (core.plan.GLUON_FORWARD_ROUTE)
+            if plan.gluon_forward:  # what an H200 runs instead, at this shape (core.tuning.GLUON_FORWARD_ROUTE)
                 calls.append(("Gluon forward", plan.forward_call({}, None)))
             tma_tile = plan.gluon_forward_tile(descriptors="host")
-            if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.plan.GLUON_TMA_ROUTE)
+            if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.tuning.GLUON_TMA_ROUTE)
                 calls.append(("Gluon TMA fwd", *tma_call(plan, shape)))
             if jax_like and plan.gluon_forward_tile(descriptors="device") != plan.gluon_tile:
                 # JAX's TMA tile: its descriptors built by each program (DEVICE_DESCRIPTORS)
@@ -301,15 +301,15 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             kind = plan._gluon_backward_kind()
             if kind is not None:  # the Gluon backward kernels, routed here at every head dim for these lines
                 names = ("GLUON_DKDV_ROUTE", "GLUON_DKDV_TMA_ROUTE", "GLUON_DQ_ROUTE")
-                routes = tuple(getattr(core.plan, name) for name in names)
+                routes = tuple(getattr(core.tuning, name) for name in names)
                 for name, tile in zip(names, ("dkdv", "dkdv-tma", "dq")):
-                    setattr(core.plan, name, {(d, kind): tile})
+                    setattr(core.tuning, name, {(d, kind): tile})
                 try:
                     _, gluon_dkdv, gluon_dq = plan.backward_calls({}, None, False, spec)
                     calls.append(("Gluon dK/dV", gluon_dkdv))
                     # Its TMA tiles: host descriptors (torch's, over CPU tensors), or built on the device (JAX's).
                     for tile, line in (("dkdv-tma", "Gluon dK/dV TMA"), ("dkdv-tma-persist", "Gluon dK/dV TMA p")):
-                        core.plan.GLUON_DKDV_TMA_ROUTE = {(d, kind): tile}
+                        core.tuning.GLUON_DKDV_TMA_ROUTE = {(d, kind): tile}
                         _, gluon_tma, _ = (
                             plan.backward_calls({}, None, False, spec, descriptors="device") if jax_like
                             else plan.backward_calls(tma_arrays(shape), None, False, spec, descriptors="host"))
@@ -317,7 +317,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                     calls.append(("Gluon dQ", gluon_dq))
                 finally:
                     for name, route in zip(names, routes):
-                        setattr(core.plan, name, route)
+                        setattr(core.tuning, name, route)
             gluon_on[0] = False
             _, *dkdv, dq = plan.backward_calls({}, None, False, spec, split=True)
             _, both = plan.backward_calls({}, None, False, spec, split=False)

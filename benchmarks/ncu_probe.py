@@ -42,7 +42,7 @@ COLUMNS = (  # (CSV metric in base units, header, scale, format)
 
 def parse_tile(text: str):
     """BMxBN/warps/stages/one|two -> KernelTiles (one: the one-loop walk)."""
-    from flashx.core import plan
+    from flashx.core import tuning
 
     try:
         blocks, warps, stages, walk = text.split("/")
@@ -51,7 +51,7 @@ def parse_tile(text: str):
             raise ValueError
     except ValueError:
         raise SystemExit(f"tile {text!r}: expected BMxBN/warps/stages/one|two, e.g. 64x32/4/3/one")
-    return plan.KernelTiles(block_m, block_n, int(warps), int(stages), one_loop=walk == "one")
+    return tuning.KernelTiles(block_m, block_n, int(warps), int(stages), one_loop=walk == "one")
 
 
 def run(shapes: list, short_tiles: list) -> int:
@@ -62,7 +62,7 @@ def run(shapes: list, short_tiles: list) -> int:
         print("ncu_probe.py run: needs a CUDA GPU", file=sys.stderr)
         return 2
     import flashx.torch as fx
-    from flashx.core import plan
+    from flashx.core import plan, tuning
 
     for b, n, h, d, causal in shapes:
         g = torch.Generator(device="cuda").manual_seed(0)
@@ -74,18 +74,18 @@ def run(shapes: list, short_tiles: list) -> int:
             torch.cuda.synchronize()
 
         if short_tiles:
-            key = (128, True, plan.short_bucket(n))
-            if d != 128 or not causal or key not in plan.SHORT_FORWARD_TILES:
+            key = (128, True, tuning.short_bucket(n))
+            if d != 128 or not causal or key not in tuning.SHORT_FORWARD_TILES:
                 raise SystemExit(f"--short-tiles: shape {(b, n, h, d, causal)} takes no short D = 128 causal tile")
-            saved = plan.SHORT_FORWARD_TILES[key]
+            saved = tuning.SHORT_FORWARD_TILES[key]
             try:
                 for i, tile in enumerate(short_tiles):
-                    plan.SHORT_FORWARD_TILES[key] = tile
+                    tuning.SHORT_FORWARD_TILES[key] = tile
                     plan.clear_plan_cache()
                     flashx_calls(4)
                     print(f"shape {(b, n, h, d, causal)} tile {i}: {tile}: 4 launches", flush=True)
             finally:
-                plan.SHORT_FORWARD_TILES[key] = saved
+                tuning.SHORT_FORWARD_TILES[key] = saved
                 plan.clear_plan_cache()
             continue
         flashx_calls(4)

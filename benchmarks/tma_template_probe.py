@@ -258,7 +258,7 @@ def descriptors(rounds: int, variants: tuple = DESCRIPTOR_VARIANTS) -> int:
 
 def frontends(slot: str) -> int:
     """JAX's frontend beside torch's on the descriptors cases and the D = 128 backward, device-built
-    maps (JAX's, and torch's below plan.HOST_DESCRIPTORS_FROM_KEYS) in one shared scratch slot
+    maps (JAX's, and torch's below tuning.HOST_DESCRIPTORS_FROM_KEYS) in one shared scratch slot
     (slot "shared", flashx's default) or in a slot a program ("program"); one line a case."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax

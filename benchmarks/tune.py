@@ -7,15 +7,15 @@ triton.testing.do_bench median; a candidate keeps the median of its rounds) at B
 H*D = 2048, in the memory layout of bench_*.py and ab.py, (B, H, N, D) (--layout bnhd: (B, N, H,
 D); until 2026-12-03 sweeps ran in that one). Each candidate's outputs are checked against those of the
 current table's entry (a wrong or failing config never wins). The winners are printed as
-`flashx.core.plan.TUNED_TILES` entries and written to OUT/tune.md and tune.json; copying them
-into plan.py is a reviewed step, so a sweep never changes the library by itself.
+`flashx.core.tuning.TUNED_TILES` entries and written to OUT/tune.md and tune.json; copying them
+into core/tuning.py is a reviewed step, so a sweep never changes the library by itself.
 
     python benchmarks/tune.py [--d 64 128 256] [--n 4096] [--workers 12] [--budget-s 400]
     python benchmarks/tune.py --d 128 --n 256 1024 --kernels forward   # the short-sequence bucket
     python benchmarks/tune.py --d 128 --n 16384 --window 1023 --kernels dkdv dq   # a causal sliding window
 
 At N <= SHORT_SEQLEN the forward candidates stand in for the SHORT_FORWARD_TILES entry of N's
-bucket (plan.short_bucket) where the plan has one, else for TUNED_TILES.
+bucket (tuning.short_bucket) where the plan has one, else for TUNED_TILES.
 
 TFLOP/s per kernel count its matmuls: forward 2 (4*B*H*N^2*D FLOPs, halved when causal), dK/dV
 4 (2x), dQ 3 (1.5x). --device cpu runs the code paths through the interpreter (tiles ignored).
@@ -49,9 +49,9 @@ SHORT_FORWARD_EXTRA = {128: [(64, 16, 4, 3), (64, 16, 4, 2), (64, 32, 8, 2), (64
 def candidates(d: int, kernel: str, seqlen: int = 4096) -> list:
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) to try; dK/dV's program owns BLOCK_N keys."""
     if kernel == "forward":
-        from flashx.core import plan as plan_mod
+        from flashx.core import tuning
 
-        extra = SHORT_FORWARD_EXTRA.get(d, []) if seqlen <= plan_mod.SHORT_BUCKETS[0] else []
+        extra = SHORT_FORWARD_EXTRA.get(d, []) if seqlen <= tuning.SHORT_BUCKETS[0] else []
         return extra + {
             64: [(128, 64, 4, 3), (128, 64, 4, 4), (128, 128, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3),
                  (64, 32, 4, 3), (256, 64, 8, 3), (256, 64, 8, 2), (128, 64, 8, 4), (128, 64, 8, 2), (128, 128, 8, 2),
@@ -152,18 +152,18 @@ def _spec(x):
 def launcher(torch, c: dict, kernel: str, tiles):
     """(launch, outputs) for one kernel with `tiles` put in the table (None: the table as is)."""
     from flashx import core
-    from flashx.core import plan as plan_mod
+    from flashx.core import tuning
 
     d, n = c["shape"][3], c["shape"][1]
     key = (max(64, d), c["causal"])
     # The table the plan takes this kernel's tiles from; `single`: its entries are one KernelTiles.
-    short_key = key + (plan_mod.short_bucket(n),)
-    if kernel == "forward" and short_key in plan_mod.SHORT_FORWARD_TILES:
-        table, key, single = plan_mod.SHORT_FORWARD_TILES, short_key, True
-    elif kernel == "dkdv" and c["window"] is not None and key[0] in plan_mod.WINDOW_DKDV_TILES:
-        table, key, single = plan_mod.WINDOW_DKDV_TILES, key[0], True
+    short_key = key + (tuning.short_bucket(n),)
+    if kernel == "forward" and short_key in tuning.SHORT_FORWARD_TILES:
+        table, key, single = tuning.SHORT_FORWARD_TILES, short_key, True
+    elif kernel == "dkdv" and c["window"] is not None and key[0] in tuning.WINDOW_DKDV_TILES:
+        table, key, single = tuning.WINDOW_DKDV_TILES, key[0], True
     else:
-        table, single = plan_mod.TUNED_TILES, False
+        table, single = tuning.TUNED_TILES, False
     saved = table[key]
     if tiles is not None:
         # A candidate keeps the entry's other choices (the short forward's one_loop).

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 B, N, H, D = 1, 16384, 16, 128
-BLOCK_KEYS, BLOCK_QUERIES = 128, 64  # flashx's dK/dV tile at D = 128 (plan.TUNED_TILES)
+BLOCK_KEYS, BLOCK_QUERIES = 128, 64  # flashx's dK/dV tile at D = 128 (tuning.TUNED_TILES)
 
 
 def kernel_ms(torch, run, calls: int) -> dict:

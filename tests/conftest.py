@@ -148,15 +148,15 @@ def dkdv_two_passes(monkeypatch) -> list:
     during the test are dropped from the plan cache, so that none outlives the patch. dK/dV and
     dQ launch apart: on the GPU the tables would share one launch at 64 < D <= 128."""
     from flashx import core
-    from flashx.core import plan as plan_mod
+    from flashx.core import plan as plan_mod, tuning
 
-    tile_config = plan_mod._tile_config
+    tile_config = tuning.tile_config
 
     def two_passes(*args, **kwargs):
         return dataclasses.replace(tile_config(*args, **kwargs), dkdv_passes=2)
 
     plan_mod.clear_plan_cache()
-    monkeypatch.setattr(plan_mod, "_tile_config", two_passes)
+    monkeypatch.setattr(tuning, "tile_config", two_passes)
     monkeypatch.setattr(core.AttentionPlan, "fused_backward", property(lambda plan: False))
     yield _count_backward_launches(monkeypatch)
     plan_mod.clear_plan_cache()
@@ -167,16 +167,16 @@ def forward_one_loop(monkeypatch):
     """Plans whose forward tile walks its key blocks in one loop (KernelTiles.one_loop), as the
     GPU's short causal tiles do; the interpreter's tiles would take spans. Plans made before or
     during the test are dropped from the plan cache, so that none outlives the patch."""
-    from flashx.core import plan as plan_mod
+    from flashx.core import plan as plan_mod, tuning
 
-    tile_config = plan_mod._tile_config
+    tile_config = tuning.tile_config
 
     def one_loop(*args, **kwargs):
         tiles = tile_config(*args, **kwargs)
         return dataclasses.replace(tiles, forward=dataclasses.replace(tiles.forward, one_loop=True))
 
     plan_mod.clear_plan_cache()
-    monkeypatch.setattr(plan_mod, "_tile_config", one_loop)
+    monkeypatch.setattr(tuning, "tile_config", one_loop)
     yield
     plan_mod.clear_plan_cache()
 

@@ -13,7 +13,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from flashx.core import gluon_forward
-from flashx.core import plan as plan_mod
+from flashx.core import tuning
 from flashx.core import runtime
 
 pytest.importorskip("torch")  # the scripts launch through torch
@@ -32,12 +32,12 @@ def benchmark_module(name: str):
 def test_gluon_tiles_are_the_measured_variants():
     """Each routed Gluon tile is, by name and in every constexpr, the variant that
     benchmarks/gluon_forward_check.py checks against float64 and times (the route's figures in
-    plan.py and NOTES come from those runs), at the head dim it is routed for."""
+    core/tuning.py and NOTES come from those runs), at the head dim it is routed for."""
     check = benchmark_module("gluon_forward_check")
-    for name, tile in plan_mod.GLUON_FORWARD_TILES.items():
+    for name, tile in tuning.GLUON_FORWARD_TILES.items():
         measured = check._constexprs(check.VARIANTS[name], causal=False)
         assert {k: measured[k] for k in tile} == tile, name
-    for table in (plan_mod.GLUON_FORWARD_ROUTE, plan_mod.GLUON_TMA_ROUTE, plan_mod.GLUON_DEVICE_TMA_ROUTE):
+    for table in (tuning.GLUON_FORWARD_ROUTE, tuning.GLUON_TMA_ROUTE, tuning.GLUON_DEVICE_TMA_ROUTE):
         for (head_dim, _causal), route in table.items():
             assert all(check.VARIANTS[name].head_dim == head_dim for _, name in route if name is not None)
 
@@ -85,13 +85,13 @@ def test_gluon_backward_tiles_are_checked_variants():
     check = benchmark_module("gluon_backward_check")
     for name, variant_name in (("dkdv", "cp-s2"), ("dkdv-tma", "tma-s3"), ("dkdv-tma-persist", "tma-s3-persist"),
                                ("dkdv-tma-ts", "tma-s3-ts-p32")):
-        tile, variant = plan_mod.GLUON_DKDV_TILES[name], check.VARIANTS[variant_name]
+        tile, variant = tuning.GLUON_DKDV_TILES[name], check.VARIANTS[variant_name]
         assert (tile["TMA"], tile["STAGES"], tile["CONSUMER_REGS"], tile["PRODUCER_REGS"], tile["PERSISTENT"],
                 tile["TMA_STORE"]) == (variant["tma"], variant["stages"], variant["cregs"], variant["pregs"],
                                        variant.get("persistent", False), variant.get("tma_store", False))
         assert tile["BLOCK_N"] == 128 and tile["PRODUCER_WARPS"] == 4  # what launch() passes
     variant = check.VARIANTS["cp-s2"]
-    dq = plan_mod.GLUON_DQ_TILES["dq"]
+    dq = tuning.GLUON_DQ_TILES["dq"]
     assert (dq["TMA"], dq["STAGES"], dq["CONSUMER_REGS"], dq["PRODUCER_REGS"]) == (
         variant["tma"], variant["stages"], variant["cregs"], variant["pregs"])
     assert (dq["BLOCK_M"], dq["BLOCK_N"], dq["PRODUCER_WARPS"]) == (128, 64, 4)  # what launch_dq() passes
@@ -212,7 +212,7 @@ def test_dobench_gap_descriptors_from_routes_the_plan_and_restores_it():
     dobench_gap = benchmark_module("dobench_gap")
     from flashx import core
 
-    before = plan_mod.HOST_DESCRIPTORS_FROM_KEYS
+    before = tuning.HOST_DESCRIPTORS_FROM_KEYS
     shape = (64, 512, 16, 128)
     spec = core.ArraySpec(shape, core.dense_strides(shape), "bfloat16", "cuda:0")
     plan = core.plan_call(core.CallOptions(causal=True), spec, spec, spec, {})
@@ -222,7 +222,7 @@ def test_dobench_gap_descriptors_from_routes_the_plan_and_restores_it():
         with dobench_gap.descriptors_from(1 << 30):
             assert plan.either_descriptors == "device"
             raise RuntimeError("inside")
-    assert plan_mod.HOST_DESCRIPTORS_FROM_KEYS == before
+    assert tuning.HOST_DESCRIPTORS_FROM_KEYS == before
 
 
 def test_order_probe_samples_the_card_during_a_timing(monkeypatch):

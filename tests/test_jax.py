@@ -459,19 +459,19 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
     ],
 )
 def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, dtype):
-    """With plan.GLUON_DEVICE_DESCRIPTORS (the default; set here so the path stays tested if the
+    """With tuning.GLUON_DEVICE_DESCRIPTORS (the default; set here so the path stays tested if the
     default changes), JAX's launches take the TMA tiles, each program building its descriptors in
     the DESCRIPTOR_SCRATCH output that flashx/jax/gluon.py points the kernel's global scratch at;
     out and lse agree with float64. Run it under a timeout: a wrong descriptor hangs rather than
     fails."""
     from flashx import core
-    from flashx.core import gluon_forward, plan as plan_mod
+    from flashx.core import gluon_forward, tuning
 
     require_sm90("the Gluon forward's kernels")
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
-    route = {**plan_mod.GLUON_TMA_ROUTE, **plan_mod.GLUON_DEVICE_TMA_ROUTE}
-    tile = plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, route)
-    assert tile is not None and plan_mod.GLUON_FORWARD_TILES[tile]["TMA"]
+    monkeypatch.setattr(tuning, "GLUON_DEVICE_DESCRIPTORS", True)
+    route = {**tuning.GLUON_TMA_ROUTE, **tuning.GLUON_DEVICE_TMA_ROUTE}
+    tile = tuning.gluon_forward_tile(case.d, case.causal, case.nkv, route)
+    assert tile is not None and tuning.GLUON_FORWARD_TILES[tile]["TMA"]
     q, k, v = make_inputs(rng, case, dtype)
     out, lse = jax.jit(lambda q, k, v: flashx.jax.attention(q, k, v, causal=case.causal, layout=case.layout,
                                                              return_lse=True))(q, k, v)
@@ -496,13 +496,13 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
     flashx.jax.attention launches the Gluon dK/dV and dQ kernels through jax-triton:
     the gradients against float32 within the dtype's bound of JAX's own. Run it under a timeout:
     a wrong barrier protocol hangs rather than fails."""
-    from flashx.core import gluon_backward, plan as plan_mod
+    from flashx.core import gluon_backward, tuning, plan as plan_mod
 
     require_sm90()
     kinds = ("dense", "causal")
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile != "dkdv"})
-    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile != "dkdv"})
+    monkeypatch.setattr(tuning, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
     on_device = []
     statics = plan_mod.AttentionPlan._backward_statics
     monkeypatch.setattr(plan_mod.AttentionPlan, "_backward_statics", lambda self, *a: on_device.extend(
@@ -522,7 +522,7 @@ def test_descriptor_scratch_sized_by_slot_sharing(monkeypatch):
     from flashx.core import gluon_backward, gluon_forward
     from flashx.jax import gluon
 
-    slot = core.plan.GLUON_DESCRIPTOR_BYTES
+    slot = core.tuning.GLUON_DESCRIPTOR_BYTES
     for kernel in (gluon_forward.gluon_attention_forward_kernel, gluon_backward.gluon_attention_dkdv_kernel):
         call = types.SimpleNamespace(kernel=kernel, grid=(17, 4, 2))
         assert gluon.descriptor_scratch_bytes(call) == slot + 127
@@ -564,7 +564,7 @@ def test_scratch_taken_from_the_argument(monkeypatch):
         core.compile_hook.with_one_scratch_slot(ptx.replace("[k_param_4]", "[k_param_3]"), "k", 384)
     with pytest.raises(ValueError, match="DESCRIPTOR_SCRATCH"):
         _scratch_in_argument(ptx, "k", names[:-1], signature, 384)
-    bound = core.plan.GLUON_DESCRIPTOR_BYTES
+    bound = core.tuning.GLUON_DESCRIPTOR_BYTES
     with pytest.raises(ValueError, match=f"sized for {bound}"):
         _scratch_in_argument(ptx, "k", names, signature, bound + 128)
     with pytest.raises(ValueError, match="hidden"):
@@ -712,14 +712,14 @@ def traced_as_hopper(request, monkeypatch):
     import sys
 
     from flashx import core
-    from flashx.core import plan as plan_mod
+    from flashx.core import tuning
 
     module = sys.modules["flashx.jax.attention"]  # flashx.jax.attention is also the function
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
     monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
     monkeypatch.setattr(module._gluon, "install", lambda: True)
     monkeypatch.setattr(module, "_launches_compile", lambda: False)
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", request.param)
+    monkeypatch.setattr(tuning, "GLUON_DEVICE_DESCRIPTORS", request.param)
     asked = []
     launch = module._launch
 
@@ -735,9 +735,9 @@ def traced_as_hopper(request, monkeypatch):
 def test_forward_asks_for_descriptor_scratch(traced_as_hopper):
     """The JAX forward's Gluon launch asks for O, LSE and DESCRIPTOR_SCRATCH:
     one program's slot of descriptors (its programs share one: core.compile_hook.SHARED_SLOT_KERNELS) where its
-    TMA tile builds descriptors on the device (plan.GLUON_DEVICE_DESCRIPTORS), else one byte for
+    TMA tile builds descriptors on the device (tuning.GLUON_DEVICE_DESCRIPTORS), else one byte for
     the cp.async tile; the caller gets O and LSE only."""
-    from flashx.core import plan as plan_mod
+    from flashx.core import tuning
 
     device_descriptors, asked = traced_as_hopper
     q, k, v = (jax.ShapeDtypeStruct((2, 2100, h, 128), jnp.bfloat16) for h in (4, 2, 2))
@@ -746,7 +746,7 @@ def test_forward_asks_for_descriptor_scratch(traced_as_hopper):
     (call, out_types), = asked
     assert call.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH")
     assert call.constexprs["TMA"] == call.constexprs["DEVICE_DESCRIPTORS"] == device_descriptors
-    scratch = plan_mod.GLUON_DESCRIPTOR_BYTES + 127 if device_descriptors else 1
+    scratch = tuning.GLUON_DESCRIPTOR_BYTES + 127 if device_descriptors else 1
     assert [t.shape for t in out_types] == [(2, 2100, 4, 128), (2, 4, 2100), (scratch,)]
     assert out_types[2].dtype == jnp.uint8
 
@@ -754,9 +754,9 @@ def test_forward_asks_for_descriptor_scratch(traced_as_hopper):
 def test_backward_asks_for_descriptor_scratch(traced_as_hopper):
     """jax.grad's backward launches the routed Gluon dK/dV kernel with DK, DV and
     DESCRIPTOR_SCRATCH: one program's slot (shared by all) where its TMA tile builds Q's and dO's
-    descriptors on the device (plan.GLUON_DEVICE_DESCRIPTORS), else the cp.async tile and one
+    descriptors on the device (tuning.GLUON_DEVICE_DESCRIPTORS), else the cp.async tile and one
     byte; the gradients keep their shapes."""
-    from flashx.core import gluon_backward, plan as plan_mod
+    from flashx.core import gluon_backward, tuning
 
     device_descriptors, asked = traced_as_hopper
     q, k, v = (jax.ShapeDtypeStruct((2, 1100, h, 128), jnp.bfloat16) for h in (4, 2, 2))
@@ -766,7 +766,7 @@ def test_backward_asks_for_descriptor_scratch(traced_as_hopper):
     (call, out_types), = [(c, t) for c, t in asked if c.kernel is gluon_backward.gluon_attention_dkdv_kernel]
     assert call.outputs == ("DK", "DV", "DESCRIPTOR_SCRATCH") and call.grid == (9, 2, 2)
     assert call.constexprs["TMA"] == call.constexprs["DEVICE_DESCRIPTORS"] == device_descriptors
-    scratch = plan_mod.GLUON_DESCRIPTOR_BYTES + 127 if device_descriptors else 1
+    scratch = tuning.GLUON_DESCRIPTOR_BYTES + 127 if device_descriptors else 1
     assert [t.shape for t in out_types] == [(2, 1100, 2, 128), (2, 1100, 2, 128), (scratch,)]
     assert out_types[2].dtype == jnp.uint8
 

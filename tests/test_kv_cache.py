@@ -449,7 +449,7 @@ def test_paged_decode_gpu(rng, page_size):
 @pytest.mark.parametrize("d", [64, 128, 192, 256])
 def test_decode_tile_every_head_dim_gpu(rng, dtype, d):
     """Decode-shaped calls (a few query rows) take their own forward tile where it fits in shared
-    memory (plan.DECODE_FORWARD_TILE): one query of 8 heads over 2 kv heads (packed: each kv
+    memory (tuning.DECODE_FORWARD_TILE): one query of 8 heads over 2 kv heads (packed: each kv
     head's 4 query heads as 4 rows of a tile), at B = 1 against 4100 keys, causal, and at B = 3
     against 1000 with softcap, each against float64. Wide float32 calls keep their own tile: the
     decode tile asked 276 KiB of shared memory at float32 D = 192 and 256 (OutOfResources)."""
@@ -576,7 +576,7 @@ def test_kv_splits_rule():
     """kv_splits: no split where the tiles nearly fill the SMs or the keys are few; the most that
     fit in one wave; else the fewest splits that fill the waves (32 tiles on 132 SMs: 4 splits,
     128 programs in one wave)."""
-    from flashx.core.plan import KV_SPLIT_MAX, KV_SPLIT_MIN_BLOCKS, kv_splits
+    from flashx.core.tuning import KV_SPLIT_MAX, KV_SPLIT_MIN_BLOCKS, kv_splits
 
     assert kv_splits(programs=132, key_blocks=1000, multiprocessors=132) == 1
     assert kv_splits(programs=106, key_blocks=1000, multiprocessors=132) == 1
@@ -609,11 +609,11 @@ def _split_small_calls(monkeypatch) -> None:
     """The plan sees a device of 512 SMs, so small calls split their keys (as a decode step on a
     GPU does); on a GPU, whose key blocks are 128 wide (the interpreter's 16), a split may also
     take a single block, or these tests' few hundred keys would not split."""
-    from flashx.core import plan, runtime
+    from flashx.core import runtime, tuning
 
     monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 512)
     if not runtime.INTERPRETER:
-        monkeypatch.setattr(plan, "KV_SPLIT_MIN_BLOCKS", 1)
+        monkeypatch.setattr(tuning, "KV_SPLIT_MIN_BLOCKS", 1)
 
 
 @pytest.fixture
@@ -709,11 +709,11 @@ def test_split_keys_dropout_keeps_the_mask(rng, monkeypatch, forward_launches):
     """Dropout's mask is drawn per (batch, head, query block, key block) position, so a split
     forward keeps it: the same seed gives the unsplit call's output to float32 rounding (the
     unsplit call is checked against its float64 reference in test_dropout.py)."""
-    from flashx.core import plan, runtime
+    from flashx.core import plan, runtime, tuning
 
     q, k, v = (tensor(rng.standard_normal(s).astype(np.float32)) for s in ((1, 2, 4, 16), (1, 300, 2, 16), (1, 300, 2, 16)))
     if not runtime.INTERPRETER:  # the GPU's wider key blocks: see _split_small_calls
-        monkeypatch.setattr(plan, "KV_SPLIT_MIN_BLOCKS", 1)
+        monkeypatch.setattr(tuning, "KV_SPLIT_MIN_BLOCKS", 1)
     results = []
     for multiprocessors in (1, 512):  # one SM: no split; 512: split
         monkeypatch.setattr(runtime, "multiprocessor_count", lambda n=multiprocessors: n)

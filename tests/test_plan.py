@@ -11,6 +11,7 @@ import pytest
 
 from flashx import core
 from flashx.core import plan as plan_mod
+from flashx.core import tuning
 from flashx.core.launch import kernel_params
 
 
@@ -74,7 +75,7 @@ def test_backward_launches_where_measured_faster(d, hkv, writes):
     D = 256 three (dK/dV in a dV pass and a dK pass, TileConfig.dkdv_passes, then dQ)."""
     q, kv = spec((2, 300, 3, d)), spec((2, 300, hkv, d))
     plan = core.plan_attention(q, kv, kv, causal=True)
-    gpu_tiles = plan_mod.TUNED_TILES[(d, True)]
+    gpu_tiles = tuning.TUNED_TILES[(d, True)]
     plan = dataclasses.replace(plan, tiles=gpu_tiles, _memo={})
     fused = writes == [BOTH]
     assert plan.fused_backward is fused
@@ -130,8 +131,8 @@ def test_split_backward_launches_keep_each_tiles_options():
     differ (as tune.py sweeps them) still launch; one launch of both needs one warp count."""
     q = spec((2, 300, 3, 128))
     plan = core.plan_attention(q, q, q, causal=True)
-    tiles = plan_mod.TileConfig(plan_mod.KernelTiles(128, 128, 8, 3), plan_mod.KernelTiles(64, 128, 8, 2),
-                                plan_mod.KernelTiles(128, 32, 4, 3))
+    tiles = tuning.TileConfig(tuning.KernelTiles(128, 128, 8, 3), tuning.KernelTiles(64, 128, 8, 2),
+                                tuning.KernelTiles(128, 32, 4, 3))
     plan = dataclasses.replace(plan, tiles=tiles, _memo={})
     _, dkdv, dq = plan.backward_calls({}, None, False, q, split=True, gluon=False)  # the portable kernel's
     assert (dkdv.options["num_warps"], dkdv.options["num_stages"]) == (8, 2)
@@ -173,7 +174,7 @@ def test_backward_launches_only_the_needed_passes(d, hkv, dkdv_writes):
     or slopes gradient needs dQ's programs; asking for nothing raises ValueError."""
     q, kv = spec((2, 300, 3, d)), spec((2, 300, hkv, d))
     plan = core.plan_attention(q, kv, kv, causal=True, alibi_slopes=spec((3,), dtype="float32"))
-    plan = dataclasses.replace(plan, tiles=plan_mod.TUNED_TILES[(d, True)], _memo={})
+    plan = dataclasses.replace(plan, tiles=tuning.TUNED_TILES[(d, True)], _memo={})
     dq_only = [set(c.writes) for c in plan.backward_calls({}, None, False, q, gluon=False, need_dkdv=False)[1:]]
     dkdv_only = [set(c.writes) for c in plan.backward_calls({}, None, False, q, gluon=False, need_dq=False)[1:]]
     assert dq_only == [DQ] and dkdv_only == dkdv_writes
@@ -205,7 +206,7 @@ def test_backward_alignment_includes_grad_out():
 )
 def test_map_ratios(map_blocks, kernel, transposed, expected):
     bm = core.BlockMaskSpec(None, 1, 1, 300, 300, *map_blocks, -1, -1)
-    tiles = plan_mod.KernelTiles(*kernel, 4, 3)
+    tiles = tuning.KernelTiles(*kernel, 4, 3)
     assert plan_mod._map_ratios(bm, tiles, transposed) == expected
     assert plan_mod._map_ratios(None, tiles, transposed) == dict(MAP_SPLIT=1, MAP_STEPS=1)
 
@@ -214,47 +215,47 @@ def test_gpu_tile_table_lookups(monkeypatch):
     """The GPU table: float32 takes the entry twice as wide, short sequences their own forward,
     and a block map's blocks bound every kernel's tile (so that the tiles divide them)."""
     monkeypatch.setattr(plan_mod.runtime, "INTERPRETER", False)
-    table = plan_mod.TUNED_TILES
-    assert plan_mod._tile_config(128, 2, False, 4096, None) == table[(128, False)]
-    assert plan_mod._tile_config(64, 4, True, 4096, None) == table[(128, True)]
-    assert plan_mod._tile_config(256, 4, True, 4096, None) == plan_mod.FLOAT32_WIDE_TILES
+    table = tuning.TUNED_TILES
+    assert tuning.tile_config(128, 2, False, 4096, None) == table[(128, False)]
+    assert tuning.tile_config(64, 4, True, 4096, None) == table[(128, True)]
+    assert tuning.tile_config(256, 4, True, 4096, None) == tuning.FLOAT32_WIDE_TILES
     # Short sequences: a forward tile per bucket of the longest sequence, at each bucket's edges.
-    for longest, bucket in ((1, 512), (512, 512), (513, 1024), (plan_mod.SHORT_SEQLEN, 1024)):
-        short = plan_mod._tile_config(128, 2, True, longest, None)
-        assert short == dataclasses.replace(table[(128, True)], forward=plan_mod.SHORT_FORWARD_TILES[(128, True, bucket)])
-    assert plan_mod._tile_config(128, 2, True, plan_mod.SHORT_SEQLEN + 1, None) == table[(128, True)]
-    assert plan_mod._tile_config(64, 2, False, 512, None) == table[(64, False)]  # no short entry there
+    for longest, bucket in ((1, 512), (512, 512), (513, 1024), (tuning.SHORT_SEQLEN, 1024)):
+        short = tuning.tile_config(128, 2, True, longest, None)
+        assert short == dataclasses.replace(table[(128, True)], forward=tuning.SHORT_FORWARD_TILES[(128, True, bucket)])
+    assert tuning.tile_config(128, 2, True, tuning.SHORT_SEQLEN + 1, None) == table[(128, True)]
+    assert tuning.tile_config(64, 2, False, 512, None) == table[(64, False)]  # no short entry there
     # A sliding window's left side: its own dK/dV tiles at D = 128, not with a block map, not at D = 64.
-    window = plan_mod._tile_config(128, 2, True, 16384, None, window=True)
-    assert window == dataclasses.replace(table[(128, True)], dkdv=plan_mod.WINDOW_DKDV_TILES[128])
+    window = tuning.tile_config(128, 2, True, 16384, None, window=True)
+    assert window == dataclasses.replace(table[(128, True)], dkdv=tuning.WINDOW_DKDV_TILES[128])
     assert window.dkdv != table[(128, True)].dkdv
-    assert plan_mod._tile_config(128, 2, True, 16384, (128, 128), window=True).dkdv == table[(128, True)].dkdv
-    assert plan_mod._tile_config(64, 2, True, 16384, None, window=True) == table[(64, True)]
+    assert tuning.tile_config(128, 2, True, 16384, (128, 128), window=True).dkdv == table[(128, True)].dkdv
+    assert tuning.tile_config(64, 2, True, 16384, None, window=True) == table[(64, True)]
     # Dropout at D = 128: dK/dV its own tile (taking the window's place), dQ as tuned; at D = 256
     # dQ one stage less; D = 64 unchanged.
     for causal, window in ((False, False), (True, False), (True, True)):
-        dropped = plan_mod._tile_config(128, 2, causal, 16384, None, window=window, dropout=True)
-        assert dropped.dkdv == plan_mod.DROPOUT_DKDV_TILES[128]
+        dropped = tuning.tile_config(128, 2, causal, 16384, None, window=window, dropout=True)
+        assert dropped.dkdv == tuning.DROPOUT_DKDV_TILES[128]
         assert dropped.forward == table[(128, causal)].forward
         assert dropped.dq == table[(128, causal)].dq
-        wide = plan_mod._tile_config(256, 2, causal, 16384, None, dropout=True)
+        wide = tuning.tile_config(256, 2, causal, 16384, None, dropout=True)
         assert wide.dq.num_stages == max(table[(256, causal)].dq.num_stages - 1, 1)
-    assert plan_mod._tile_config(64, 2, True, 16384, None, dropout=True) == table[(64, True)]
-    assert plan_mod._tile_config(128, 2, True, 16384, (64, 64), dropout=True).dkdv.block_m == 32
+    assert tuning.tile_config(64, 2, True, 16384, None, dropout=True) == table[(64, True)]
+    assert tuning.tile_config(128, 2, True, 16384, (64, 64), dropout=True).dkdv.block_m == 32
     # Decode-shaped calls: the 16-row forward tile for 16-bit D <= 256 and float32 D <= 128 (the
     # wide float32 tiles keep theirs: shared memory), never with a block map; other kernels as tuned.
     for d, itemsize, key in ((64, 2, (64, True)), (256, 2, (256, True)), (128, 4, (256, True))):
-        decode = plan_mod._tile_config(d, itemsize, True, 16384, None, decode=True)
-        assert decode == dataclasses.replace(table[key], forward=plan_mod.DECODE_FORWARD_TILE)
-    assert plan_mod._tile_config(256, 4, True, 16384, None, decode=True) == plan_mod.FLOAT32_WIDE_TILES
-    assert plan_mod._tile_config(128, 2, True, 16384, (128, 128), decode=True).forward.block_m == 128
-    mapped = plan_mod._tile_config(128, 2, False, 4096, (64, 32))
+        decode = tuning.tile_config(d, itemsize, True, 16384, None, decode=True)
+        assert decode == dataclasses.replace(table[key], forward=tuning.DECODE_FORWARD_TILE)
+    assert tuning.tile_config(256, 4, True, 16384, None, decode=True) == tuning.FLOAT32_WIDE_TILES
+    assert tuning.tile_config(128, 2, True, 16384, (128, 128), decode=True).forward.block_m == 128
+    mapped = tuning.tile_config(128, 2, False, 4096, (64, 32))
     for tiles in (mapped.forward, mapped.dkdv, mapped.dq):
         assert 64 % tiles.block_m == 0 and 32 % tiles.block_n == 0
-    tuned = list(table.values()) + list(plan_mod.SHORT_FORWARD_TILES.values()) + list(plan_mod.WINDOW_DKDV_TILES.values())
-    tuned += list(plan_mod.DROPOUT_DKDV_TILES.values())
+    tuned = list(table.values()) + list(tuning.SHORT_FORWARD_TILES.values()) + list(tuning.WINDOW_DKDV_TILES.values())
+    tuned += list(tuning.DROPOUT_DKDV_TILES.values())
     for entry in tuned:
-        for tiles in (entry.forward, entry.dkdv, entry.dq) if isinstance(entry, plan_mod.TileConfig) else (entry,):
+        for tiles in (entry.forward, entry.dkdv, entry.dq) if isinstance(entry, tuning.TileConfig) else (entry,):
             # every tuned tile divides the default 128 x 128 block map
             assert 128 % tiles.block_m == 0 and 128 % tiles.block_n == 0
 
@@ -512,8 +513,8 @@ def test_gluon_forward_route(monkeypatch, change, tile):
              persistent=None)
     c.update(change)
     if tile is not None and c["persistent"] is not None:
-        monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, tile,
-                            dict(plan_mod.GLUON_FORWARD_TILES[tile], PERSISTENT=c["persistent"]))
+        monkeypatch.setitem(tuning.GLUON_FORWARD_TILES, tile,
+                            dict(tuning.GLUON_FORWARD_TILES[tile], PERSISTENT=c["persistent"]))
     options = {k: c[k] for k in ("causal", "window", "softcap", "scale") if k in c}
 
     def array(n, h, d):
@@ -529,7 +530,7 @@ def test_gluon_forward_route(monkeypatch, change, tile):
     call = plan.forward_call({}, None)
     assert (call.kernel is _gluon_kernel()) == (tile is not None)
     if tile is not None:
-        constexprs = plan_mod.GLUON_FORWARD_TILES[tile]
+        constexprs = tuning.GLUON_FORWARD_TILES[tile]
         tiles = (-(-c["nq"] // constexprs["BLOCK_M"]), c["hq"], 2)
         persistent = constexprs["PERSISTENT"]
         assert call.grid == ((min(tiles[0] * tiles[1] * tiles[2], 132), 1, 1) if persistent else tiles)
@@ -548,18 +549,18 @@ def test_gluon_forward_route_table():
     """Every routed tile exists and names only the Gluon kernel's constexprs; the fewest keys of a
     (head dim, causal) route rise, so each tile (or None, the tl forward) owns a span of Nkv."""
     constexprs = set(kernel_params(_gluon_kernel())[1])
-    for name, tile in plan_mod.GLUON_FORWARD_TILES.items():
+    for name, tile in tuning.GLUON_FORWARD_TILES.items():
         assert set(tile) <= constexprs, name
-    tables = ((plan_mod.GLUON_FORWARD_ROUTE, False), (plan_mod.GLUON_TMA_ROUTE, True),
-              (plan_mod.GLUON_DEVICE_TMA_ROUTE, True))
+    tables = ((tuning.GLUON_FORWARD_ROUTE, False), (tuning.GLUON_TMA_ROUTE, True),
+              (tuning.GLUON_DEVICE_TMA_ROUTE, True))
     for table, tma in tables:
         for (head_dim, causal), route in table.items():
             fewest = [n for n, _ in route]
             assert fewest == sorted(set(fewest)), (head_dim, causal)
             for n, name in route:
-                assert name is None or plan_mod.GLUON_FORWARD_TILES[name]["TMA"] == tma, name
-                assert plan_mod.gluon_forward_tile(head_dim, causal, n, table) == name
-                assert plan_mod.gluon_forward_tile(head_dim, causal, n - 1, table) != name
+                assert name is None or tuning.GLUON_FORWARD_TILES[name]["TMA"] == tma, name
+                assert tuning.gluon_forward_tile(head_dim, causal, n, table) == name
+                assert tuning.gluon_forward_tile(head_dim, causal, n - 1, table) != name
 
 
 @pytest.mark.parametrize(
@@ -622,11 +623,11 @@ def test_gluon_tma_route(monkeypatch, change, tile):
     plan = core.plan_attention(q, k, kv, layout=c["layout"], bottom_right=c["bottom_right"], **options)
     assert plan.gluon_forward_tile(descriptors="host") == tile
     assert plan.gluon_forward_tile() == plan.gluon_tile
-    assert plan.gluon_tile is None or not plan_mod.GLUON_FORWARD_TILES[plan.gluon_tile]["TMA"]
+    assert plan.gluon_tile is None or not tuning.GLUON_FORWARD_TILES[plan.gluon_tile]["TMA"]
     # Descriptors built on the device (JAX's launcher) take the same route while enabled.
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", False)
+    monkeypatch.setattr(tuning, "GLUON_DEVICE_DESCRIPTORS", False)
     assert plan.gluon_forward_tile(descriptors="device") == plan.gluon_tile
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
+    monkeypatch.setattr(tuning, "GLUON_DEVICE_DESCRIPTORS", True)
     assert plan.gluon_forward_tile(descriptors="device") == device_tile
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
     assert plan.gluon_forward_tile(descriptors="host") is None
@@ -717,9 +718,9 @@ def test_gluon_device_tma_route(monkeypatch):
     from 512 to 1k keys both launchers run the persistent trimmed tile, and below 512 the tl
     forward; non-causal calls take the same tile."""
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
+    monkeypatch.setattr(tuning, "GLUON_DEVICE_DESCRIPTORS", True)
     override = ((512, "pp-tma-persist-trim-ts"), (1024, "pp-tma-c240-ovl-ts"))  # the whole (D, causal) route
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_TMA_ROUTE", {(128, True): override})
+    monkeypatch.setattr(tuning, "GLUON_DEVICE_TMA_ROUTE", {(128, True): override})
     for nkv in (1024, 1500, 16384):
         q, kv = spec((1, 1500, 4, 128)), spec((1, nkv, 2, 128))
         plan = core.plan_attention(q, kv, kv, causal=True)
@@ -746,13 +747,13 @@ def test_gluon_device_descriptors_call(monkeypatch, causal):
     monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
     plan = core.plan_attention(spec((2, 2100, 4, 128)), spec((2, 2100, 2, 128)), spec((2, 2100, 2, 128)), causal=causal)
     q, k, v = object(), object(), object()
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", False)
+    monkeypatch.setattr(tuning, "GLUON_DEVICE_DESCRIPTORS", False)
     plain = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="device")
     assert not plain.constexprs["TMA"] and not plain.constexprs["DEVICE_DESCRIPTORS"]
     assert plain.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH") and plain.writes == ("O", "LSE")
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", True)
+    monkeypatch.setattr(tuning, "GLUON_DEVICE_DESCRIPTORS", True)
     call = plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors="device")
-    tile = plan_mod.GLUON_FORWARD_TILES[plan.gluon_forward_tile(descriptors="device")]
+    tile = tuning.GLUON_FORWARD_TILES[plan.gluon_forward_tile(descriptors="device")]
     assert tile["TMA"] and call.constexprs["DEVICE_DESCRIPTORS"]
     assert {name: call.constexprs[name] for name in tile} == tile
     assert call.writes == call.outputs == ("O", "LSE", "DESCRIPTOR_SCRATCH")
@@ -760,7 +761,7 @@ def test_gluon_device_descriptors_call(monkeypatch, causal):
     assert (args["Q"], args["K"], args["V"]) == (q, k, v)
     # A program per SM (persistent), else per 128 query rows of each (head, batch).
     assert call.grid == ((132, 1, 1) if tile["PERSISTENT"] else (17, 4, 2))
-    assert plan_mod.descriptor_scratch_bytes(call.grid) == math.prod(call.grid) * plan_mod.GLUON_DESCRIPTOR_BYTES + 127
+    assert plan_mod.descriptor_scratch_bytes(call.grid) == math.prod(call.grid) * tuning.GLUON_DESCRIPTOR_BYTES + 127
     # The host-descriptor launch of the same plan is a launch of its own.
     assert not plan.forward_call(dict(Q=q, K=k, V=v), None, descriptors=None).constexprs["DEVICE_DESCRIPTORS"]
 
@@ -891,24 +892,24 @@ def test_gluon_backward_route(monkeypatch, gpu_plans, options, d, dtype, kind):
     axis; none while the routes are empty, and none off Hopper."""
     q, kv = gpu_spec((2, 700, 4, d), dtype), gpu_spec((2, 900, 2, d), dtype)
     for route in ("GLUON_DKDV_ROUTE", "GLUON_DQ_ROUTE", "GLUON_DKDV_TMA_ROUTE"):
-        monkeypatch.setattr(plan_mod, route, {})
+        monkeypatch.setattr(tuning, route, {})
     assert core.plan_attention(q, kv, kv, **options).gluon_backward_tiles("host") == (None, None)
     plan_mod.clear_plan_cache()
     kinds = ("dense", "causal", "window")
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(d, k): "dkdv" for k in kinds})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_ROUTE", {(d, k): "dkdv" for k in kinds})
     plan = core.plan_attention(q, kv, kv, **options)
     assert plan.gluon_backward_tiles() == ((None, None) if kind is None else ("dkdv", None))
-    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(d, k): "dq" for k in kinds})
+    monkeypatch.setattr(tuning, "GLUON_DQ_ROUTE", {(d, k): "dq" for k in kinds})
     assert plan.gluon_backward_tiles() == ((None, None) if kind is None else ("dkdv", "dq"))
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(d, k): "dkdv-tma" for k in kinds})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {(d, k): "dkdv-tma" for k in kinds})
     assert plan.gluon_backward_tiles("host") == ((None, None) if kind is None else ("dkdv-tma", "dq"))
     assert plan.gluon_backward_tiles() == ((None, None) if kind is None else ("dkdv", "dq"))
     broadcast = core.ArraySpec(q.shape, (0,) + tuple(q.strides[1:]), dtype, "cuda:0")  # one batch row for both
     assert core.plan_attention(broadcast, kv, kv, **options).gluon_backward_tiles("host")[0] == (None if kind is None else "dkdv")
     with pytest.raises(ValueError, match="descriptors"):
         plan.gluon_backward_tiles("devices")
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {})
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_ROUTE", {})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {})
     assert plan.gluon_backward_tiles() == ((None, None) if kind is None else (None, "dq"))
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: False)
     assert plan.gluon_backward_tiles() == (None, None)
@@ -927,11 +928,11 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
 
     kinds = ("causal", "window")
     for route in ("GLUON_DKDV_ROUTE", "GLUON_DQ_ROUTE", "GLUON_DKDV_TMA_ROUTE"):
-        monkeypatch.setattr(plan_mod, route, {})
+        monkeypatch.setattr(tuning, route, {})
     if halves in ("dkdv", "both"):
-        monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
+        monkeypatch.setattr(tuning, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
     if halves in ("dq", "both"):
-        monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
+        monkeypatch.setattr(tuning, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
     q, kv = gpu_spec((2, 700, 4, 128)), gpu_spec((2, 900, 2, 128))
     plan = core.plan_attention(q, kv, kv, causal=window is None, window=window)
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
@@ -945,12 +946,12 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
     if halves != "dq":
         assert dkdv.outputs == ("DK", "DV", "DESCRIPTOR_SCRATCH") and dkdv.writes == ("DK", "DV")
         assert dkdv.grid == (8, 2, 2) and dkdv.options["num_warps"] == 4 and not dkdv.constexprs["DEVICE_DESCRIPTORS"]
-        assert {n: dkdv.constexprs[n] for n in plan_mod.GLUON_DKDV_TILES["dkdv"]} == plan_mod.GLUON_DKDV_TILES["dkdv"]
+        assert {n: dkdv.constexprs[n] for n in tuning.GLUON_DKDV_TILES["dkdv"]} == tuning.GLUON_DKDV_TILES["dkdv"]
     else:
         assert not dkdv.constexprs["RUN_DQ"]
     if halves != "dkdv":
         assert dq.outputs == ("DQ",) and dq.grid == (6, 4, 2) and dq.options["num_warps"] == 4
-        assert {n: dq.constexprs[n] for n in plan_mod.GLUON_DQ_TILES["dq"]} == plan_mod.GLUON_DQ_TILES["dq"]
+        assert {n: dq.constexprs[n] for n in tuning.GLUON_DQ_TILES["dq"]} == tuning.GLUON_DQ_TILES["dq"]
     else:
         assert not dq.constexprs["RUN_DKDV"]
     for call in (c for c in (dkdv, dq) if c.kernel in (gluon_attention_dkdv_kernel, gluon_attention_dq_kernel)):
@@ -983,15 +984,15 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
         return ("descriptor", array)
 
     monkeypatch.setattr(plan_mod, "gluon_tma_descriptor", fake_descriptor)
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, "causal"): "dkdv"})
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma"})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_ROUTE", {(128, "causal"): "dkdv"})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma"})
     q, kv = gpu_spec((2, 700, 4, 128)), gpu_spec((2, 900, 2, 128))
     plan = core.plan_attention(q, kv, kv, causal=True)
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
     grad_out = spec((2, 700, 4, 128), strides=(700 * 4 * 256, 4 * 256, 256, 1))  # dO in rows of 256
     preprocess, dkdv, dq = plan.backward_calls(arrays, None, False, grad_out, descriptors="host")
     assert dkdv.kernel is gluon_attention_dkdv_kernel
-    tile = plan_mod.GLUON_DKDV_TILES["dkdv-tma"]
+    tile = tuning.GLUON_DKDV_TILES["dkdv-tma"]
     assert tile["TMA"] and {n: dkdv.constexprs[n] for n in tile} == tile
     args = dict(zip(kernel_params(dkdv.kernel)[0], dkdv.args))
     assert args["Q"] == ("descriptor", arrays["Q"]) and args["DO"] == ("descriptor", arrays["DO"])
@@ -1019,7 +1020,7 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
     columns = spec((2, 700, 4, 128), strides=(700 * 4 * 128, 1, 700, 700 * 4))
     calls = plan.backward_calls(arrays, None, False, columns, descriptors="host")
     assert gluon_attention_dkdv_kernel not in {call.kernel for call in calls}
-    monkeypatch.setattr(plan_mod, "GLUON_DEVICE_DESCRIPTORS", False)
+    monkeypatch.setattr(tuning, "GLUON_DEVICE_DESCRIPTORS", False)
     assert plan.gluon_backward_tiles("device") == ("dkdv", None)
     assert described == []
 
@@ -1036,8 +1037,8 @@ def test_gluon_backward_tma_store_binds_gradient_descriptors(monkeypatch, gpu_pl
         return ("descriptor", array)
 
     monkeypatch.setattr(plan_mod, "gluon_tma_descriptor", fake_descriptor)
-    monkeypatch.setitem(plan_mod.GLUON_DKDV_TILES, "dkdv-tma-ts", dict(plan_mod.GLUON_DKDV_TILES["dkdv-tma"], TMA_STORE=True))
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma-ts"})
+    monkeypatch.setitem(tuning.GLUON_DKDV_TILES, "dkdv-tma-ts", dict(tuning.GLUON_DKDV_TILES["dkdv-tma"], TMA_STORE=True))
+    monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma-ts"})
     b, nq, nkv, hq, hkv, d = 2, 700, 900, 4, 2, 128
 
     def shape(n, h):
@@ -1060,7 +1061,7 @@ def test_gluon_backward_tma_store_binds_gradient_descriptors(monkeypatch, gpu_pl
     _, dkdv, _ = plan.backward_calls(arrays, None, False, q, descriptors="device")
     assert dkdv.constexprs["TMA_STORE"] and dkdv.constexprs["DEVICE_DESCRIPTORS"]
     assert plan.launch_outputs(dkdv, outputs, placeholder) == (outputs["DK"], outputs["DV"], placeholder)
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma"})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma"})
     _, dkdv, _ = plan.backward_calls(arrays, None, False, q, descriptors="host")
     assert plan.launch_outputs(dkdv, outputs, placeholder) == (outputs["DK"], outputs["DV"], placeholder)
     assert len(described) == 4  # the last two calls' Q and dO only
@@ -1073,8 +1074,8 @@ def test_gluon_backward_persistent_grid(monkeypatch, gpu_plans, kv_blocks, grid)
     host or device descriptors alike. The other tiles keep the (key blocks, kv heads, batch) grid."""
     monkeypatch.setattr(plan_mod, "gluon_tma_descriptor", lambda *a: "descriptor")
     monkeypatch.setattr(core.runtime, "multiprocessor_count", lambda: 132)
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, "causal"): "dkdv"})
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma-persist"})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_ROUTE", {(128, "causal"): "dkdv"})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma-persist"})
     q = gpu_spec((2, 128 * kv_blocks - 5, 4, 128))
     kv = gpu_spec((2, 128 * kv_blocks - 5, 2, 128))
     plan = core.plan_attention(q, kv, kv, causal=True)
@@ -1100,8 +1101,8 @@ def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):
     def documents(b, h, q_idx, kv_idx):
         return (q_idx // 300) == (kv_idx // 300)
 
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, "map"): "dkdv"})
-    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, "map"): "dq"})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_ROUTE", {(128, "map"): "dkdv"})
+    monkeypatch.setattr(tuning, "GLUON_DQ_ROUTE", {(128, "map"): "dq"})
     q = gpu_spec((2, 900, 4, 128))
     bm = plan_mod.plan_block_mask(documents, None, 4, 900, 900, causal=True)
     plan = core.plan_attention(q, q, q, causal=True, mask_mod=documents, block_mask=bm)
@@ -1145,7 +1146,7 @@ def test_gluon_forward_walks_block_maps_and_windows(gpu_plans, window):
     mask = dict(causal=True) if window is None else dict(window=window)
     bm = plan_mod.plan_block_mask(documents, None, 4, 900, 900, **mask)
     arrays = {name: object() for name in ("Q", "K", "V", "MAP_COUNTS", "MAP_INDICES")}
-    tile = plan_mod.GLUON_MASKED_TMA_ROUTE[(128, "map")]
+    tile = tuning.GLUON_MASKED_TMA_ROUTE[(128, "map")]
     calls = [dict(mask, mask_mod=documents, block_mask=bm)] + ([dict(window=window)] if window else [])
     for options in calls:
         plan = core.plan_attention(q, q, q, **options)
@@ -1374,7 +1375,7 @@ def test_dropout_backward_pipelines_one_stage_less_at_d256(gpu_plans, d):
                                   dropout_p=0.1, dropout_seed=seed)
     for kind in ("forward", "dkdv", "dq"):
         a, b = getattr(plain.tiles, kind), getattr(dropped.tiles, kind)
-        backward = kind != "forward" and d >= plan_mod.DROPOUT_STAGES_FROM_WIDTH
+        backward = kind != "forward" and d >= tuning.DROPOUT_STAGES_FROM_WIDTH
         fewer = max(a.num_stages - 1, 1) if backward else a.num_stages
-        own = plan_mod.DROPOUT_DKDV_TILES.get(d) if kind == "dkdv" else None
+        own = tuning.DROPOUT_DKDV_TILES.get(d) if kind == "dkdv" else None
         assert b == (own or dataclasses.replace(a, num_stages=fewer)), kind

@@ -1009,7 +1009,7 @@ GLUON_CASES = [
     pytest.param(Case(3, 1000, 1000, 50, 10, 128, 128), "bfloat16", id="persistent-gqa-50:10-n1000"),
     pytest.param(Case(2, 700, 300, 6, 3, 128, 128, layout="bhnd"), "float16", id="persistent-q700-kv300-bhnd"),
     # D = 128 below 512 keys: descriptors built on the device, in the global scratch Triton's launcher
-    # asks flashx's allocator for (plan.HOST_DESCRIPTORS_FROM_KEYS); causal: the trimmed tile from 256 keys.
+    # asks flashx's allocator for (tuning.HOST_DESCRIPTORS_FROM_KEYS); causal: the trimmed tile from 256 keys.
     pytest.param(Case(3, 300, 300, 8, 2, 128, 128, causal=True), "bfloat16", id="device-desc-gqa-8:2-n300-causal"),
     pytest.param(Case(2, 130, 260, 4, 4, 128, 128, causal=True, layout="bhnd"), "float16",
                  id="device-desc-q130-kv260-causal-bhnd"),
@@ -1036,7 +1036,7 @@ GLUON_CASES = [
 
 @pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
 def test_tma_route_binds_descriptors(monkeypatch, layout):
-    """Where the launcher passes descriptors (torch's), a call that plan.GLUON_TMA_ROUTE covers
+    """Where the launcher passes descriptors (torch's), a call that tuning.GLUON_TMA_ROUTE covers
     takes its TMA tile and binds Q, K and V as TMA descriptors over their logical [B, N, H, D]
     shapes and strides, in either layout; without descriptors (JAX's launcher) or with a broadcast
     K it takes the cp.async route (GLUON_FORWARD_ROUTE) and the arrays. Runs on the CPU: nothing is
@@ -1044,11 +1044,11 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from flashx import core
-    from flashx.core import launch, plan as plan_mod
+    from flashx.core import launch, tuning
 
     b, nq, nkv, hq, hkv, d = 2, 2100, 2200, 4, 2, 128
-    tma_tile = plan_mod.gluon_forward_tile(d, False, nkv, plan_mod.GLUON_TMA_ROUTE)
-    assert tma_tile is not None and plan_mod.GLUON_FORWARD_TILES[tma_tile]["TMA"]
+    tma_tile = tuning.gluon_forward_tile(d, False, nkv, tuning.GLUON_TMA_ROUTE)
+    assert tma_tile is not None and tuning.GLUON_FORWARD_TILES[tma_tile]["TMA"]
 
     def make(n, h, broadcast=False):
         x = torch.randn((1 if broadcast else b, h, n, d) if layout == "bhnd" else (1 if broadcast else b, n, h, d),
@@ -1066,7 +1066,7 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
     q, k, v = make(nq, hq), make(nkv, hkv), make(nkv, hkv)
     bound = call(q, k, v, descriptors="host")
     args = dict(zip(launch.kernel_params(bound.kernel)[0], bound.args))
-    assert {n: bound.constexprs[n] for n in plan_mod.GLUON_FORWARD_TILES[tma_tile]} == plan_mod.GLUON_FORWARD_TILES[tma_tile]
+    assert {n: bound.constexprs[n] for n in tuning.GLUON_FORWARD_TILES[tma_tile]} == tuning.GLUON_FORWARD_TILES[tma_tile]
     assert bound.grid == (132, 1, 1)
     axes = (0, 2, 1, 3) if layout == "bhnd" else (0, 1, 2, 3)  # (B, N, H, D) of the stored array
     for name, x, n, h, rows in (("Q", q, nq, hq, 64), ("K", k, nkv, hkv, 128), ("V", v, nkv, hkv, 128)):
@@ -1082,7 +1082,7 @@ def test_tma_route_binds_descriptors(monkeypatch, layout):
     for plain in (call(q, k, v, descriptors=None), call(q, make(nkv, hkv, broadcast=True), v, descriptors="host")):
         args = dict(zip(launch.kernel_params(plain.kernel)[0], plain.args))
         assert not plain.constexprs["TMA"] and args["Q"] is q
-        assert {n: plain.constexprs[n] for n in plan_mod.GLUON_FORWARD_TILES["pp"]} == plan_mod.GLUON_FORWARD_TILES["pp"]
+        assert {n: plain.constexprs[n] for n in tuning.GLUON_FORWARD_TILES["pp"]} == tuning.GLUON_FORWARD_TILES["pp"]
 
 
 @pytest.mark.parametrize("layout, d", [("bnhd", 128), ("bhnd", 128), ("bhnd", 256)])
@@ -1094,7 +1094,7 @@ def test_tma_store_tile_binds_an_output_descriptor(monkeypatch, layout, d):
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from flashx import core
-    from flashx.core import plan as plan_mod
+    from flashx.core import tuning
 
     b, n, h = 2, 1100, 4
     monkeypatch.setattr(core.runtime, "hopper_gluon", lambda: True)
@@ -1107,12 +1107,12 @@ def test_tma_store_tile_binds_an_output_descriptor(monkeypatch, layout, d):
     lse = torch.empty(plan.lse_shape, dtype=torch.float32)
     placeholder = torch.empty(1)
 
-    routed = plan_mod.GLUON_FORWARD_TILES[plan.gluon_forward_tile(descriptors="host")]
+    routed = tuning.GLUON_FORWARD_TILES[plan.gluon_forward_tile(descriptors="host")]
 
     def plan_with_store(tma_store):
         name = f"tma-store-{tma_store}"
-        monkeypatch.setitem(plan_mod.GLUON_FORWARD_TILES, name, dict(routed, TMA_STORE=tma_store))
-        monkeypatch.setitem(plan_mod.GLUON_TMA_ROUTE, (d, False), ((256, name),))
+        monkeypatch.setitem(tuning.GLUON_FORWARD_TILES, name, dict(routed, TMA_STORE=tma_store))
+        monkeypatch.setitem(tuning.GLUON_TMA_ROUTE, (d, False), ((256, name),))
         return core.plan_attention(*[core.ArraySpec(shape, x.stride(), "bfloat16", "cuda:0") for x in (q, k, v)],
                                    layout=layout)
 
@@ -1200,13 +1200,13 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, wi
     (a causal document mask: through its block map, mask_mod on the partial blocks): dq, dk and
     dv against float64 within the dtype's bound of torch's own bf16 gradients. Run it under a
     timeout (see above)."""
-    from flashx.core import gluon_backward, plan as plan_mod
+    from flashx.core import gluon_backward, tuning, plan as plan_mod
 
     require_sm90()
     kinds = ("dense", "causal", "window", "map")
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
-    monkeypatch.setattr(plan_mod, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile != "dkdv"})
-    monkeypatch.setattr(plan_mod, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_ROUTE", {(128, k): "dkdv" for k in kinds})
+    monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {(128, k): dkdv_tile for k in kinds if dkdv_tile != "dkdv"})
+    monkeypatch.setattr(tuning, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in kinds})
     described = []
     describe = plan_mod.AttentionPlan._backward_tma_descriptors
     monkeypatch.setattr(plan_mod.AttentionPlan, "_backward_tma_descriptors",
@@ -1254,14 +1254,14 @@ def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
     that starts off a 16-byte boundary takes the tl kernel, with the same results; the backward
     reads the Gluon forward's lse."""
     from flashx import core
-    from flashx.core import gluon_forward, plan as plan_mod
+    from flashx.core import gluon_forward, tuning
 
     require_sm90("the Gluon forward's kernels")
     assert core.runtime.hopper_gluon(), "an sm_90 device, yet the Gluon forward is off"
-    on_device = case.nkv < plan_mod.HOST_DESCRIPTORS_FROM_KEYS
-    tma_route = {**plan_mod.GLUON_TMA_ROUTE, **plan_mod.GLUON_DEVICE_TMA_ROUTE} if on_device else plan_mod.GLUON_TMA_ROUTE
-    routes = (tma_route, plan_mod.GLUON_FORWARD_ROUTE)
-    tile = next(filter(None, (plan_mod.gluon_forward_tile(case.d, case.causal, case.nkv, r) for r in routes)))
+    on_device = case.nkv < tuning.HOST_DESCRIPTORS_FROM_KEYS
+    tma_route = {**tuning.GLUON_TMA_ROUTE, **tuning.GLUON_DEVICE_TMA_ROUTE} if on_device else tuning.GLUON_TMA_ROUTE
+    routes = (tma_route, tuning.GLUON_FORWARD_ROUTE)
+    tile = next(filter(None, (tuning.gluon_forward_tile(case.d, case.causal, case.nkv, r) for r in routes)))
     calls = []
     forward_calls = core.AttentionPlan.forward_calls
 
@@ -1276,7 +1276,7 @@ def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
                for s in shapes(*case[:7], case.layout))
     out, lse = flashx.torch.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
     assert forward_kernels == [gluon_forward.gluon_attention_forward_kernel]
-    constexprs = plan_mod.GLUON_FORWARD_TILES[tile]
+    constexprs = tuning.GLUON_FORWARD_TILES[tile]
     assert {name: calls[0].constexprs[name] for name in constexprs} == constexprs, tile
     assert calls[0].constexprs["DEVICE_DESCRIPTORS"] == (on_device and constexprs["TMA"])
     check_against_references(q, k, v, out, lse, dtype, causal=case.causal, layout=case.layout)

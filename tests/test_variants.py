@@ -1041,7 +1041,7 @@ def test_gpu_varlen():
 @pytest.mark.parametrize("shape, fields, dtype", [pytest.param(Shape(*s), v, d, id=i) for i, s, v, d in GLUON_MASKED_CASES])
 def test_gpu_gluon_forward_windows_and_maps(forward_kernels, shape, fields, dtype):
     """On Hopper, calls with a sliding window or a block map (mask_mod) at the head dims
-    plan.GLUON_MASKED_TMA_ROUTE routes take the Gluon forward: out, lse and the gradients (whose
+    tuning.GLUON_MASKED_TMA_ROUTE routes take the Gluon forward: out, lse and the gradients (whose
     backward reads that lse) against float64, rows without keys exactly 0."""
     from flashx.core import gluon_forward
 

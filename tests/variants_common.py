@@ -245,7 +245,7 @@ def clamped_bounds(cu_seqlens, total: int) -> list:
 # ----------------------------------------------------------------------------------------------
 
 # (id, (B, Nq, Nkv, Hq, Hkv, D, Dv), Variant's fields, dtype): the head dims and kinds to which
-# plan.GLUON_MASKED_TMA_ROUTE gives the Gluon forward on Hopper (windows at D = 128 and 256, block
+# tuning.GLUON_MASKED_TMA_ROUTE gives the Gluon forward on Hopper (windows at D = 128 and 256, block
 # maps at D = 64, 128 and 256; D = 256 walks each 128-key map block in two 64-key steps).
 # Ragged lengths, GQA/MQA, rows without keys (bottom-right causal with Nq > Nkv, "holes"), a
 # window without a right side, a map with the window folded in and one that depends on batch and head.

@@ -3,7 +3,7 @@
 Imports triton and the standard library only; the frontends (flashx.torch, flashx.jax)
 turn their arrays into `ArraySpec`s, ask for a plan and launch the calls it returns.
 """
-from . import compile_hook, launch, runtime
+from . import compile_hook, launch, runtime, tuning
 from .plan import (
     ArraySpec,
     AttentionPlan,
@@ -49,4 +49,5 @@ __all__ = [
     "compile_hook",
     "launch",
     "runtime",
+    "tuning",
 ]

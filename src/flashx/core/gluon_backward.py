@@ -2,7 +2,7 @@
 half loses to FlexAttention on windows and documents (NOTES v0.6-v0.9), written the way the
 Gluon forward is.
 
-The plan launches them where plan.GLUON_DKDV_ROUTE / GLUON_DKDV_TMA_ROUTE / GLUON_DQ_ROUTE name
+The plan launches them where tuning.GLUON_DKDV_ROUTE / GLUON_DKDV_TMA_ROUTE / GLUON_DQ_ROUTE name
 a tile (D = 128; NOTES v0.17 has the first run's checks and times).
 benchmarks/gluon_backward_check.py checks them against float64 and times them beside the
 portable backward.

@@ -45,7 +45,7 @@ producer thread issues each copy, where cp.async spends every producer thread's 
 addresses. Needs Q_BY_PRODUCER. torch's launcher passes host descriptors; jax-triton can pass
 neither those nor the global scratch that descriptors built on the device (DEVICE_DESCRIPTORS)
 live in, so for JAX flashx/jax/gluon.py points the compiled kernel's scratch at the
-DESCRIPTOR_SCRATCH output (plan.GLUON_DEVICE_DESCRIPTORS).
+DESCRIPTOR_SCRATCH output (tuning.GLUON_DEVICE_DESCRIPTORS).
 
 Q [B, Nq, Hq, D], K / V [B, Nkv, Hkv, D], O [B, Nq, Hq, D] through their strides (the last
 axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE [B, Hq, Nq] float32, natural
@@ -1139,7 +1139,7 @@ def gluon_attention_forward_kernel(
     the descriptors in the program's global scratch (384 bytes a program, 640 or 768 with TMA_STORE's two or three
     O descriptors). DESCRIPTOR_SCRATCH:
     never touched by the kernel; for launchers that pass no global scratch (jax-triton's), at least
-    programs * plan.GLUON_DESCRIPTOR_BYTES + 127 bytes that flashx/jax/gluon.py points the compiled
+    programs * tuning.GLUON_DESCRIPTOR_BYTES + 127 bytes that flashx/jax/gluon.py points the compiled
     kernel's scratch at.
 
     LIMIT_LEFT: a query i sees keys from i + diag - window_left on (a sliding window; diag =

@@ -7,7 +7,7 @@ warps counted in the launch), everything else goes to jax-triton's own builder u
 benchmarks/gluon_jax_probe.py showed the mechanism on the H200, warp-specialized kernels included.
 A kernel that needs Triton's global scratch (TMA descriptors built on the device) gets it from its
 DESCRIPTOR_SCRATCH output (_scratch_in_argument): jaxlib passes no scratch
-(plan.GLUON_DEVICE_DESCRIPTORS; first run on the H200 2026-11-30).
+(tuning.GLUON_DEVICE_DESCRIPTORS; first run on the H200 2026-11-30).
 """
 import functools
 import os
@@ -115,9 +115,9 @@ def _scratch_in_argument(ptx: str, kernel_name: str, arg_names, signature: dict,
     if SCRATCH_ARGUMENT not in runtime_names:
         raise ValueError(f"{kernel_name} needs {scratch_bytes} bytes of global scratch a program, which jax-triton "
                          f"does not pass, and has no {SCRATCH_ARGUMENT} argument to take it from")
-    if scratch_bytes > core.plan.GLUON_DESCRIPTOR_BYTES:
+    if scratch_bytes > core.tuning.GLUON_DESCRIPTOR_BYTES:
         raise ValueError(f"{kernel_name} needs {scratch_bytes} bytes of global scratch a program; "
-                         f"{SCRATCH_ARGUMENT} is sized for {core.plan.GLUON_DESCRIPTOR_BYTES}")
+                         f"{SCRATCH_ARGUMENT} is sized for {core.tuning.GLUON_DESCRIPTOR_BYTES}")
     argument, hidden = runtime_names.index(SCRATCH_ARGUMENT), len(runtime_names)
     entry = core.compile_hook.kernel_entry(ptx, kernel_name)
     if entry is None or entry.group(1).count(".param") != hidden + 2:
