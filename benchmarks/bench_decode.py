@@ -19,6 +19,7 @@ Timing: triton.testing.do_bench medians (common.time_torch; JAX: common.time_jax
     python benchmarks/bench_decode.py             # all cases
     python benchmarks/bench_decode.py --quick     # shorter timing
     python benchmarks/bench_decode.py --device cpu   # debug pass: interpreter, tiny shapes
+    python benchmarks/bench_decode.py --cuda-graphs  # torch's systems from CUDA graphs: device time only
 
 Writes DIR/decode.md and DIR/decode.json (DIR: --out, default benchmarks/results/h200); prints
 the markdown last. Needs a CUDA GPU (but --device cpu); importing this module does no work.
@@ -41,6 +42,7 @@ HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
 BATCHES = (1, 8, 32)
 CACHE_LENGTHS = (4096, 16384)
 PAGE_SIZES = (256, 16)
+GRAPH_COPIES_MAX = 16  # --cuda-graphs: at most this many copies of a case's inputs in one graph
 SYSTEMS = ("flashx_dense", *(f"flashx_paged_{p}" for p in PAGE_SIZES), "flashx_jax_paged_256",
            "sdpa_flash", "sdpa_cudnn", "flex")
 LABELS = {"flashx_dense": "flashx dense", **{f"flashx_paged_{p}": f"flashx paged {p}" for p in PAGE_SIZES},
@@ -56,6 +58,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--warmup-ms", type=float, default=None)
     parser.add_argument("--rep-ms", type=float, default=None)
     parser.add_argument("--rounds", type=int, default=common.ROUNDS)
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="time the torch systems replayed from a CUDA graph (no host time; common.time_torch_graph)")
     parser.add_argument("--out", type=Path, default=common.DEFAULT_OUT)
     return parser.parse_args(argv)
 
@@ -69,30 +73,23 @@ def paged(cache, page_size: int, order):
     return stored
 
 
-def bench_case(torch, ctx: dict, batch: int, n: int, systems: list, warmup_ms: float, rep_ms: float, log) -> dict:
+def system_calls(torch, ctx: dict, q, k, v, used, generator, systems: list, keep_pages: bool) -> dict:
+    """Each torch system's call on these arrays (the paged systems on their own shuffled copy of
+    k and v, kept in ctx for the JAX system where keep_pages)."""
     import flashx.torch
 
-    device = ctx["device"]
-    generator = torch.Generator().manual_seed(batch * 100003 + n)
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=generator).to(device, torch.bfloat16)
-
-    heads_q, heads_kv, head_dim = ctx["heads"]
-    q = randn(batch, heads_q, 1, head_dim)
-    k, v = (randn(batch, heads_kv, n, head_dim) for _ in range(2))
-    used = torch.full((batch,), n, dtype=torch.int32, device=device)
-    reference = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
+    device, batch, n = ctx["device"], k.shape[0], k.shape[2]
     calls = {}
     if "flashx_dense" in systems:
         calls["flashx_dense"] = lambda: flashx.torch.attention(q, k, v, layout="bhnd")
     for p in PAGE_SIZES:
         name = f"flashx_paged_{p}"
-        if name in systems or (p == 256 and "flashx_jax_paged_256" in systems):
+        if name in systems or (p == 256 and "flashx_jax_paged_256" in systems and keep_pages):
             order = torch.randperm(batch * n // p, generator=generator).to(device)
             k_pages, v_pages = paged(k, p, order), paged(v, p, order)
             table = order.view(batch, n // p).to(torch.int32)  # sequence b's page j is stored at order[b, j]
-            ctx[f"pages_{p}"] = (k_pages, v_pages, table)
+            if keep_pages:
+                ctx[f"pages_{p}"] = (k_pages, v_pages, table)
             if name in systems:
                 calls[name] = (lambda kp=k_pages, vp=v_pages, t=table: flashx.torch.attention(
                     q.transpose(1, 2), kp, vp, block_table=t, seqused_k=used).transpose(1, 2))
@@ -107,13 +104,40 @@ def bench_case(torch, ctx: dict, batch: int, n: int, systems: list, warmup_ms: f
             ctx["flex"] = common.flex_setup(torch)
         flex = ctx["flex"][0]
         calls["flex"] = lambda: flex(q, k, v, enable_gqa=True)
+    return calls
 
+
+def bench_case(torch, ctx: dict, batch: int, n: int, systems: list, warmup_ms: float, rep_ms: float, log) -> dict:
+    """One (B, Nkv) case: each system checked against SDPA's math backend and timed (do_bench; with
+    ctx["graphs"], replayed from a CUDA graph over enough copies of the inputs to pass L2)."""
+    device = ctx["device"]
+    generator = torch.Generator().manual_seed(batch * 100003 + n)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator).to(device, torch.bfloat16)
+
+    heads_q, heads_kv, head_dim = ctx["heads"]
+
+    def inputs():
+        return randn(batch, heads_q, 1, head_dim), randn(batch, heads_kv, n, head_dim), randn(batch, heads_kv, n, head_dim)
+
+    q, k, v = inputs()
+    used = torch.full((batch,), n, dtype=torch.int32, device=device)
+    reference = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
+    calls = system_calls(torch, ctx, q, k, v, used, generator, systems, keep_pages=True)
     cache_bytes = 2 * k.numel() * k.element_size()
+    copies = [calls]
+    if ctx["graphs"]:  # the other copies' inputs, so that a graph's calls together pass L2
+        extra = min(GRAPH_COPIES_MAX, -(-common.GRAPH_WORKING_SET_BYTES // cache_bytes)) - 1
+        copies += [system_calls(torch, ctx, *inputs(), used, generator, systems, keep_pages=False) for _ in range(extra)]
     row = {}
     for name, call in calls.items():
-        def run(call=call):
+        def run(call=call, name=name):
             err = common.rel_err(call(), reference)
-            ms = common.time_torch(call, warmup_ms, rep_ms, device)
+            if ctx["graphs"]:
+                ms = common.time_torch_graph([c[name] for c in copies], warmup_ms, rep_ms, device)
+            else:
+                ms = common.time_torch(call, warmup_ms, rep_ms, device)
             return ms, err
         value, why = common.guarded(run, ctx)
         row[name] = dict(ms=value[0], err=value[1]) if value else dict(reason=why)
@@ -147,7 +171,9 @@ def markdown(rows: list, env: dict, settings: dict) -> str:
     systems = [s for s in SYSTEMS if any(s in r["results"] for r in rows)]
     lines = common.header_lines("flashx decode steps over a KV cache", env) + [
         "- one query per sequence, Hq = {} over Hkv = {}, D = {}, bf16, every ".format(*settings["heads"]) +
-        "cache full; us per call (do_bench median; JAX back to back) and the cache bandwidth reached "
+        "cache full; us per call ({}; JAX back to back) and the cache bandwidth reached ".format(
+            "torch's systems replayed from one CUDA graph over copies of the inputs that pass L2, median"
+            " replay / copies (common.time_torch_graph): no host time" if settings.get("cuda_graphs") else "do_bench median") +
         "(K and V bytes / time), flashx dense / FA2 as a ratio of times",
         f"- warm-up {settings['warmup_ms']:g} ms, {settings['rep_ms']:g} ms reps, {settings['rounds']} round(s)",
         "",
@@ -185,12 +211,12 @@ def main(argv=None) -> int:
         return 2
     cpu = args.device == "cpu"
     ctx = {"torch": torch, "device": args.device, "heads": (4, 2, 16) if cpu else (HEADS_Q, HEADS_KV, HEAD_DIM),
-           "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK"))}
+           "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK")), "graphs": args.cuda_graphs}
     if "flashx_jax_paged_256" in args.systems:
         common.init_jax(ctx, args.device, log)
     systems = [s for s in args.systems if not (cpu and s in ("sdpa_flash", "sdpa_cudnn", "flex"))]
     env = common.environment(torch, args.device)
-    settings = dict(warmup_ms=warmup_ms, rep_ms=rep_ms, rounds=common.ROUNDS, heads=ctx["heads"])
+    settings = dict(warmup_ms=warmup_ms, rep_ms=rep_ms, rounds=common.ROUNDS, heads=ctx["heads"], cuda_graphs=args.cuda_graphs)
     shapes = [(1, 256), (2, 512)] if cpu else [(b, n) for n in CACHE_LENGTHS for b in BATCHES]
     rows = []
     start = time.perf_counter()

@@ -457,6 +457,53 @@ def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cud
     return settled_median(lambda: float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")), load=fn)
 
 
+# What time_torch_graph reads from the device: do_bench's L2 flush (a 256 MB write) is host work
+# between calls, so a captured run instead walks at least this many bytes of distinct inputs.
+GRAPH_WORKING_SET_BYTES = 256 << 20
+
+
+def time_torch_graph(calls: list, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
+    """Median ms a call of `calls` (each on its own inputs) replayed from one CUDA graph that
+    holds them all in turn: no host time in it, which is how a decode loop under CUDA graphs
+    (torch.compile's reduce-overhead, vLLM's captured steps) runs. With enough distinct inputs
+    (GRAPH_WORKING_SET_BYTES) no call finds the previous one's data in L2, as a model's layers each
+    read their own cache. Each replay timed by CUDA events, after settle() with replays as the
+    load; the median replay over len(calls). CPU (debug runs): time_wall of the calls in turn."""
+    if device != "cuda":
+        return time_wall(lambda: [call() for call in calls], lambda out: None, warmup_ms, rep_ms) / len(calls)
+    import torch
+
+    side = torch.cuda.Stream()  # capture-safe warm-up: compiles, plans and allocations outside the graph
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for call in calls:
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for call in calls:
+            call()
+    torch.cuda.synchronize()
+
+    def measure() -> float:
+        events = []
+        begin = time.perf_counter()
+        while len(events) < 5 or (time.perf_counter() - begin) * 1e3 < rep_ms:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            events.append((start, end))
+            if len(events) % 20 == 0:
+                torch.cuda.synchronize()  # keep the queue short: the wall clock above bounds the run
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in events) / len(calls)
+
+    for _ in range(3):
+        graph.replay()
+    return settled_median(measure, load=graph.replay)
+
+
 def time_torch_back_to_back(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
     """Median ms of `fn` called back to back, by the wall clock over samples of ~20 ms each ended by
     one synchronize (time_wall), after settle() with fn as its load (settled_median): what
