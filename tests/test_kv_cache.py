@@ -787,6 +787,8 @@ def test_packed_decode_torch(rng, forward_shapes, layout, opts, paged):
         tq, tk, tv = (tensor(arrange(x, layout)).requires_grad_() for x in (q, k, v))
         out, lse = flashx.torch.attention(tq, tk, tv, layout=layout, return_lse=True, **opts)
         assert tuple(out.shape) == tuple(tq.shape) and tuple(lse.shape) == (3, 8, 1)
+        # out is the packed call's (B, Hkv, g, D) out viewed, in either layout: no copy a call
+        assert out._base is not None and tuple(out._base.shape) == (3, 2, 4, 16), "the packed out was copied"
         dout = rng.standard_normal((3, 1, 8, 16)).astype(np.float32)
         out.backward(tensor(arrange(dout, layout)))
         want_out, want_lse, want_grads = reference(*(x.astype(np.float64) for x in (q, k, v, dout)), **opts)

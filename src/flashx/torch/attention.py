@@ -588,14 +588,13 @@ def _packed_group(q, k, tensors: dict, options: core.CallOptions, bias) -> int:
 
 def _run_packed(q, k, v, tensors: dict, options: core.CallOptions, return_lse: bool, bias, group: int,
                 dense_key: Optional[tuple]):
-    """_run of a one-query GQA call as `group` query rows of each kv head (core.packed_query_heads):
-    q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B, Hkv, g, D), without causal;
-    out and lse viewed back (out copied in "bnhd", where its rows interleave). dense_key: a plain
+    """_run of a one-query GQA call as `group` query rows of each kv head (core.packed_query_heads),
+    without causal, on the views of _packed_call; out and lse viewed back. dense_key: a plain
     call's key (attention's), under which _DENSE_PLANS then keeps the packed call's plan
     (_PackedPlan), so that its next call goes straight to _run_packed_eager."""
-    packed = dataclasses.replace(options, causal=False)
-    rows = _packed_rows(q, group, options.layout)
-    key = _dense_key(rows, k, v, False, options.scale, options.layout, options.window, options.softcap) if dense_key else None
+    packed = dataclasses.replace(options, causal=False, layout="bhnd")
+    rows, k, v = _packed_call(q, k, v, group, options.layout)
+    key = _dense_key(rows, k, v, False, options.scale, "bhnd", options.window, options.softcap) if dense_key else None
     plan = _DENSE_PLANS.get(key) if key is not None else None
     if plan is not None:
         out, lse = _run_eager(plan, rows, k, v, None, _NO_TENSORS, True)
@@ -604,7 +603,7 @@ def _run_packed(q, k, v, tensors: dict, options: core.CallOptions, return_lse: b
         plan = _DENSE_PLANS.get(key) if key is not None else None
     if plan is not None:
         _keep_dense_plan(dense_key, _PackedPlan(group, plan))
-    return _unpacked(q, out, lse, options.layout, return_lse)
+    return _unpacked(q, out, lse, return_lse)
 
 
 class _PackedPlan(NamedTuple):
@@ -617,20 +616,26 @@ class _PackedPlan(NamedTuple):
 
 def _run_packed_eager(packed: _PackedPlan, q, k, v, layout: str, return_lse: bool):
     """A plain packed call again (attention's fast path): _run_packed with its plan known."""
-    out, lse = _run_eager(packed.plan, _packed_rows(q, packed.group, layout), k, v, None, _NO_TENSORS, True)
-    return _unpacked(q, out, lse, layout, return_lse)
+    out, lse = _run_eager(packed.plan, *_packed_call(q, k, v, packed.group, layout), None, _NO_TENSORS, True)
+    return _unpacked(q, out, lse, return_lse)
 
 
-def _packed_rows(q, group: int, layout: str):
-    """q (B, 1, Hq, D) as (B, g, Hkv, D), or "bhnd" (B, Hq, 1, D) as (B, Hkv, g, D): views."""
-    rows = q.reshape(q.shape[0], q.shape[1] * q.shape[2] // group, group, q.shape[-1])  # (B, Hkv, g, D)
-    return rows.transpose(1, 2) if layout == "bnhd" else rows
+def _packed_call(q, k, v, group: int, layout: str) -> tuple:
+    """The packed call's arrays, views all, in "bhnd" whatever the caller's layout: q (B, 1, Hq, D),
+    or "bhnd" (B, Hq, 1, D), as (B, Hkv, g, D); "bnhd" k and v (B, N, Hkv, D) (paged: (pages, P,
+    Hkv, D)) transposed, which the kernels read as before (same memory, same order). Its out (B,
+    Hkv, g, Dv) is then q's out as a view in either layout: in "bnhd" a packed out of (B, g, Hkv,
+    Dv) would interleave the heads and cost a copy a call (a launch, in a decode step's few us)."""
+    rows = q.reshape(q.shape[0], q.shape[1] * q.shape[2] // group, group, q.shape[-1])
+    if layout == "bnhd":
+        k, v = k.transpose(1, 2), v.transpose(1, 2)
+    return rows, k, v
 
 
-def _unpacked(q, out, lse, layout: str, return_lse: bool):
-    """The packed call's out and lse in q's shape: out (B, 1, Hq, Dv) (copied in "bnhd", where its
-    rows interleave) or (B, Hq, 1, Dv); lse (B, Hkv, g) as (B, Hq, 1)."""
-    out = (out.transpose(1, 2) if layout == "bnhd" else out).reshape(*q.shape[:-1], out.shape[-1])
+def _unpacked(q, out, lse, return_lse: bool):
+    """The packed call's out (B, Hkv, g, Dv) and lse (B, Hkv, g) in q's shape, views: out (B, 1,
+    Hq, Dv) or "bhnd" (B, Hq, 1, Dv); lse (B, Hq, 1)."""
+    out = out.reshape(*q.shape[:-1], out.shape[-1])
     lse = lse.reshape(q.shape[0], -1, 1)
     return (out, lse) if return_lse else out
 
