@@ -113,6 +113,20 @@ def forward_kernels(monkeypatch) -> list:
 
 
 @pytest.fixture
+def keys_unsplit(monkeypatch):
+    """The forward never splits its keys (tuning.KV_SPLIT_MAX = 1). On the GPU a call of fewer
+    tiles than ~80% of the SMs takes the split tl forward (tuning.kv_splits, since s68), so a
+    test of the Gluon forward on a small grid would test the tl kernel. Plans made before or
+    during the test are dropped from the plan cache, so that none outlives the patch."""
+    from flashx.core import plan as plan_mod, tuning
+
+    plan_mod.clear_plan_cache()
+    monkeypatch.setattr(tuning, "KV_SPLIT_MAX", 1)
+    yield
+    plan_mod.clear_plan_cache()
+
+
+@pytest.fixture
 def backward_kernels(monkeypatch) -> list:
     """Wraps AttentionPlan.backward_calls: the returned list gets each backward launch's kernel."""
     from flashx import core

@@ -386,6 +386,7 @@ def test_jax_bias_and_mask_and_lengths(rng):
         pytest.param(800, 1000, 2, 2, 256, dict(local_window_size=(200, 0)), id="d256-t800-s1000-window-200"),
     ],
 )
+@pytest.mark.usefixtures("keys_unsplit")
 def test_gpu_jax_top_left_window_runs_gluon_forward(rng, forward_kernels, t, s, n, kh, h, kwargs):
     """On Hopper, jax.nn's local windows (aligned top-left) with T != S take the Gluon forward,
     whose walk starts each row's window at key i - left rather than i + S - T - left: bf16 out

@@ -422,6 +422,7 @@ def test_bad_input_raises_at_trace_time():
         pytest.param(Case(2, 300, 300, 4, 2, 128, 128, causal=True), "bfloat16", id="short-gqa-4:2-n300-causal-bf16"),
     ],
 )
+@pytest.mark.usefixtures("keys_unsplit")
 def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
     """On Hopper, inside jax.jit: dense 16-bit calls at D = 64, 128 or 256 with enough keys take the Gluon
     forward through jax-triton (flashx/jax/gluon.py teaches its builder Gluon), and agree with
@@ -458,6 +459,7 @@ def test_gpu_gluon_forward(forward_kernels, rng, case, dtype):
         pytest.param(Case(3, 130, 260, 4, 4, 128, 128, causal=True), "float16", id="trimmed-short-q130-kv260-causal"),
     ],
 )
+@pytest.mark.usefixtures("keys_unsplit")
 def test_gpu_gluon_device_descriptors(monkeypatch, forward_kernels, rng, case, dtype):
     """With tuning.GLUON_DEVICE_DESCRIPTORS (the default; set here so the path stays tested if the
     default changes), JAX's launches take the TMA tiles, each program building its descriptors in

@@ -1245,6 +1245,7 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, wi
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case, dtype", GLUON_CASES)
+@pytest.mark.usefixtures("keys_unsplit")
 def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):
     """On Hopper, dense 16-bit calls at D = 64, 128 or 256 with enough keys take the
     warp-specialized Gluon forward, with the TMA tile that the plan's GLUON_TMA_ROUTE gives (torch

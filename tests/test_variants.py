@@ -1039,6 +1039,7 @@ def test_gpu_varlen():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape, fields, dtype", [pytest.param(Shape(*s), v, d, id=i) for i, s, v, d in GLUON_MASKED_CASES])
+@pytest.mark.usefixtures("keys_unsplit")
 def test_gpu_gluon_forward_windows_and_maps(forward_kernels, shape, fields, dtype):
     """On Hopper, calls with a sliding window or a block map (mask_mod) at the head dims
     tuning.GLUON_MASKED_TMA_ROUTE routes take the Gluon forward: out, lse and the gradients (whose
