@@ -71,6 +71,17 @@ def paged_rows(table_row, kv_idx, m_n, page_count, stride_page, stride_row, PAGE
 
 
 @triton.jit
+def block_page(table_row, start_n, seqlen_kv, page_count, PAGE_SIZE: tl.constexpr):
+    """The page (int64) holding keys [start_n, start_n + BLOCK_N) where PAGE_SIZE is a multiple of
+    BLOCK_N: table_row[start_n // PAGE_SIZE], its index kept within the sequence's keys (a block
+    wholly past them reads its last page; its loads are masked) and the page clamped into
+    [0, page_count), as paged_rows does."""
+    index = tl.maximum(tl.minimum(start_n, seqlen_kv - 1), 0) // PAGE_SIZE
+    page = tl.load(table_row + index)
+    return tl.minimum(tl.maximum(page, 0), page_count - 1).to(tl.int64)
+
+
+@triton.jit
 def split_spans(lo, full_lo, full_hi, hi, split, kv_splits, BLOCK_N: tl.constexpr):
     """key_spans' (lo, full_lo, full_hi, hi) cut to split `split` of kv_splits: an equal share of
     the blocks of [lo, hi), block-aligned, the full span clamped into it (possibly empty)."""
@@ -110,7 +121,14 @@ def _attend_block(
     kv_idx = start_n + offs_n
     m_n = kv_idx < seqlen_kv
     # [BD, BN]: k transposed, so that q @ k is [BM, BN] = [BM, BD] @ [BD, BN]
-    if PAGE_SIZE > 0:  # a paged cache: each key's row through the block table
+    if PAGE_SIZE > 0 and PAGE_SIZE % BLOCK_N == 0:
+        # Block starts are multiples of BLOCK_N (key_range), so the block lies in one page: one
+        # table entry, and rows as affine in offs_n as a dense cache's (vectorized, pipelined loads).
+        page = block_page(table_row, start_n, seqlen_kv, page_count, PAGE_SIZE)
+        first_row = start_n % PAGE_SIZE
+        p_k = k_base + page * stride_kb + (first_row + offs_n[None, :]) * stride_kn + offs_d[:, None] * stride_kd
+        p_v = v_base + page * stride_vb + (first_row + offs_n[:, None]) * stride_vn + offs_dv[None, :] * stride_vd
+    elif PAGE_SIZE > 0:  # a paged cache: each key's row through the block table
         rows_k = paged_rows(table_row, kv_idx, m_n, page_count, stride_kb, stride_kn, PAGE_SIZE, MASKED)
         rows_v = paged_rows(table_row, kv_idx, m_n, page_count, stride_vb, stride_vn, PAGE_SIZE, MASKED)
         p_k = k_base + rows_k[None, :] + offs_d[:, None] * stride_kd
