@@ -462,6 +462,25 @@ def time_torch(fn: Callable, warmup_ms: float, rep_ms: float, device: str = "cud
 GRAPH_WORKING_SET_BYTES = 256 << 20
 
 
+def cuda_graph(calls: list, warmups: int = 1):
+    """A CUDA graph of `calls` in turn, captured after `warmups` rounds of them on a side stream, so
+    that compiles, plans and allocations happen outside the capture (which forbids them)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmups):
+            for call in calls:
+                call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for call in calls:
+            call()
+    return graph
+
+
 def time_torch_graph(calls: list, warmup_ms: float, rep_ms: float, device: str = "cuda") -> float:
     """Median ms a call of `calls` (each on its own inputs) replayed from one CUDA graph that
     holds them all in turn: no host time in it, which is how a decode loop under CUDA graphs
@@ -473,16 +492,7 @@ def time_torch_graph(calls: list, warmup_ms: float, rep_ms: float, device: str =
         return time_wall(lambda: [call() for call in calls], lambda out: None, warmup_ms, rep_ms) / len(calls)
     import torch
 
-    side = torch.cuda.Stream()  # capture-safe warm-up: compiles, plans and allocations outside the graph
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for call in calls:
-            call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for call in calls:
-            call()
+    graph = cuda_graph(calls)
     torch.cuda.synchronize()
 
     def measure() -> float:

@@ -239,19 +239,10 @@ def loop_timeline(fn, torch, rep_ms: float) -> dict:
                 host_end_event=step(3, 4), host_bound_share=sum(h > g for h, g in zip(host, gpu)) / len(host))
 
 
-def graph_of(fn, torch):
+def graph_of(fn):
     """A CUDA graph of one call of fn, or None where the call cannot be captured."""
     try:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        return graph
+        return common.cuda_graph([fn], warmups=3)
     except Exception as err:  # noqa: BLE001 (reported, the case goes on)
         print(f"    graph capture failed: {type(err).__name__}: {err}")
         return None
@@ -454,7 +445,7 @@ def main() -> int:
                 print(f"== cProfile, 200 flashx calls, {text}")
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
             bench = common.time_torch(fn, 25, args.rep_ms)
-            graph = graph_of(fn, torch)
+            graph = graph_of(fn)
             graphed = common.time_torch(graph.replay, 25, args.rep_ms) if graph else float("nan")
             b2b = common.time_torch_back_to_back(fn, 25, args.rep_ms)
             for label, call in (("direct", fn), ("graph", graph.replay if graph else None)):
