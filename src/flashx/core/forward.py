@@ -66,19 +66,23 @@ def paged_rows(table_row, kv_idx, m_n, page_count, stride_page, stride_row, PAGE
         page = tl.load(p_page, mask=m_n, other=0)
     else:
         page = tl.load(p_page)
-    page = tl.minimum(tl.maximum(page, 0), page_count - 1).to(tl.int64)
-    return page * stride_page + (kv_idx % PAGE_SIZE) * stride_row
+    return cache_page(page, page_count) * stride_page + (kv_idx % PAGE_SIZE) * stride_row
+
+
+@triton.jit
+def cache_page(page, page_count):
+    """A block table's page number clamped into [0, page_count), as int64: a bad table reads
+    wrong rows of the cache, never outside it."""
+    return tl.minimum(tl.maximum(page, 0), page_count - 1).to(tl.int64)
 
 
 @triton.jit
 def block_page(table_row, start_n, seqlen_kv, page_count, PAGE_SIZE: tl.constexpr):
     """The page (int64) holding keys [start_n, start_n + BLOCK_N) where PAGE_SIZE is a multiple of
     BLOCK_N: table_row[start_n // PAGE_SIZE], its index kept within the sequence's keys (a block
-    wholly past them reads its last page; its loads are masked) and the page clamped into
-    [0, page_count), as paged_rows does."""
+    wholly past them reads its last page; its loads are masked) and the page clamped (cache_page)."""
     index = tl.maximum(tl.minimum(start_n, seqlen_kv - 1), 0) // PAGE_SIZE
-    page = tl.load(table_row + index)
-    return tl.minimum(tl.maximum(page, 0), page_count - 1).to(tl.int64)
+    return cache_page(tl.load(table_row + index), page_count)
 
 
 @triton.jit
