@@ -24,6 +24,9 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
 - dropout: dense causal N = 16k, D = 64 (H = 32) and 128 (H = 16), forward and backward, with
   dropout_p = 0.1 and 0 (the tl kernels' draw against the same call without it; run a tree with
   --env LABEL:FLASHX_GLUON=0 for the dropout-free tl kernels).
+- mid: forward, B = 1, D = 128, causal and not, at (H, N) whose tiles fill under 80% of the SMs
+  (tuning.kv_splits: the split tl forward, not Gluon; H200 splits 2-4): (1, 2k), (1, 8k),
+  (2, 1k), (2, 4k), (4, 1k), (4, 2k). Set beside a tree whose tuning.KV_SPLIT_MAX is 1 (every call unsplit).
 - host: host time per call (wall clock, tiny shape, the GPU never the limit): forward without
   and with inputs that require grad, and forward + backward.
 Timing: triton.testing.do_bench medians (L2 flushed between timings), so a host-bound call shows
@@ -57,7 +60,7 @@ import sys
 import tempfile
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "dropout", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "dropout", "mid", "host")
 
 
 def _dense_cases(groups):
@@ -107,6 +110,10 @@ def _dense_cases(groups):
             for causal in (False, True):
                 cases.append(dict(kind="fwd", b=16, n=1024, h=2048 // d, d=d, causal=causal))
         cases.append(dict(kind="fwd", b=32, n=512, h=16, d=128, causal=False))
+    if "mid" in groups:
+        for h, n in ((1, 2048), (1, 8192), (2, 1024), (2, 4096), (4, 1024), (4, 2048)):
+            for causal in (False, True):
+                cases.append(dict(kind="fwd", b=1, n=n, h=h, d=128, causal=causal))
     return cases
 
 
