@@ -112,7 +112,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     dQ and fused launches once more with the slopes' gradient ("dQ slopes", "both slopes").
     decode: instead, a decode step (B = 1, Nq = 1, 32 q heads over 8, N keys) on a cache paged in
     pages of 256 rows, packed (4 query rows per kv head) and split over the keys (on 132 SMs) as
-    the frontends run it, and its combine.
+    the frontends run it, and its combine; then the same step on a dense cache.
     seqlen: N of the (16384 // N, N, 2048 // D, D) shape planned (the routes differ by N).
     tile: a gluon_forward_check.py variant that the TMA route then gives every call of its head
     dim (its "Gluon TMA fwd" line), to read a prepared tile's resources before it runs.
@@ -266,12 +266,17 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             cache = core.ArraySpec(cache_shape, core.dense_strides(cache_shape), "bfloat16", "cuda:0")
             table = core.ArraySpec((1, seqlen // page_rows), (seqlen // page_rows, 1), "int32", "cuda:0")
             lengths = core.ArraySpec((1,), (1,), "int32", "cuda:0")
-            plan = core.plan_attention(q, cache, cache, block_table=table, seqused_k=lengths)
-            for call in plan.forward_calls({}, None):
-                name = "split forward" if call.outputs[0] == "O_SPLIT" else "combine" if call.kernel.fn.__name__.startswith(
-                    "attention_combine") else "forward"
-                print(f"D={d:3d} decode N={seqlen} splits {plan.scalars['kv_splits']:2d} {name:13s} "
-                      f"{resources(call, 'bf16')}", flush=True)
+            # The same step on a dense cache (1, N, 8, D) beside it: what the pages cost.
+            dense_shape = (1, seqlen, 8, d)
+            dense = core.ArraySpec(dense_shape, core.dense_strides(dense_shape), "bfloat16", "cuda:0")
+            for cache_name, plan in (("paged", core.plan_attention(q, cache, cache, block_table=table, seqused_k=lengths)),
+                                     ("dense", core.plan_attention(q, dense, dense))):
+                for call in plan.forward_calls({}, None):
+                    name = "split forward" if call.outputs[0] == "O_SPLIT" else "combine" if call.kernel.fn.__name__.startswith(
+                        "attention_combine") else "forward"
+                    sass_name = f"decode-{cache_name}-{name.replace(' ', '-')}-d{d}" if sass_dir else None
+                    print(f"D={d:3d} decode {cache_name} N={seqlen} splits {plan.scalars['kv_splits']:2d} {name:13s} "
+                          f"{resources(call, 'bf16', sass_name=sass_name)}", flush=True)
         return
     for d in d_list:
         for causal in (False, True) if window is None and not documents else (True,):

@@ -380,15 +380,23 @@ DROPOUT_DKDV_TILES: dict = {
 # to D = 128; wider float32 calls (FLOAT32_WIDE_TILES) asked 276 KiB and keep their own tile.
 DECODE_ROWS = 16
 DECODE_FORWARD_TILE = KernelTiles(16, 64, 4, 3)
+# Through a paged cache, a key block's address is a load (its block-table entry), and Triton's
+# pipeliner gives that load a stage of its own: offline (Triton 3.6, sm_90, D = 128) the paged
+# split forward on three stages (or four) double-buffers neither K nor V (38 KiB of shared memory
+# against the dense step's 70); on five it buffers them as the dense step does on three (70 KiB).
+# s71, H200 (bench_decode.py --cuda-graphs, pages of 256, three stages): paged 1.6x the dense
+# step's time at B = 8 (65.0 against 40.6 us at 4k keys), 1.18x at B = 1, 1.13x at B = 32.
+PAGED_DECODE_EXTRA_STAGES = 2
 
 
 def tile_config(
     block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple], window: bool = False,
-    dropout: bool = False, decode: bool = False,
+    dropout: bool = False, decode: bool = False, paged: bool = False,
 ) -> TileConfig:
     """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers;
     window: a sliding window's left side bounds the keys; dropout: see DROPOUT_STAGES_FROM_WIDTH;
-    decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE)."""
+    decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE); paged: keys through a block
+    table (PAGED_DECODE_EXTRA_STAGES)."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -400,7 +408,9 @@ def tile_config(
         if short is not None:
             tiles = dataclasses.replace(tiles, forward=short)
         if decode and width <= 256 and map_blocks is None:
-            tiles = dataclasses.replace(tiles, forward=DECODE_FORWARD_TILE)
+            extra = PAGED_DECODE_EXTRA_STAGES if paged else 0
+            tiles = dataclasses.replace(tiles, forward=dataclasses.replace(
+                DECODE_FORWARD_TILE, num_stages=DECODE_FORWARD_TILE.num_stages + extra))
         window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None else None
         if window_dkdv is not None:
             tiles = dataclasses.replace(tiles, dkdv=window_dkdv)
