@@ -24,6 +24,7 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
 - dropout: dense causal N = 16k, D = 64 (H = 32) and 128 (H = 16), forward and backward, with
   dropout_p = 0.1 and 0 (the tl kernels' draw against the same call without it; run a tree with
   --env LABEL:FLASHX_GLUON=0 for the dropout-free tl kernels).
+- bwd1k: backward at N = 1k, D = 128 (B = 16, H = 16), causal and not.
 - mid: forward, B = 1, D = 128, causal and not, at (H, N) whose tiles fill under 80% of the SMs
   (tuning.kv_splits: the split tl forward, not Gluon; H200 splits 2-4): (1, 2k), (1, 8k),
   (2, 1k), (2, 4k), (4, 1k), (4, 2k). Set beside a tree whose tuning.KV_SPLIT_MAX is 1 (every call unsplit).
@@ -60,7 +61,7 @@ import sys
 import tempfile
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "dropout", "mid", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "dropout", "bwd1k", "mid", "host")
 
 
 def _dense_cases(groups):
@@ -110,6 +111,9 @@ def _dense_cases(groups):
             for causal in (False, True):
                 cases.append(dict(kind="fwd", b=16, n=1024, h=2048 // d, d=d, causal=causal))
         cases.append(dict(kind="fwd", b=32, n=512, h=16, d=128, causal=False))
+    if "bwd1k" in groups:
+        for causal in (False, True):
+            cases.append(dict(kind="bwd", b=16, n=1024, h=16, d=128, causal=causal))
     if "mid" in groups:
         for h, n in ((1, 2048), (1, 8192), (2, 1024), (2, 4096), (4, 1024), (4, 2048)):
             for causal in (False, True):

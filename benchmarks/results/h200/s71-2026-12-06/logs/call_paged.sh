@@ -2,8 +2,10 @@
 # paged stages have not run on a GPU; s71's first call reached 7 of them in 120 s, one process);
 # (2) decode from CUDA graphs, HEAD (paged decode on 3 + 2 stages) against a copy with
 # PAGED_DECODE_EXTRA_STAGES = 0, one process each. Predicted: paged 256 at B = 8 from 1.6x dense
-# toward ~1.1x; B = 32 within ~5%; pages of 16 (per-key rows) unknown. (3) ab.py --cases mid
-# (call_mid.sh) as far as 240 s go. carry [".whl"]; ~8 min.
+# toward ~1.1x; B = 32 within ~5%; pages of 16 (per-key rows) unknown. (3) The torch backward at
+# 1k causal read 234.5 TFLOP/s in call 2 against 275.8 in s54's sweep (0303130, 2026-12-04), JAX
+# level (247.9 / 251.8): ab.py --cases bwd1k on s54's tree (git archive 0303130 src, carried in
+# .scratch/s54) against HEAD, 2 rounds. carry [".whl", ".scratch/s54"]; ~7 min.
 set -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 date -u +%H:%M:%S
@@ -19,9 +21,8 @@ for tree in before head; do
   echo "decode $tree rc $?"
 done
 date -u +%H:%M:%S
-mkdir -p /tmp/unsplit && cp -r src /tmp/unsplit/ && sed -i 's/^KV_SPLIT_MAX = 16$/KV_SPLIT_MAX = 1/' /tmp/unsplit/src/flashx/core/tuning.py
-timeout -s INT -k 10 240 python3 benchmarks/ab.py split=src unsplit=/tmp/unsplit/src --cases mid --rounds 2 --calls 10 \
-  --json $OUT/mid.json > $OUT/mid.log 2>&1; echo "mid rc $?"
+timeout -s INT -k 10 200 python3 benchmarks/ab.py s54=.scratch/s54/src head=src --cases bwd1k --rounds 2 \
+  --json $OUT/bwd1k.json > $OUT/bwd1k.log 2>&1; echo "bwd1k rc $?"
 date -u +%H:%M:%S
 for tree in before head; do echo "== $tree"; grep "^|" $OUT/dec_$tree/decode.md; done
-grep "^|" $OUT/mid.log
+grep "^|" $OUT/bwd1k.log
