@@ -9,7 +9,7 @@
 set -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 date -u +%H:%M:%S
-python3 scripts/gpu_tests.py --processes 7 --deadline 170 --log $OUT/kv.log -m gpu tests/test_kv_cache.py 2>&1 | tail -n 12
+python3 scripts/gpu_tests.py --processes 7 --deadline 150 --log $OUT/kv.log -m gpu tests/test_kv_cache.py 2>&1 | tail -n 12
 date -u +%H:%M:%S
 mkdir -p /tmp/before && cp -r src /tmp/before/ && sed -i 's/^PAGED_DECODE_EXTRA_STAGES = 2$/PAGED_DECODE_EXTRA_STAGES = 0/' /tmp/before/src/flashx/core/tuning.py
 grep -n "^PAGED_DECODE_EXTRA_STAGES" /tmp/before/src/flashx/core/tuning.py src/flashx/core/tuning.py
@@ -21,7 +21,7 @@ for tree in before head; do
   echo "decode $tree rc $?"
 done
 date -u +%H:%M:%S
-timeout -s INT -k 10 200 python3 benchmarks/ab.py s54=.scratch/s54/src head=src --cases bwd1k --rounds 2 \
+timeout -s INT -k 10 170 python3 benchmarks/ab.py s54=.scratch/s54/src head=src --cases bwd1k --rounds 2 \
   --json $OUT/bwd1k.json > $OUT/bwd1k.log 2>&1; echo "bwd1k rc $?"
 date -u +%H:%M:%S
 for tree in before head; do echo "== $tree"; grep "^|" $OUT/dec_$tree/decode.md; done
