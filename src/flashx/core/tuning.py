@@ -384,8 +384,10 @@ DECODE_FORWARD_TILE = KernelTiles(16, 64, 4, 3)
 # pipeliner gives that load a stage of its own: offline (Triton 3.6, sm_90, D = 128) the paged
 # split forward on three stages (or four) double-buffers neither K nor V (38 KiB of shared memory
 # against the dense step's 70); on five it buffers them as the dense step does on three (70 KiB).
-# s71, H200 (bench_decode.py --cuda-graphs, pages of 256, three stages): paged 1.6x the dense
-# step's time at B = 8 (65.0 against 40.6 us at 4k keys), 1.18x at B = 1, 1.13x at B = 32.
+# H200, 2026-12-06 (s71, bench_decode.py --cuda-graphs; Hq 32 / Hkv 8, D = 128, bf16), pages of
+# 256, three stages -> five, us: B = 1 20.2 -> 17.7 (4k keys), 41.7 -> 30.4 (16k); B = 8 64.0 ->
+# 42.6, 226.6 -> 138.9; B = 32 145.2 -> 128.4, 552.7 -> 489.5; the dense step 16.9-29.7, 41.0-134.1,
+# 135.2-523.2 in the same run. Pages of 16 (a table entry per key): B = 8 70.6 -> 59.5, 248.4 -> 194.4.
 PAGED_DECODE_EXTRA_STAGES = 2
 
 
