@@ -32,7 +32,11 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
   and with inputs that require grad, and forward + backward.
 Timing: triton.testing.do_bench medians (L2 flushed between timings), so a host-bound call shows
 its host time; --calls N times N calls back to back and reports per call, so that a call
-shorter than the host's launch path (the short cases, ~0.1 ms) shows the GPU's time.
+shorter than the host's launch path (the short cases, ~0.1 ms) shows the GPU's time. Where even
+that leaves the host the limit (calls of a few microseconds: s71's mid cases read 11-75% apart
+between rounds), --cuda-graphs times the forward cases replayed from one CUDA graph of N calls
+(common.time_torch_graph; the same inputs each call, so L2 holds what fits): device time only.
+Backward cases keep do_bench.
 TFLOP/s: 4*B*H*visible*D forward, 2.5x that backward.
 
 Order matters: identical kernels have differed by up to 4.5% between two trees of one run, the
@@ -169,9 +173,10 @@ def _case_name(case) -> str:
     return name
 
 
-def worker(groups, calls: int = 1, only=None) -> dict:
+def worker(groups, calls: int = 1, only=None, graphs: bool = False) -> dict:
     """Runs in the tree's process: every case of `groups` (with `only`, those whose name holds
     one of its strings), results by case name; each timing runs `calls` calls back to back
+    (graphs: forward cases replayed from a CUDA graph of them)
     (per-call figures)."""
     import common  # benchmarks/, this script's folder
     import flashx.torch as ft
@@ -209,7 +214,10 @@ def worker(groups, calls: int = 1, only=None) -> dict:
                 return torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
         call()  # compiled before the card is loaded
         common.settle(load=call)
-        ms = do_bench(lambda: [call() for _ in range(calls)], warmup=25, rep=100, return_mode="median") / calls
+        if graphs and case["kind"] == "fwd":
+            ms = common.time_torch_graph([call] * calls, warmup_ms=25, rep_ms=100)
+        else:
+            ms = do_bench(lambda: [call() for _ in range(calls)], warmup=25, rep=100, return_mode="median") / calls
         results[name] = dict(ms=ms, tflops=flops / ms * 1e-9)
         del q, k, v
     if "host" in groups:
@@ -237,7 +245,7 @@ def worker(groups, calls: int = 1, only=None) -> dict:
 
 
 def _run_tree(path: str, cases: list, label: str, calls: int = 1, env_vars: dict | None = None,
-              only=None) -> dict:
+              only=None, graphs: bool = False) -> dict:
     """One worker process on the tree at `path`, with `env_vars` added to its environment: its
     results by case name ({} if it failed)."""
     # The tree's flashx first, and no other flashx on the path (the caller's tree, say).
@@ -245,6 +253,7 @@ def _run_tree(path: str, cases: list, label: str, calls: int = 1, env_vars: dict
               if x and not os.path.isdir(os.path.join(x, "flashx"))]
     env = dict(os.environ, **(env_vars or {}), PYTHONPATH=os.pathsep.join([os.path.abspath(path)] + others))
     proc = subprocess.run([sys.executable, __file__, "--worker", "--calls", str(calls), "--cases", *cases,
+                           *(["--cuda-graphs"] if graphs else []),
                            *(["--only", *only] if only else [])],
                           env=env, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
@@ -285,6 +294,8 @@ def main(argv=None) -> int:
                    help="run the trees this many times, alternating forward and reverse order (default 1)")
     p.add_argument("--calls", type=int, default=1,
                    help="calls back to back per timing, for calls shorter than the host's time per launch (default 1)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="forward cases: replay the --calls calls from one CUDA graph (device time only)")
     p.add_argument("--control", action="store_true",
                    help="also time a copy of the first tree, labelled control (identical kernels' tree-to-tree ratio)")
     p.add_argument("--env", action="append", default=[], metavar="LABEL:VAR=VALUE",
@@ -301,7 +312,7 @@ def main(argv=None) -> int:
             p.error(f"--env {item!r}: expected LABEL:VAR=VALUE with LABEL one of {labels}")
         args.tree_env.setdefault(label, {})[var] = value
     if args.worker:
-        print("RESULTS " + json.dumps(worker(args.cases, args.calls, args.only)))
+        print("RESULTS " + json.dumps(worker(args.cases, args.calls, args.only, args.cuda_graphs)))
         return 0
     if args.control:
         if not args.trees:
@@ -320,7 +331,8 @@ def _compare(args, trees: list) -> int:
     for round_ in range(args.rounds):
         for tree in trees if round_ % 2 == 0 else trees[::-1]:
             label, _, path = tree.partition("=")
-            runs[label].append(_run_tree(path, args.cases, label, args.calls, args.tree_env.get(label), args.only))
+            runs[label].append(_run_tree(path, args.cases, label, args.calls, args.tree_env.get(label), args.only,
+                                         args.cuda_graphs))
     table = {label: _mean_over_rounds(results) for label, results in runs.items()}
     labels = [t.partition("=")[0] for t in trees]
     names = list(dict.fromkeys(name for label in labels for name in table[label]))

@@ -393,8 +393,8 @@ def test_ab_control_times_a_copy_of_the_first_tree(monkeypatch, tmp_path, capsys
         (tree / "flashx" / "__init__.py").write_text(text)
     order, speeds = [], {"head": 100.0, "new": 103.0, "control": 99.0}
 
-    def run_tree(path, cases, label, calls=1, env_vars=None, only=None):
-        assert not env_vars and not only
+    def run_tree(path, cases, label, calls=1, env_vars=None, only=None, graphs=False):
+        assert not env_vars and not only and not graphs
         assert (Path(path) / "flashx" / "__init__.py").read_text() == (second if label == "new" else first).joinpath(
             "flashx", "__init__.py").read_text()
         assert label != "control" or Path(path) != first
@@ -431,6 +431,24 @@ def test_ab_env_sets_a_variable_in_one_trees_processes(monkeypatch, tmp_path, ca
     with pytest.raises(SystemExit):
         ab.main([f"plain={tmp_path}", "--env", "other:FLASHX_AB_PROBE=1"])
     assert "expected LABEL:VAR=VALUE" in capsys.readouterr().err
+
+
+def test_ab_cuda_graphs_reaches_every_worker(monkeypatch, tmp_path):
+    """ab.py --cuda-graphs puts --cuda-graphs on each worker's command line (and only then)."""
+    ab = benchmark_module("ab")
+    (tmp_path / "flashx").mkdir()
+    commands = []
+
+    def fake_run(command, env, **kwargs):
+        commands.append(command)
+        return types.SimpleNamespace(returncode=0, stdout='RESULTS {"fwd case": {"tflops": 1.0}}', stderr="")
+
+    monkeypatch.setattr(ab.subprocess, "run", fake_run)
+    assert ab.main([f"a={tmp_path}", f"b={tmp_path}", "--cases", "mid", "--cuda-graphs", "--calls", "8"]) == 0
+    assert len(commands) == 2 and all("--cuda-graphs" in c and c[c.index("--calls") + 1] == "8" for c in commands)
+    commands.clear()
+    assert ab.main([f"a={tmp_path}", "--cases", "mid"]) == 0
+    assert commands and not any("--cuda-graphs" in c for c in commands)
 
 
 def test_ab_only_passes_its_strings_to_the_workers_which_keep_matching_cases(monkeypatch, tmp_path):
