@@ -433,17 +433,24 @@ def test_ab_env_sets_a_variable_in_one_trees_processes(monkeypatch, tmp_path, ca
     assert "expected LABEL:VAR=VALUE" in capsys.readouterr().err
 
 
-def test_ab_cuda_graphs_reaches_every_worker(monkeypatch, tmp_path):
-    """ab.py --cuda-graphs puts --cuda-graphs on each worker's command line (and only then)."""
+def _ab_recording_workers(monkeypatch, tmp_path, case: str):
+    """ab.py, a tree at tmp_path, and the list its worker command lines go to (each worker
+    answering `case` at 1 TFLOP/s, never run)."""
     ab = benchmark_module("ab")
     (tmp_path / "flashx").mkdir()
     commands = []
 
     def fake_run(command, env, **kwargs):
         commands.append(command)
-        return types.SimpleNamespace(returncode=0, stdout='RESULTS {"fwd case": {"tflops": 1.0}}', stderr="")
+        return types.SimpleNamespace(returncode=0, stdout='RESULTS {"%s": {"tflops": 1.0}}' % case, stderr="")
 
     monkeypatch.setattr(ab.subprocess, "run", fake_run)
+    return ab, commands
+
+
+def test_ab_cuda_graphs_reaches_every_worker(monkeypatch, tmp_path):
+    """ab.py --cuda-graphs puts --cuda-graphs on each worker's command line (and only then)."""
+    ab, commands = _ab_recording_workers(monkeypatch, tmp_path, "fwd case")
     assert ab.main([f"a={tmp_path}", f"b={tmp_path}", "--cases", "mid", "--cuda-graphs", "--calls", "8"]) == 0
     assert len(commands) == 2 and all("--cuda-graphs" in c and c[c.index("--calls") + 1] == "8" for c in commands)
     commands.clear()
@@ -454,15 +461,7 @@ def test_ab_cuda_graphs_reaches_every_worker(monkeypatch, tmp_path):
 def test_ab_only_passes_its_strings_to_the_workers_which_keep_matching_cases(monkeypatch, tmp_path):
     """ab.py --only TEXT ... reaches each worker, which times only the cases whose name holds one
     of the strings (and builds no tensors for the others)."""
-    ab = benchmark_module("ab")
-    (tmp_path / "flashx").mkdir()
-    commands = []
-
-    def fake_run(command, env, **kwargs):
-        commands.append(command)
-        return types.SimpleNamespace(returncode=0, stdout='RESULTS {"bwd case": {"tflops": 1.0}}', stderr="")
-
-    monkeypatch.setattr(ab.subprocess, "run", fake_run)
+    ab, commands = _ab_recording_workers(monkeypatch, tmp_path, "bwd case")
     assert ab.main([f"head={tmp_path}", "--cases", "dropout", "--only", "D128 causal dropout 0.1", "x y"]) == 0
     assert commands[0][-3:] == ["--only", "D128 causal dropout 0.1", "x y"]
     names = [ab._case_name(case) for case in ab._dense_cases(["dropout"])]
