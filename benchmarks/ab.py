@@ -25,6 +25,9 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
   dropout_p = 0.1 and 0 (the tl kernels' draw against the same call without it; run a tree with
   --env LABEL:FLASHX_GLUON=0 for the dropout-free tl kernels).
 - bwd1k: backward at N = 1k, D = 128 (B = 16, H = 16), causal and not.
+- paged: forward through a block table (pages of 256, shuffled; Hq 32 / Hkv 8, D = 128, bf16,
+  "bnhd"): a prefill chunk of 512 causal queries (bottom-right) against 4k and 16k keys, B = 4, and
+  a decode step (one query) at B = 8; FLOPs on the visible entries.
 - mid: forward, B = 1, D = 128, causal and not, at (H, N) whose tiles fill under 80% of the SMs
   (tuning.kv_splits: the split tl forward, not Gluon; H200 splits 2-4): (1, 2k), (1, 8k),
   (2, 1k), (2, 4k), (4, 1k), (4, 2k). Set beside a tree whose tuning.KV_SPLIT_MAX is 1 (every call unsplit).
@@ -65,7 +68,7 @@ import sys
 import tempfile
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "dropout", "bwd1k", "mid", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "dropout", "bwd1k", "paged", "mid", "host")
 
 
 def _dense_cases(groups):
@@ -118,6 +121,10 @@ def _dense_cases(groups):
     if "bwd1k" in groups:
         for causal in (False, True):
             cases.append(dict(kind="bwd", b=16, n=1024, h=16, d=128, causal=causal))
+    if "paged" in groups:
+        for n in (4096, 16384):
+            for rows, b in ((512, 4), (1, 8)):
+                cases.append(dict(kind="fwd", b=b, n=n, rows=rows, h=32, hkv=8, d=128, causal=rows > 1, paged=256))
     if "mid" in groups:
         for h, n in ((1, 2048), (1, 8192), (2, 1024), (2, 4096), (4, 1024), (4, 2048)):
             for causal in (False, True):
@@ -127,6 +134,9 @@ def _dense_cases(groups):
 
 def _visible(case) -> int:
     n = case["n"]
+    if case.get("rows") is not None:  # rows queries at the end of n keys, causal bottom-right
+        rows = case["rows"]
+        return rows * n - (rows * (rows - 1) // 2 if case["causal"] else 0)
     mask = case.get("mask")
     if mask == "window":
         return sum(min(i + 1, 1024) for i in range(n))
@@ -168,9 +178,23 @@ def _case_name(case) -> str:
     heads = f"H{h}/{hkv}" if hkv != h else f"H{h}"
     name = (f'{case["kind"]} {case.get("mask", "dense")} B{case["b"]} N{case["n"]} {heads} D{case["d"]}'
             f'{" causal" if case["causal"] else ""}')
+    if case.get("paged"):
+        name = f'fwd paged {case["paged"]} B{case["b"]} Nq{case["rows"]} Nkv{case["n"]} {heads} D{case["d"]}' + (
+            " causal" if case["causal"] else "")
     if case.get("dropout_p") is not None:
         name += f' dropout {case["dropout_p"]}'
     return name
+
+
+def _paged_call(torch, ft, case):
+    """A forward through a block table: q (B, rows, Hq, D), the cache (pages, 256, Hkv, D) with
+    each sequence's pages shuffled over it, every sequence n keys long."""
+    b, n, rows, h, hkv, d, page = case["b"], case["n"], case["rows"], case["h"], case["hkv"], case["d"], case["paged"]
+    q = torch.randn(b, rows, h, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b * n // page, page, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    table = torch.randperm(b * n // page, device="cuda").view(b, n // page).to(torch.int32)
+    used = torch.full((b,), n, device="cuda", dtype=torch.int32)
+    return lambda: ft.attention(q, k, v, causal=case["causal"], block_table=table, seqused_k=used)
 
 
 def worker(groups, calls: int = 1, only=None, graphs: bool = False) -> dict:
@@ -191,6 +215,17 @@ def worker(groups, calls: int = 1, only=None, graphs: bool = False) -> dict:
             continue
         b, n, h, d = case["b"], case["n"], case["h"], case["d"]
         hkv = case.get("hkv", h)
+        if case.get("paged"):
+            call = _paged_call(torch, ft, case)
+            flops = 4.0 * b * h * _visible(case) * d
+            call()
+            common.settle(load=call)
+            if graphs:
+                ms = common.time_torch_graph([call] * calls, warmup_ms=25, rep_ms=100)
+            else:
+                ms = do_bench(lambda: [call() for _ in range(calls)], warmup=25, rep=100, return_mode="median") / calls
+            results[name] = dict(ms=ms, tflops=flops / ms * 1e-9)
+            continue
         q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         k, v = (torch.randn(b, hkv, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
         kwargs = dict(causal=case["causal"], layout="bhnd")

@@ -471,6 +471,19 @@ def test_ab_only_passes_its_strings_to_the_workers_which_keep_matching_cases(mon
     assert ab.worker(["dropout"], only=["no case is named this"]) == {}
 
 
+def test_ab_paged_cases_count_the_visible_entries():
+    """ab.py's paged cases: a chunk of `rows` queries at the end of n keys, causal bottom-right,
+    sees what a brute-force mask counts; one query sees every key."""
+    ab = benchmark_module("ab")
+    for rows, n, causal in ((5, 12, True), (12, 12, True), (1, 12, True), (3, 7, False)):
+        query_positions = np.arange(n - rows, n)[:, None]
+        visible = int((np.arange(n)[None, :] <= query_positions).sum()) if causal else rows * n
+        assert ab._visible(dict(n=n, rows=rows, causal=causal)) == visible
+    names = [ab._case_name(case) for case in ab._dense_cases(["paged"])]
+    assert "fwd paged 256 B4 Nq512 Nkv4096 H32/8 D128 causal" in names
+    assert "fwd paged 256 B8 Nq1 Nkv16384 H32/8 D128" in names
+
+
 def test_causal_walk_model_hands_out_every_tile_once_and_evenly():
     """The model's walk gives every (block, head) to exactly one program (imbalance raises
     otherwise), and on the issue's causal shapes no program carries more than 2% above the mean
