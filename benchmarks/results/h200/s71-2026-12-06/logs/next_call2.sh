@@ -12,12 +12,13 @@
 set -u
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 date -u +%H:%M:%S
-REPO=$PWD
-mkdir -p /tmp/ahead && cp -r src /tmp/ahead/ && (cd /tmp/ahead && patch -s -p1 < $REPO/benchmarks/results/h200/s71-2026-12-06/logs/page-ahead.patch) \
-  && grep -c "PAGE_AHEAD" /tmp/ahead/src/flashx/core/forward.py
-PYTHONPATH=/tmp/site:/tmp/ahead/src python3 scripts/gpu_tests.py --processes 7 --deadline 170 --log $OUT/kv.log -m gpu tests/test_kv_cache.py 2>&1 | tail -n 10
+# The device's copy of the tree is patched in place (a fresh-process test puts the repo's src
+# first on its path); HEAD's src is kept in /tmp/head for the timing.
+mkdir -p /tmp/head && cp -r src /tmp/head/
+patch -s -p1 < benchmarks/results/h200/s71-2026-12-06/logs/page-ahead.patch && grep -c "PAGE_AHEAD" src/flashx/core/forward.py
+python3 scripts/gpu_tests.py --processes 7 --deadline 170 --log $OUT/kv.log -m gpu tests/test_kv_cache.py 2>&1 | tail -n 10
 date -u +%H:%M:%S
-timeout -s INT -k 10 170 python3 benchmarks/ab.py head=src ahead=/tmp/ahead/src --cases paged --rounds 2 --calls 10 \
+timeout -s INT -k 10 170 python3 benchmarks/ab.py head=/tmp/head/src ahead=src --cases paged --rounds 2 --calls 10 \
   --cuda-graphs --json $OUT/paged.json > $OUT/paged.log 2>&1; echo "paged rc $?"
 date -u +%H:%M:%S
 grep "^|" $OUT/paged.log
