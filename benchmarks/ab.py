@@ -176,14 +176,37 @@ def _every_pair_mask():
 def _case_name(case) -> str:
     h, hkv = case["h"], case.get("hkv", case["h"])
     heads = f"H{h}/{hkv}" if hkv != h else f"H{h}"
-    name = (f'{case["kind"]} {case.get("mask", "dense")} B{case["b"]} N{case["n"]} {heads} D{case["d"]}'
-            f'{" causal" if case["causal"] else ""}')
     if case.get("paged"):
-        name = f'fwd paged {case["paged"]} B{case["b"]} Nq{case["rows"]} Nkv{case["n"]} {heads} D{case["d"]}' + (
-            " causal" if case["causal"] else "")
+        name = f'fwd paged {case["paged"]} B{case["b"]} Nq{case["rows"]} Nkv{case["n"]} {heads} D{case["d"]}'
+    else:
+        name = f'{case["kind"]} {case.get("mask", "dense")} B{case["b"]} N{case["n"]} {heads} D{case["d"]}'
+    name += " causal" if case["causal"] else ""
     if case.get("dropout_p") is not None:
         name += f' dropout {case["dropout_p"]}'
     return name
+
+
+def _dense_call(torch, ft, case):
+    """The case's call on random (B, H, N, D) inputs ("bhnd") that require grad: the forward, or
+    (kind "bwd") the backward of one saved forward (autograd.grad, graph retained)."""
+    b, n, h, d = case["b"], case["n"], case["h"], case["d"]
+    hkv = case.get("hkv", h)
+    q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(b, hkv, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    kwargs = dict(causal=case["causal"], layout="bhnd")
+    if case.get("mask") == "window":
+        kwargs["window"] = (1023, 0)
+    elif case.get("mask") == "documents":
+        kwargs["block_mask"] = ft.create_block_mask(_document_mask(n // 8), None, None, n, n, causal=True)
+    elif case.get("mask") == "causal-map":
+        kwargs["block_mask"] = ft.create_block_mask(_every_pair_mask(), None, None, n, n, causal=True)
+    if case.get("dropout_p") is not None:
+        kwargs["dropout_p"] = case["dropout_p"]
+    if case["kind"] == "fwd":
+        return lambda: ft.attention(q, k, v, **kwargs)
+    out = ft.attention(q, k, v, **kwargs)
+    grad = torch.randn_like(out)
+    return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
 
 
 def _paged_call(torch, ft, case):
@@ -200,8 +223,7 @@ def _paged_call(torch, ft, case):
 def worker(groups, calls: int = 1, only=None, graphs: bool = False) -> dict:
     """Runs in the tree's process: every case of `groups` (with `only`, those whose name holds
     one of its strings), results by case name; each timing runs `calls` calls back to back
-    (graphs: forward cases replayed from a CUDA graph of them)
-    (per-call figures)."""
+    (per-call figures; with graphs, forward cases replayed from one CUDA graph of them)."""
     import common  # benchmarks/, this script's folder
     import flashx.torch as ft
     import torch
@@ -213,40 +235,8 @@ def worker(groups, calls: int = 1, only=None, graphs: bool = False) -> dict:
         name = _case_name(case)
         if only and not any(text in name for text in only):
             continue
-        b, n, h, d = case["b"], case["n"], case["h"], case["d"]
-        hkv = case.get("hkv", h)
-        if case.get("paged"):
-            call = _paged_call(torch, ft, case)
-            flops = 4.0 * b * h * _visible(case) * d
-            call()
-            common.settle(load=call)
-            if graphs:
-                ms = common.time_torch_graph([call] * calls, warmup_ms=25, rep_ms=100)
-            else:
-                ms = do_bench(lambda: [call() for _ in range(calls)], warmup=25, rep=100, return_mode="median") / calls
-            results[name] = dict(ms=ms, tflops=flops / ms * 1e-9)
-            continue
-        q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        k, v = (torch.randn(b, hkv, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
-        kwargs = dict(causal=case["causal"], layout="bhnd")
-        if case.get("mask") == "window":
-            kwargs["window"] = (1023, 0)
-        elif case.get("mask") == "documents":
-            kwargs["block_mask"] = ft.create_block_mask(_document_mask(n // 8), None, None, n, n, causal=True)
-        elif case.get("mask") == "causal-map":
-            kwargs["block_mask"] = ft.create_block_mask(_every_pair_mask(), None, None, n, n, causal=True)
-        if case.get("dropout_p") is not None:
-            kwargs["dropout_p"] = case["dropout_p"]
-        flops = 4.0 * b * h * _visible(case) * d * (2.5 if case["kind"] == "bwd" else 1.0)
-        if case["kind"] == "fwd":
-            def call():
-                return ft.attention(q, k, v, **kwargs)
-        else:
-            out = ft.attention(q, k, v, **kwargs)
-            grad = torch.randn_like(out)
-
-            def call():
-                return torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+        flops = 4.0 * case["b"] * case["h"] * _visible(case) * case["d"] * (2.5 if case["kind"] == "bwd" else 1.0)
+        call = (_paged_call if case.get("paged") else _dense_call)(torch, ft, case)
         call()  # compiled before the card is loaded
         common.settle(load=call)
         if graphs and case["kind"] == "fwd":
@@ -254,7 +244,7 @@ def worker(groups, calls: int = 1, only=None, graphs: bool = False) -> dict:
         else:
             ms = do_bench(lambda: [call() for _ in range(calls)], warmup=25, rep=100, return_mode="median") / calls
         results[name] = dict(ms=ms, tflops=flops / ms * 1e-9)
-        del q, k, v
+        call = None  # frees its inputs before the next case draws its own
     if "host" in groups:
         q, k, v = (torch.randn(1, 1, 128, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 
