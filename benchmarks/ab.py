@@ -31,6 +31,8 @@ Cases (bf16, torch frontend, layout "bhnd", B*N = 16k and H*D = 2048 unless said
 - mid: forward, B = 1, D = 128, causal and not, at (H, N) whose tiles fill under 80% of the SMs
   (tuning.kv_splits: the split tl forward, not Gluon; H200 splits 2-4): (1, 2k), (1, 8k),
   (2, 1k), (2, 4k), (4, 1k), (4, 2k). Set beside a tree whose tuning.KV_SPLIT_MAX is 1 (every call unsplit).
+- mid2: mid's question at D = 64 and 256 ((1, 4k), (2, 2k)), and for chunks of 128 and 512
+  queries (bottom-right) against 8k keys (B = 1, H 4 and 8, D = 128), causal and not.
 - host: host time per call (wall clock, tiny shape, the GPU never the limit): forward without
   and with inputs that require grad, and forward + backward.
 Timing: triton.testing.do_bench medians (L2 flushed between timings), so a host-bound call shows
@@ -68,7 +70,7 @@ import sys
 import tempfile
 import time
 
-CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "dropout", "bwd1k", "paged", "mid", "host")
+CASE_GROUPS = ("fwd", "bwd", "variants", "variants-d", "gqa", "short", "n1k", "d64c", "d256", "dropout", "bwd1k", "paged", "mid", "mid2", "host")
 
 
 def _dense_cases(groups):
@@ -129,6 +131,13 @@ def _dense_cases(groups):
         for h, n in ((1, 2048), (1, 8192), (2, 1024), (2, 4096), (4, 1024), (4, 2048)):
             for causal in (False, True):
                 cases.append(dict(kind="fwd", b=1, n=n, h=h, d=128, causal=causal))
+    if "mid2" in groups:
+        for causal in (False, True):
+            for d in (64, 256):
+                for h, n in ((1, 4096), (2, 2048)):
+                    cases.append(dict(kind="fwd", b=1, n=n, h=h, d=d, causal=causal))
+            for rows, h in ((128, 8), (512, 4)):
+                cases.append(dict(kind="fwd", b=1, n=8192, rows=rows, h=h, d=128, causal=causal))
     return cases
 
 
@@ -179,7 +188,8 @@ def _case_name(case) -> str:
     if case.get("paged"):
         name = f'fwd paged {case["paged"]} B{case["b"]} Nq{case["rows"]} Nkv{case["n"]} {heads} D{case["d"]}'
     else:
-        name = f'{case["kind"]} {case.get("mask", "dense")} B{case["b"]} N{case["n"]} {heads} D{case["d"]}'
+        rows = f'Nq{case["rows"]} Nkv{case["n"]}' if case.get("rows") is not None else f'N{case["n"]}'
+        name = f'{case["kind"]} {case.get("mask", "dense")} B{case["b"]} {rows} {heads} D{case["d"]}'
     name += " causal" if case["causal"] else ""
     if case.get("dropout_p") is not None:
         name += f' dropout {case["dropout_p"]}'
@@ -187,11 +197,12 @@ def _case_name(case) -> str:
 
 
 def _dense_call(torch, ft, case):
-    """The case's call on random (B, H, N, D) inputs ("bhnd") that require grad: the forward, or
-    (kind "bwd") the backward of one saved forward (autograd.grad, graph retained)."""
+    """The case's call on random (B, H, N, D) inputs ("bhnd") that require grad, q of `rows` rows
+    where the case has them: the forward, or (kind "bwd") the backward of one saved forward
+    (autograd.grad, graph retained)."""
     b, n, h, d = case["b"], case["n"], case["h"], case["d"]
     hkv = case.get("hkv", h)
-    q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    q = torch.randn(b, h, case.get("rows", n), d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     k, v = (torch.randn(b, hkv, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
     kwargs = dict(causal=case["causal"], layout="bhnd")
     if case.get("mask") == "window":

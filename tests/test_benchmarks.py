@@ -482,6 +482,9 @@ def test_ab_paged_cases_count_the_visible_entries():
     names = [ab._case_name(case) for case in ab._dense_cases(["paged"])]
     assert "fwd paged 256 B4 Nq512 Nkv4096 H32/8 D128 causal" in names
     assert "fwd paged 256 B8 Nq1 Nkv16384 H32/8 D128" in names
+    # mid2's dense chunks: named by their rows and keys; the flat cases by N alone.
+    names = [ab._case_name(case) for case in ab._dense_cases(["mid2"])]
+    assert "fwd dense B1 Nq128 Nkv8192 H8 D128 causal" in names and "fwd dense B1 N4096 H1 D256" in names
 
 
 def test_causal_walk_model_hands_out_every_tile_once_and_evenly():
