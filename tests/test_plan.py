@@ -247,10 +247,6 @@ def test_gpu_tile_table_lookups(monkeypatch):
     for d, itemsize, key in ((64, 2, (64, True)), (256, 2, (256, True)), (128, 4, (256, True))):
         decode = tuning.tile_config(d, itemsize, True, 16384, None, decode=True)
         assert decode == dataclasses.replace(table[key], forward=tuning.DECODE_FORWARD_TILE)
-        # Through a block table: the same tile on more stages (the table's load takes one of them).
-        paged = tuning.tile_config(d, itemsize, True, 16384, None, decode=True, paged=True).forward
-        assert paged.num_stages == tuning.DECODE_FORWARD_TILE.num_stages + tuning.PAGED_DECODE_EXTRA_STAGES
-        assert dataclasses.replace(paged, num_stages=0) == dataclasses.replace(tuning.DECODE_FORWARD_TILE, num_stages=0)
     assert tuning.tile_config(256, 4, True, 16384, None, decode=True) == tuning.FLOAT32_WIDE_TILES
     assert tuning.tile_config(128, 2, True, 16384, (128, 128), decode=True).forward.block_m == 128
     mapped = tuning.tile_config(128, 2, False, 4096, (64, 32))

@@ -986,6 +986,18 @@ def test_gpu_large_shapes(case, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d", [192, 256])
+def test_gpu_float32_wide_gradients(rng, d):
+    """float32 at D > 128 takes its own tiles (tuning.FLOAT32_WIDE_TILES; the former ones asked
+    more shared memory in the backward than a Hopper block has): out and dq, dk, dv of a causal
+    GQA call against float64 SDPA, within float32's bound of native SDPA's error."""
+    case = Case(1, 333, 333, 4, 2, d, d, causal=True)
+    q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
+    out = flashx.torch.attention(q, k, v, causal=True)
+    check_causal_gradients(q, k, v, out, "float32", f"float32 D = {d}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gpu_packed_qkv(dtype):
     """q, k, v sliced from one packed (B, N, 3, H, D) projection output, causal, on the GPU."""

@@ -349,8 +349,16 @@ def default_blocks() -> tuple:
     return (16, 16) if runtime.INTERPRETER else (128, 128)
 
 
-# float32 inputs at D = 256: the tiles of 16-bit D = 256 take twice the shared memory there.
-FLOAT32_WIDE_TILES = TileConfig(KernelTiles(64, 64, 4, 2), KernelTiles(64, 64, 8, 1), KernelTiles(64, 64, 8, 1))
+# float32 inputs at D > 128 (BLOCK_D 256): the tiles of 16-bit D = 256 take twice the shared
+# memory there, and float32's full-precision dots run on the FMA units, each thread holding its
+# rows and columns over all of D in registers. Offline (Triton 3.6, sm_90, D = 256, 2026-12-06,
+# s72), registers / stack bytes / compile seconds: the former 64 x 64 tiles (forward 4 warps,
+# 2 stages; dK/dV and dQ 8 warps, 1 stage, one launch) spilled 37 KB a thread in the forward
+# (125 s to compile: decode-shaped tests ran past their deadline) and 26 KB in dK/dV, and asked
+# 288 / 256 KiB of shared memory in dK/dV / dQ (over the 227 KiB an H200 block may have). These:
+# forward 255 / 1008 / 8 s, dK/dV 255 / 1296 / 8 s, dQ 151 / 0 / 5 s; 168 / 100 / 132 KiB.
+FLOAT32_WIDE_TILES = TileConfig(KernelTiles(32, 64, 8, 2), KernelTiles(16, 32, 4, 2), KernelTiles(32, 32, 8, 2),
+                                one_backward_launch=False)
 
 
 # Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
@@ -380,25 +388,18 @@ DROPOUT_DKDV_TILES: dict = {
 # to D = 128; wider float32 calls (FLOAT32_WIDE_TILES) asked 276 KiB and keep their own tile.
 DECODE_ROWS = 16
 DECODE_FORWARD_TILE = KernelTiles(16, 64, 4, 3)
-# Through a paged cache, a key block's address is a load (its block-table entry), and Triton's
-# pipeliner gives that load a stage of its own: offline (Triton 3.6, sm_90, D = 128) the paged
-# split forward on three stages (or four) double-buffers neither K nor V (38 KiB of shared memory
-# against the dense step's 70); on five it buffers them as the dense step does on three (70 KiB).
-# H200, 2026-12-06 (s71, bench_decode.py --cuda-graphs; Hq 32 / Hkv 8, D = 128, bf16), pages of
-# 256, three stages -> five, us: B = 1 20.2 -> 17.7 (4k keys), 41.7 -> 30.4 (16k); B = 8 64.0 ->
-# 42.6, 226.6 -> 138.9; B = 32 145.2 -> 128.4, 552.7 -> 489.5; the dense step 16.9-29.7, 41.0-134.1,
-# 135.2-523.2 in the same run. Pages of 16 (a table entry per key): B = 8 70.6 -> 59.5, 248.4 -> 194.4.
-PAGED_DECODE_EXTRA_STAGES = 2
+# A paged step takes the same tile: the forward loads each key block's page a step ahead
+# (forward.py, PAGE_AHEAD). Loaded in the step, the table entry took a pipeline stage of its own
+# and K and V lost their double buffers (s71 gave paged steps two more stages for it: NOTES v0.64).
 
 
 def tile_config(
     block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple], window: bool = False,
-    dropout: bool = False, decode: bool = False, paged: bool = False,
+    dropout: bool = False, decode: bool = False,
 ) -> TileConfig:
     """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers;
     window: a sliding window's left side bounds the keys; dropout: see DROPOUT_STAGES_FROM_WIDTH;
-    decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE); paged: keys through a block
-    table (PAGED_DECODE_EXTRA_STAGES)."""
+    decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE)."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -410,9 +411,7 @@ def tile_config(
         if short is not None:
             tiles = dataclasses.replace(tiles, forward=short)
         if decode and width <= 256 and map_blocks is None:
-            extra = PAGED_DECODE_EXTRA_STAGES if paged else 0
-            tiles = dataclasses.replace(tiles, forward=dataclasses.replace(
-                DECODE_FORWARD_TILE, num_stages=DECODE_FORWARD_TILE.num_stages + extra))
+            tiles = dataclasses.replace(tiles, forward=DECODE_FORWARD_TILE)
         window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None else None
         if window_dkdv is not None:
             tiles = dataclasses.replace(tiles, dkdv=window_dkdv)
