@@ -309,7 +309,7 @@ def attention_forward_kernel(
     )
     # A paged block's table entry loaded a step ahead of the block: where its K and V loads
     # depend on a load of the same step, Triton's pipeliner spends a stage on that load and K and
-    # V lose their double buffers (H200, s72: prefill chunks 14-19% faster this way than on two
+    # V lose their double buffers (H200, s72: prefill chunks 13.5-18.5% faster this way than on two
     # more stages; NOTES v0.65). A block map's next block is itself a load: not ahead.
     PAGE_AHEAD: tl.constexpr = PAGE_SIZE > 0 and PAGE_SIZE % BLOCK_N == 0 and not BLOCK_MAP
     for span in tl.static_range(1 if ONE_LOOP else (2 if BLOCK_MAP else 3)):
