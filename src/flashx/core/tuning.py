@@ -356,7 +356,8 @@ def default_blocks() -> tuple:
 # 2 stages; dK/dV and dQ 8 warps, 1 stage, one launch) spilled 37 KB a thread in the forward
 # (125 s to compile: decode-shaped tests ran past their deadline) and 26 KB in dK/dV, and asked
 # 288 / 256 KiB of shared memory in dK/dV / dQ (over the 227 KiB an H200 block may have). These:
-# forward 255 / 1008 / 8 s, dK/dV 255 / 1296 / 8 s, dQ 151 / 0 / 5 s; 168 / 100 / 132 KiB.
+# forward 255 / 1008 / 8 s, dK/dV 255 / 1296 / 8 s, dQ 151 / 0 / 5 s; 168 / 100 / 132 KiB. Their
+# GPU tests pass (H100, s72); timings in NOTES v0.65.
 FLOAT32_WIDE_TILES = TileConfig(KernelTiles(32, 64, 8, 2), KernelTiles(16, 32, 4, 2), KernelTiles(32, 32, 8, 2),
                                 one_backward_launch=False)
 
