@@ -333,9 +333,8 @@ def test_gpu_torch_dropout(rng, case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [64, 128])
 def test_gpu_torch_dropout_float32(rng, d):
-    """float32 takes the tiles of 16-bit inputs twice as wide: at D = 64 dropout's D = 128 tiles
-    (its own dK/dV tile, dQ on the tuned three stages), at D = 128 those of D = 256 (the backward
-    one stage less): as test_torch_dropout_matches_reference on the GPU."""
+    """float32 takes its own tiles (tuning.FLOAT32_TILES), dropout's draw in them: as
+    test_torch_dropout_matches_reference on the GPU."""
     test_torch_dropout_matches_reference(rng, Case(1, 700, 256, 2, 2, d, d, causal=True), "float32", 0.15, {})
 
 

@@ -217,8 +217,12 @@ def test_gpu_tile_table_lookups(monkeypatch):
     monkeypatch.setattr(plan_mod.runtime, "INTERPRETER", False)
     table = tuning.TUNED_TILES
     assert tuning.tile_config(128, 2, False, 4096, None) == table[(128, False)]
-    assert tuning.tile_config(64, 4, True, 4096, None) == table[(128, True)]
-    assert tuning.tile_config(256, 4, True, 4096, None) == tuning.FLOAT32_WIDE_TILES
+    # float32: its own tiles by the 16-bit width (twice D), none of the 16-bit overrides.
+    for d, width in ((32, 128), (64, 128), (128, 256), (256, 512)):
+        for options in (dict(), dict(window=True), dict(dropout=True)):
+            assert tuning.tile_config(d, 4, True, 4096, None, **options) == tuning.FLOAT32_TILES[width]
+        assert tuning.tile_config(d, 4, True, 300, None) == tuning.FLOAT32_TILES[width]  # no short tile
+    assert tuning.FLOAT32_TILES[512] == tuning.FLOAT32_WIDE_TILES
     # Short sequences: a forward tile per bucket of the longest sequence, at each bucket's edges.
     for longest, bucket in ((1, 512), (512, 512), (513, 1024), (tuning.SHORT_SEQLEN, 1024)):
         short = tuning.tile_config(128, 2, True, longest, None)
@@ -244,9 +248,9 @@ def test_gpu_tile_table_lookups(monkeypatch):
     assert tuning.tile_config(128, 2, True, 16384, (64, 64), dropout=True).dkdv.block_m == 32
     # Decode-shaped calls: the 16-row forward tile for 16-bit D <= 256 and float32 D <= 128 (the
     # wide float32 tiles keep theirs: shared memory), never with a block map; other kernels as tuned.
-    for d, itemsize, key in ((64, 2, (64, True)), (256, 2, (256, True)), (128, 4, (256, True))):
+    for d, itemsize, tiles in ((64, 2, table[(64, True)]), (256, 2, table[(256, True)]), (128, 4, tuning.FLOAT32_TILES[256])):
         decode = tuning.tile_config(d, itemsize, True, 16384, None, decode=True)
-        assert decode == dataclasses.replace(table[key], forward=tuning.DECODE_FORWARD_TILE)
+        assert decode == dataclasses.replace(tiles, forward=tuning.DECODE_FORWARD_TILE)
     assert tuning.tile_config(256, 4, True, 16384, None, decode=True) == tuning.FLOAT32_WIDE_TILES
     assert tuning.tile_config(128, 2, True, 16384, (128, 128), decode=True).forward.block_m == 128
     mapped = tuning.tile_config(128, 2, False, 4096, (64, 32))

@@ -360,6 +360,19 @@ def default_blocks() -> tuple:
 # GPU tests pass (H100, s72); timings in NOTES v0.65.
 FLOAT32_WIDE_TILES = TileConfig(KernelTiles(32, 64, 8, 2), KernelTiles(16, 32, 4, 2), KernelTiles(32, 32, 8, 2),
                                 one_backward_launch=False)
+# float32 at D <= 128 took the 16-bit tiles of twice its width, and spilled the same way: offline
+# (Triton 3.6, sm_90, s72, causal N = 4k), stack bytes of forward / dK/dV / dQ at D = 128 6920 /
+# 6960 + 15000 (two passes) / 12136, at D = 64 0 / 1600 / 1760. These spill none at D = 64 and
+# 32 / 304 / 0 bytes at D = 128 (compiles of 2-7 s against 7-14). Keyed by the 16-bit width.
+# H100, 2026-12-06 (s72, B = 2, N = 2048, Hq 8 / Hkv 2), ms, forward and forward + backward:
+# D = 128 causal 31.46 -> 1.78 and 145.9 -> 14.8; D = 64 causal 10.43 -> 1.10 and 19.4 -> 6.1.
+FLOAT32_TILES: dict = {
+    128: TileConfig(KernelTiles(64, 32, 8, 2), KernelTiles(64, 32, 8, 2), KernelTiles(64, 32, 8, 2),
+                    one_backward_launch=False),
+    256: TileConfig(KernelTiles(32, 64, 8, 2), KernelTiles(32, 32, 8, 2), KernelTiles(32, 64, 8, 2),
+                    one_backward_launch=False),
+    512: FLOAT32_WIDE_TILES,
+}
 
 
 # Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
@@ -405,21 +418,23 @@ def tile_config(
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
     else:
-        # The table is for 16-bit inputs; float32 tiles of width D take the shared memory of 16-bit ones of 2D.
+        # float32 tiles of width D take the shared memory of 16-bit ones of 2D: its own table by that
+        # width; the short, window and dropout tiles below are 16-bit tunings.
         width = max(block_d, 64) * itemsize // 2
-        tiles = TUNED_TILES[(width, causal)] if width <= 256 else FLOAT32_WIDE_TILES
-        short = SHORT_FORWARD_TILES.get((width, causal, short_bucket(longest)))
+        sixteen_bit = itemsize == 2
+        tiles = TUNED_TILES[(width, causal)] if sixteen_bit else FLOAT32_TILES[width]
+        short = SHORT_FORWARD_TILES.get((width, causal, short_bucket(longest))) if sixteen_bit else None
         if short is not None:
             tiles = dataclasses.replace(tiles, forward=short)
         if decode and width <= 256 and map_blocks is None:
             tiles = dataclasses.replace(tiles, forward=DECODE_FORWARD_TILE)
-        window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None else None
+        window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None and sixteen_bit else None
         if window_dkdv is not None:
             tiles = dataclasses.replace(tiles, dkdv=window_dkdv)
-        if dropout and width >= DROPOUT_STAGES_FROM_WIDTH:
+        if dropout and width >= DROPOUT_STAGES_FROM_WIDTH and sixteen_bit:
             tiles = dataclasses.replace(tiles, **{kind: dataclasses.replace(t, num_stages=max(t.num_stages - 1, 1))
                                                   for kind, t in (("dkdv", tiles.dkdv), ("dq", tiles.dq))})
-        dropout_dkdv = DROPOUT_DKDV_TILES.get(width) if dropout else None
+        dropout_dkdv = DROPOUT_DKDV_TILES.get(width) if dropout and sixteen_bit else None
         if dropout_dkdv is not None:
             tiles = dataclasses.replace(tiles, dkdv=dropout_dkdv)
     if map_blocks is None:
