@@ -418,25 +418,27 @@ def tile_config(
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
     else:
-        # float32 tiles of width D take the shared memory of 16-bit ones of 2D: its own table by that
-        # width; the short, window and dropout tiles below are 16-bit tunings.
+        # float32 tiles of width D take the shared memory of 16-bit ones of 2D: float32 has its own
+        # table by that width; the short, window and dropout tiles are 16-bit tunings.
         width = max(block_d, 64) * itemsize // 2
-        sixteen_bit = itemsize == 2
-        tiles = TUNED_TILES[(width, causal)] if sixteen_bit else FLOAT32_TILES[width]
-        short = SHORT_FORWARD_TILES.get((width, causal, short_bucket(longest))) if sixteen_bit else None
-        if short is not None:
-            tiles = dataclasses.replace(tiles, forward=short)
+        if itemsize == 2:
+            tiles = TUNED_TILES[(width, causal)]
+            short = SHORT_FORWARD_TILES.get((width, causal, short_bucket(longest)))
+            if short is not None:
+                tiles = dataclasses.replace(tiles, forward=short)
+            window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None else None
+            if window_dkdv is not None:
+                tiles = dataclasses.replace(tiles, dkdv=window_dkdv)
+            if dropout and width >= DROPOUT_STAGES_FROM_WIDTH:
+                tiles = dataclasses.replace(tiles, **{kind: dataclasses.replace(t, num_stages=max(t.num_stages - 1, 1))
+                                                      for kind, t in (("dkdv", tiles.dkdv), ("dq", tiles.dq))})
+            dropout_dkdv = DROPOUT_DKDV_TILES.get(width) if dropout else None
+            if dropout_dkdv is not None:
+                tiles = dataclasses.replace(tiles, dkdv=dropout_dkdv)
+        else:
+            tiles = FLOAT32_TILES[width]
         if decode and width <= 256 and map_blocks is None:
             tiles = dataclasses.replace(tiles, forward=DECODE_FORWARD_TILE)
-        window_dkdv = WINDOW_DKDV_TILES.get(width) if window and map_blocks is None and sixteen_bit else None
-        if window_dkdv is not None:
-            tiles = dataclasses.replace(tiles, dkdv=window_dkdv)
-        if dropout and width >= DROPOUT_STAGES_FROM_WIDTH and sixteen_bit:
-            tiles = dataclasses.replace(tiles, **{kind: dataclasses.replace(t, num_stages=max(t.num_stages - 1, 1))
-                                                  for kind, t in (("dkdv", tiles.dkdv), ("dq", tiles.dq))})
-        dropout_dkdv = DROPOUT_DKDV_TILES.get(width) if dropout and sixteen_bit else None
-        if dropout_dkdv is not None:
-            tiles = dataclasses.replace(tiles, dkdv=dropout_dkdv)
     if map_blocks is None:
         return tiles
     # A block map's blocks must be whole multiples of each kernel's tiles (all powers of two).
