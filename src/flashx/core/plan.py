@@ -308,6 +308,7 @@ class CallOptions:
     block_mask: Optional[BlockMaskSpec] = None
     bottom_right: bool = True  # False: causal/window top-left aligned (the SDPA and jax.nn drop-ins)
     dropout_p: float = 0.0  # > 0: the frontend draws the call's DROPOUT_SEED (plan_attention)
+    float32_precision: str = "tf32x3"  # one of FLOAT32_PRECISIONS: float32 inputs' dots
 
     def as_keywords(self) -> dict:
         """The options by name, as plan_attention takes them. By name, not vars(self):
@@ -324,6 +325,24 @@ ARRAY_KEYWORDS = {
     "CU_SEQLENS_K": "cu_seqlens_k", "SEQUSED_Q": "seqused_q", "SEQUSED_K": "seqused_k",
     "DROPOUT_SEED": "dropout_seed", "BLOCK_TABLE": "block_table",
 }
+
+
+# How the kernels multiply float32 inputs (Triton's dot input precisions); 16-bit inputs take
+# their own tensor-core dots whatever this says. "tf32x3" splits each operand into a high and a
+# low tf32 part and sums three tensor-core products: on an H100 its errors against float64 were
+# those of "ieee" (full float32 FMA dots; relative 0.2-5e-6 on out, dQ, dK and dV) at 3.3-5.3x its
+# speed, and "tf32" (one product) read 0.7-4e-3 at 1.7-2x tf32x3's speed (NOTES v0.66).
+FLOAT32_PRECISIONS = ("tf32x3", "ieee", "tf32")
+
+
+def check_float32_precision(float32_precision: Any) -> str:
+    """float32_precision as one of FLOAT32_PRECISIONS."""
+    if not isinstance(float32_precision, str):
+        raise TypeError(f"float32_precision must be a str, one of {FLOAT32_PRECISIONS}, "
+                        f"got {_type_name(float32_precision)}")
+    if float32_precision not in FLOAT32_PRECISIONS:
+        raise ValueError(f"float32_precision must be one of {FLOAT32_PRECISIONS}, got {float32_precision!r}")
+    return float32_precision
 
 
 def check_dropout_p(dropout_p: Any) -> float:
@@ -1246,6 +1265,7 @@ def plan_attention(
     dropout_p: float = 0.0,
     dropout_seed: Optional[ArraySpec] = None,
     block_table: Optional[ArraySpec] = None,
+    float32_precision: str = "tf32x3",
 ) -> AttentionPlan:
     """Validate one call and compute everything its launches need.
 
@@ -1255,7 +1275,7 @@ def plan_attention(
     k and v are a paged cache (pages, page_size, Hkv, ·) and batch b's keys are the pages its row
     names, in order (forward only; varlen q with cu_seqlens_q alone). bias, mask and bottom_right=False serve the SDPA / jax.nn
     drop-ins. dropout_p > 0 takes dropout_seed, int32 DROPOUT_SEED_SHAPE, which the frontend
-    draws for each call.
+    draws for each call. float32_precision (FLOAT32_PRECISIONS): how float32 inputs' dots multiply.
     """
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
@@ -1369,6 +1389,7 @@ def plan_attention(
     window_left, window_right = _normalize_window(window, causal, max(nq, nkv))
     bottom_right = check_flag("bottom_right", bottom_right)
     dropout_p = check_dropout_p(dropout_p)
+    float32_precision = check_float32_precision(float32_precision)
     if dropout_p > 0:
         _check_array("dropout_seed", dropout_seed, 1, INDEX_DTYPES)
         if tuple(dropout_seed.shape) != DROPOUT_SEED_SHAPE:
@@ -1489,8 +1510,8 @@ def plan_attention(
                     and alibi_slopes is None and bias is None),
         # Triton's interpreter gets bf16 dots wrong; upcast there, keep bf16 tensor cores on GPU.
         UPCAST_DOT=runtime.INTERPRETER and q.dtype == "bfloat16",
-        # float32 inputs: full-precision dots rather than tf32, so fp32 means fp32.
-        DOT_PRECISION="ieee" if q.dtype == "float32" else "tf32",
+        # 16-bit dots ignore it; float32's as the caller chose (FLOAT32_PRECISIONS).
+        DOT_PRECISION=float32_precision if q.dtype == "float32" else "tf32",
         BIAS_GRAD=False, SLOPES_GRAD=False,
         PAGE_SIZE=int(k.shape[axes[1]]) if block_table is not None else 0,
         # Rows past the sequence need the per-element bound only where one could read memory by

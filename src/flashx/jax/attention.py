@@ -770,6 +770,7 @@ def attention(
     seqused_q: Optional[jax.Array] = None,
     seqused_k: Optional[jax.Array] = None,
     block_table: Optional[jax.Array] = None,
+    float32_precision: str = "tf32x3",
 ) -> Union[jax.Array, tuple[jax.Array, jax.Array]]:
     """Fused softmax(score(q, k)) v; works eagerly and inside `jax.jit`, differentiable in q, k, v.
 
@@ -784,6 +785,9 @@ def attention(
     (B,)) cut each batch's query rows / keys to its own length (padding after); block_table
     (int32 (B, pages_per_seq)) reads k and v as a paged KV cache (pages, page_size, Hkv, D),
     forward only. alibi_slopes ((Hq,) or (B, Hq), float32) are differentiable like q, k and v.
+    float32_precision ("tf32x3", "ieee" or "tf32") says how float32 inputs are multiplied, as in
+    `flashx.torch.attention` (16-bit inputs ignore it); unlike JAX's default matmul precision on
+    GPUs (one tf32 product), the default keeps float32's accuracy.
     """
     core.check_flag("deterministic", deterministic)
     options = core.CallOptions(
@@ -791,6 +795,7 @@ def attention(
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
         block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, dropout_p=dropout_p,
+        float32_precision=float32_precision,
     )
     aux = dict(SLOPES=alibi_slopes, CU_SEQLENS_Q=cu_seqlens_q, CU_SEQLENS_K=cu_seqlens_k, SEQUSED_Q=seqused_q,
                SEQUSED_K=seqused_k, BLOCK_TABLE=block_table, **_block_mask_arrays(block_mask),

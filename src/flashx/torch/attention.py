@@ -117,24 +117,25 @@ _SOURCE_KEY = _source_key()
 
 def _encode(options: core.CallOptions, functions_key: Optional[int] = None) -> tuple:
     """The op arguments that carry options: causal, scale, layout, window, softcap, max_seqlen_q,
-    max_seqlen_k, bottom_right, dropout_p, functions_key (given: the registry's key of the options' objects,
+    max_seqlen_k, bottom_right, dropout_p, float32_precision, functions_key (given: the registry's key of the options' objects,
     from _compiled_function_key; else looked up eagerly, as the op checks in tests/test_torch.py
     call it), and the sources' key (_source_key), which only keys compiled graphs."""
     window = None if options.window is None else [int(w) for w in options.window]
     if functions_key is None:
         functions_key = _function_key(options)
     return (options.causal, options.scale, options.layout, window, options.softcap,
-            options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, options.dropout_p, functions_key,
-            _SOURCE_KEY)
+            options.max_seqlen_q, options.max_seqlen_k, options.bottom_right, options.dropout_p,
+            options.float32_precision, functions_key, _SOURCE_KEY)
 
 
 def _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
-            functions_key, source_key: Optional[int] = None) -> core.CallOptions:
+            float32_precision, functions_key, source_key: Optional[int] = None) -> core.CallOptions:
     mask_mod, score_mod, score_mod_grad, block_mask = _functions[functions_key] if functions_key >= 0 else (None,) * 4
     return core.CallOptions(
         causal=causal, scale=scale, layout=layout, window=None if window is None else tuple(window), softcap=softcap,
         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
         score_mod_grad=score_mod_grad, block_mask=block_mask, bottom_right=bottom_right, dropout_p=dropout_p,
+        float32_precision=float32_precision,
     )
 
 
@@ -216,12 +217,13 @@ def _forward_op(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: Optional[torch.Tensor], slopes: Optional[torch.Tensor],
     tensors: list[Optional[torch.Tensor]], causal: bool, scale: Optional[float], layout: str,
     window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int],
-    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, functions_key: int, source_key: int,
+    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, float32_precision: str, functions_key: int,
+    source_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """slopes: ALiBi's slopes again (the kernels read them in tensors) where they take a gradient,
     else None: autograd sees no tensor inside a list that holds None."""
     options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
-                      functions_key)
+                      float32_precision, functions_key)
     return _forward_impl(_plan(q, k, v, bias, tensors, options), q, k, v, bias, tensors)
 
 
@@ -295,10 +297,11 @@ def _backward_op(
     out: torch.Tensor, lse: torch.Tensor, bias: Optional[torch.Tensor], tensors: list[Optional[torch.Tensor]],
     bias_grad: bool, slopes_grad: bool, need_dq: bool, need_dkdv: bool, causal: bool, scale: Optional[float],
     layout: str, window: Optional[list[int]], softcap: Optional[float], max_seqlen_q: Optional[int],
-    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, functions_key: int, source_key: int,
+    max_seqlen_k: Optional[int], bottom_right: bool, dropout_p: float, float32_precision: str, functions_key: int,
+    source_key: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     options = _decode(causal, scale, layout, window, softcap, max_seqlen_q, max_seqlen_k, bottom_right, dropout_p,
-                      functions_key)
+                      float32_precision, functions_key)
     return _backward_impl(_plan(q, k, v, bias, tensors, options), dout, dlse, q, k, v, out, lse, bias, tensors, bias_grad,
                           slopes_grad, need_dq, need_dkdv)
 
@@ -594,7 +597,8 @@ def _run_packed(q, k, v, tensors: dict, options: core.CallOptions, return_lse: b
     (_PackedPlan), so that its next call goes straight to _run_packed_eager."""
     packed = dataclasses.replace(options, causal=False, layout="bhnd")
     rows, k, v = _packed_call(q, k, v, group, options.layout)
-    key = _dense_key(rows, k, v, False, options.scale, "bhnd", options.window, options.softcap) if dense_key else None
+    key = _dense_key(rows, k, v, False, options.scale, "bhnd", options.window, options.softcap,
+                     options.float32_precision) if dense_key else None
     plan = _DENSE_PLANS.get(key) if key is not None else None
     if plan is not None:
         out, lse = _run_eager(plan, rows, k, v, None, _NO_TENSORS, True)
@@ -742,7 +746,7 @@ def _keep_dense_plan(key: tuple, plan) -> None:
 _NO_TENSORS = [None] * len(_OPTIONAL_INPUTS)
 
 
-def _dense_key(q, k, v, causal, scale, layout, window, softcap) -> Optional[tuple]:
+def _dense_key(q, k, v, causal, scale, layout, window, softcap, float32_precision) -> Optional[tuple]:
     if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)):
         return None  # the validating path names the argument
     if window is not None:
@@ -753,7 +757,7 @@ def _dense_key(q, k, v, causal, scale, layout, window, softcap) -> Optional[tupl
         return None  # the validating path names the argument
     key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
            v.shape, v.stride(), v.dtype, v.device, causal, type(causal), scale, type(scale), layout, type(layout),
-           window, softcap, type(softcap))
+           window, softcap, type(softcap), float32_precision, type(float32_precision))
     try:
         hash(key)
     except TypeError:  # an unhashable option: the validating path reports it
@@ -851,6 +855,7 @@ def attention(
     seqused_q: Optional[torch.Tensor] = None,
     seqused_k: Optional[torch.Tensor] = None,
     block_table: Optional[torch.Tensor] = None,
+    float32_precision: str = "tf32x3",
 ) -> Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Fused softmax(score(q, k)) v, differentiable in q, k, v and alibi_slopes.
 
@@ -885,6 +890,10 @@ def attention(
             block_table[b] names, in order (Nkv = pages_per_seq * page_size; seqused_k cuts each);
             with varlen q, cu_seqlens_q alone (no cu_seqlens_k). Forward only: no gradient flows
             through a paged call.
+        float32_precision: how float32 inputs are multiplied (16-bit inputs ignore it):
+            "tf32x3" (three tf32 tensor-core products per dot, float32's accuracy: errors against
+            float64 of "ieee"'s order), "ieee" (full float32 products, on the CUDA cores: 3-5x
+            slower) or "tf32" (one tf32 product: ~1e-3 relative error, ~2x faster than "tf32x3").
 
     The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
     Returns out in q's layout and dtype, last dim Dv; and lse if return_lse. Under torch.autocast
@@ -898,7 +907,8 @@ def attention(
             _distributed.any_dtensor(q, k, v) or _nested.any_nested(q, k, v)):
         keywords = dict(causal=causal, scale=scale, layout=layout, window=window, softcap=softcap,
                         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, mask_mod=mask_mod, score_mod=score_mod,
-                        score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p)
+                        score_mod_grad=score_mod_grad, block_mask=block_mask, dropout_p=dropout_p,
+                        float32_precision=float32_precision)
         tensors = dict(alibi_slopes=alibi_slopes, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                        seqused_q=seqused_q, seqused_k=seqused_k, block_table=block_table)
         if _nested.any_nested(q, k, v):
@@ -914,7 +924,7 @@ def attention(
             and mask_mod is None and score_mod is None and score_mod_grad is None
             and block_mask is None and type(dropout_p) is float and dropout_p == 0.0
             and not torch.compiler.is_compiling() and not _under_functorch()):
-        dense_key = _dense_key(q, k, v, causal, scale, layout, window, softcap)
+        dense_key = _dense_key(q, k, v, causal, scale, layout, window, softcap, float32_precision)
         plan = _DENSE_PLANS.get(dense_key) if dense_key is not None else None
         if type(plan) is _PackedPlan:  # a GQA decode step (core.packed_query_heads)
             return _run_packed_eager(plan, q, k, v, layout, return_lse)
@@ -925,6 +935,7 @@ def attention(
         softcap=softcap, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
         mask_mod=mask_mod, score_mod=score_mod, score_mod_grad=score_mod_grad,
         block_mask=block_mask.spec if isinstance(block_mask, core.BlockMask) else block_mask, dropout_p=dropout_p,
+        float32_precision=float32_precision,
     )
     # Offsets, lengths and page tables are read as dense vectors: a strided view costs one tiny copy.
     tensors = {_KERNEL_NAME[keyword]: x.contiguous() if isinstance(x, torch.Tensor) and keyword != "alibi_slopes" else x

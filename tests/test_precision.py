@@ -1,0 +1,160 @@
+"""float32_precision: how float32 inputs are multiplied ("tf32x3", the default; "ieee"; "tf32"), from
+both frontends and flashx.attention.
+
+On the GPU each precision's out, dq, dk and dv are checked against float64 attention: "tf32x3" and
+"ieee" within float32's bound, "tf32" within a bound of its own, and less exact than "tf32x3" by
+far (so the option reaches the kernels' dots). Triton's interpreter multiplies float32 in full
+precision whatever the option, so on the CPU the tests check validation, the plan's constexpr,
+and that every option runs and stays correct.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flashx
+from conftest import INTERPRETED, TOLERANCES, Case, random_qkv, reference_attention, reference_gradients, rel_error
+from flashx import core
+
+# One tf32 product keeps 10 of float32's 23 mantissa bits: errors of float16's order. The GPU run
+# of 2026-12-06 (H100, D = 64 / 128, N = 2048) read 0.7-4.2e-3 relative (max-abs) against float64.
+TF32_BOUND = 2e-2
+# "tf32" must read at least this many times "tf32x3"'s error: three orders of magnitude apart there.
+TF32_LOSS = 20.0
+
+CPU_CASE = Case(1, 37, 45, 4, 2, 32, 32, causal=True)
+GPU_CASES = [
+    pytest.param(Case(1, 333, 333, 4, 2, 64, 64, causal=True), id="gqa-n333-d64-causal"),
+    pytest.param(Case(2, 517, 517, 4, 4, 128, 128), id="n517-d128"),
+    pytest.param(Case(1, 300, 300, 4, 1, 256, 256, causal=True), id="mqa-n300-d256-causal"),
+]
+
+
+def _errors(case: Case, results: tuple, arrays: tuple) -> dict:
+    """Relative errors of results (out, dq, dk, dv) against float64 attention of arrays (q, k, v, dO)."""
+    q, k, v, dout = arrays
+    ref_out, _ = reference_attention(q, k, v, causal=case.causal)
+    ref_grads = reference_gradients(q, k, v, dout, causal=case.causal)
+    return {name: rel_error(got, want) for name, got, want in zip(("out", "dq", "dk", "dv"), results,
+                                                                    (ref_out, *ref_grads))}
+
+
+def _torch_run(case: Case, arrays, precision: str) -> tuple:
+    torch = pytest.importorskip("torch")
+    import flashx.torch
+
+    device = "cpu" if INTERPRETED else "cuda"
+    q, k, v = (torch.from_numpy(x).to(device).requires_grad_() for x in arrays[:3])
+    out = flashx.torch.attention(q, k, v, causal=case.causal, float32_precision=precision)
+    grads = torch.autograd.grad(out, (q, k, v), torch.from_numpy(arrays[3]).to(device))
+    return tuple(x.detach().cpu().double().numpy() for x in (out, *grads))
+
+
+def _jax_run(case: Case, arrays, precision: str) -> tuple:
+    jax = pytest.importorskip("jax")
+    if not INTERPRETED:
+        pytest.importorskip("jax_triton", reason="flashx.jax runs through jax-triton on the GPU")
+    import flashx.jax
+
+    q, k, v, dout = (jax.numpy.asarray(x) for x in arrays)
+
+    def loss(q, k, v):
+        return (flashx.jax.attention(q, k, v, causal=case.causal, float32_precision=precision) * dout).sum()
+
+    out = jax.jit(lambda q, k, v: flashx.jax.attention(q, k, v, causal=case.causal, float32_precision=precision))(q, k, v)
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
+    return tuple(np.asarray(x, np.float64) for x in (out, *grads))
+
+
+def _inputs(rng, case: Case) -> tuple:
+    q, k, v = random_qkv(rng, *case[:7])
+    dout = rng.standard_normal((case.b, case.nq, case.hq, case.dv)).astype(np.float32)
+    return q, k, v, dout
+
+
+def _check(errors: dict, precision: str, what: str) -> None:
+    bound = TF32_BOUND if precision == "tf32" else TOLERANCES["float32"].bound(None)
+    for name, err in errors.items():
+        assert err <= bound, f"{what} {precision} {name}: error {err:.3e} > {bound:.1e}"
+
+
+RUNS = {"torch": _torch_run, "jax": _jax_run}
+
+
+@pytest.mark.parametrize("frontend", ["torch", "jax"])
+@pytest.mark.parametrize("precision", core.FLOAT32_PRECISIONS)
+def test_each_precision_runs_and_matches_float64(rng, frontend, precision):
+    """Every option gives out and gradients within its bound of float64 (on the CPU the interpreter
+    multiplies in full float32 whatever the option)."""
+    arrays = _inputs(rng, CPU_CASE)
+    errors = _errors(CPU_CASE, RUNS[frontend](CPU_CASE, arrays, precision), arrays)
+    _check(errors, precision, frontend)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("frontend", ["torch", "jax"])
+@pytest.mark.parametrize("case", GPU_CASES)
+def test_gpu_precisions(rng, frontend, case):
+    """Each option on the GPU against float64: "ieee" and "tf32x3" within float32's bound, "tf32"
+    within TF32_BOUND and at least TF32_LOSS times "tf32x3"'s error on out and every gradient."""
+    arrays = _inputs(rng, case)
+    errors = {p: _errors(case, RUNS[frontend](case, arrays, p), arrays) for p in core.FLOAT32_PRECISIONS}
+    for precision, errs in errors.items():
+        _check(errs, precision, f"{frontend} {case}")
+    for name in errors["tf32"]:
+        assert errors["tf32"][name] >= TF32_LOSS * errors["tf32x3"][name], (
+            f"{frontend} {name}: tf32 error {errors['tf32'][name]:.3e} is not {TF32_LOSS}x tf32x3's "
+            f"{errors['tf32x3'][name]:.3e}: did the option reach the dots?")
+
+
+def _spec(shape, dtype):
+    return core.ArraySpec(shape, core.dense_strides(shape), dtype, "cpu" if INTERPRETED else "cuda:0")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("precision", core.FLOAT32_PRECISIONS)
+def test_plan_passes_the_precision_to_every_kernel(dtype, precision):
+    """float32 calls take the option as every launch's DOT_PRECISION; 16-bit calls ignore it."""
+    q = _spec((2, 100, 4, 64), dtype)
+    plan = core.plan_attention(q, q, q, causal=True, float32_precision=precision)
+    calls = list(plan.forward_calls({}, None)) + list(plan.backward_calls({}, None, False, q, gluon=False))
+    with_dots = [c for c in calls if "DOT_PRECISION" in c.constexprs]
+    assert len(with_dots) >= 2  # the forward and the backward's gradient launch(es)
+    assert {c.constexprs["DOT_PRECISION"] for c in with_dots} == {precision if dtype == "float32" else "tf32"}
+
+
+BAD_PRECISIONS = [
+    pytest.param("highest", ValueError, r"^float32_precision must be one of \('tf32x3', 'ieee', 'tf32'\), got 'highest'",
+                 id="unknown-name"),
+    pytest.param("TF32", ValueError, r"^float32_precision must be one of", id="upper-case"),
+    pytest.param(None, TypeError, r"^float32_precision must be a str, one of .*got None", id="none"),
+    pytest.param(3, TypeError, r"^float32_precision must be a str", id="int"),
+]
+
+
+@pytest.mark.parametrize("precision, error, match", BAD_PRECISIONS)
+def test_bad_precision_raises_before_launch(rng, monkeypatch, precision, error, match):
+    """A bad float32_precision is a ValueError / TypeError naming it, from both frontends and
+    flashx.attention, on float32 and 16-bit inputs alike, before anything is launched."""
+    torch = pytest.importorskip("torch")
+    import flashx.torch
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("launched")
+
+    monkeypatch.setattr(core.KernelCall, "launch", no_launch)
+    device = "cpu" if INTERPRETED else "cuda"
+    for dtype in (torch.float32, torch.bfloat16):
+        q = torch.from_numpy(random_qkv(rng, 1, 5, 5, 2, 2, 16, 16)[0]).to(device, dtype)
+        with pytest.raises(error, match=match):
+            flashx.torch.attention(q, q, q, float32_precision=precision)
+        with pytest.raises(error, match=match):
+            flashx.attention(q, q, q, float32_precision=precision)
+    jax = pytest.importorskip("jax")
+    import flashx.jax
+
+    qj = jax.numpy.asarray(random_qkv(rng, 1, 5, 5, 2, 2, 16, 16)[0])
+    with pytest.raises(error, match=match):
+        flashx.jax.attention(qj, qj, qj, float32_precision=precision)
+    with pytest.raises(error, match=match):
+        jax.jit(lambda q: flashx.jax.attention(q, q, q, float32_precision=precision))(qj)
