@@ -1108,6 +1108,8 @@ class AttentionPlan:
             grid = (dkdv_programs + (self.dq_grid[0] if run_dq else 0),) + (self.dq_grid if run_dq else self.dkdv_grid)[1:]
             constexprs = self._constexprs(kernel, dict(
                 align, **tiles, BIAS_GRAD=bias_grad, SLOPES_GRAD=slopes_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq, WRITE_DK=write_dk, WRITE_DV=write_dv,
+                DOT_PRECISION=tuning.backward_dot_precision(self.flags["DOT_PRECISION"],
+                                                            max(self.flags["BLOCK_D"], self.flags["BLOCK_DV"])),
             ))
             template = self._template(kernel, grads | dict(dkdv_programs=dkdv_programs))
             written = dict(DK=run_dkdv and write_dk, DV=run_dkdv and write_dv, DQ=run_dq, DBIAS=run_dq)

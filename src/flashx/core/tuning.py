@@ -374,6 +374,21 @@ FLOAT32_TILES: dict = {
     512: FLOAT32_WIDE_TILES,
 }
 
+# float32_precision "tf32x3" (core.plan.FLOAT32_PRECISIONS) splits each dot's operands into high
+# and low tf32 parts. The backward kernels of width > 128 (BLOCK_D 256) then run out of registers
+# on every tile tried: offline (Triton 3.6, sm_90, D = 256, s73) the wide dK pass spilled 7.2-9.2 KB
+# a thread on 16-32 x 16-32 tiles, and 0.5-2 KB on tiles whose dV pass alone fit; on an H100
+# (2026-12-06, B = 2, N = 2048, Hq 8 / Hkv 2) forward + backward read 107-111 ms causal and 299-310
+# non-causal at D = 192 / 256, against 33 / 46 ms for "ieee". So there the backward multiplies in
+# "ieee", float32's accuracy either way (errors against float64 0.4-5e-6 both), while the forward
+# keeps "tf32x3" (1.31 against 3.13 ms causal, 2.46-2.56 against 5.95 non-causal).
+TF32X3_BACKWARD_MAX_BLOCK_D = 128
+
+
+def backward_dot_precision(precision: str, block_d: int) -> str:
+    """The backward kernels' dot precision for a call whose forward multiplies in `precision`."""
+    return "ieee" if precision == "tf32x3" and block_d > TF32X3_BACKWARD_MAX_BLOCK_D else precision
+
 
 # Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
 # threads: in the D = 256 backward kernels the tuned tiles, near the H200's 227 KiB, then ran out
