@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import flashx
 from conftest import INTERPRETED, TOLERANCES, Case, random_qkv, reference_attention, reference_gradients, rel_error
 from flashx import core
 

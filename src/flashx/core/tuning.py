@@ -351,7 +351,9 @@ def default_blocks() -> tuple:
 
 # float32 inputs at D > 128 (BLOCK_D 256): the tiles of 16-bit D = 256 take twice the shared
 # memory there, and float32's full-precision dots run on the FMA units, each thread holding its
-# rows and columns over all of D in registers. Offline (Triton 3.6, sm_90, D = 256, 2026-12-06,
+# rows and columns over all of D in registers. (These tiles were sized for "ieee" dots, then
+# float32's only ones; the default float32_precision "tf32x3" runs on the same tiles: see
+# TF32X3_BACKWARD_MAX_BLOCK_D.) Offline (Triton 3.6, sm_90, D = 256, 2026-12-06,
 # s72), registers / stack bytes / compile seconds: the former 64 x 64 tiles (forward 4 warps,
 # 2 stages; dK/dV and dQ 8 warps, 1 stage, one launch) spilled 37 KB a thread in the forward
 # (125 s to compile: decode-shaped tests ran past their deadline) and 26 KB in dK/dV, and asked
