@@ -330,8 +330,8 @@ ARRAY_KEYWORDS = {
 # How the kernels multiply float32 inputs (Triton's dot input precisions); 16-bit inputs take
 # their own tensor-core dots whatever this says. "tf32x3" splits each operand into a high and a
 # low tf32 part and sums three tensor-core products: on an H100 its errors against float64 were
-# those of "ieee" (full float32 FMA dots; relative 0.2-5e-6 on out, dQ, dK and dV) at 3.3-5.3x its
-# speed, and "tf32" (one product) read 0.7-4e-3 at 1.7-2x tf32x3's speed (NOTES v0.66).
+# those of "ieee" (full float32 FMA dots; relative 0.2-5e-6 on out, dQ, dK and dV) at 2-5.3x its
+# speed (D <= 128), and "tf32" (one product) read 0.7-4.2e-3 at 1.7-2.3x tf32x3's (NOTES v0.66).
 FLOAT32_PRECISIONS = ("tf32x3", "ieee", "tf32")
 
 
