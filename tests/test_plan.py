@@ -218,11 +218,15 @@ def test_gpu_tile_table_lookups(monkeypatch):
     table = tuning.TUNED_TILES
     assert tuning.tile_config(128, 2, False, 4096, None) == table[(128, False)]
     # float32: its own tiles by the 16-bit width (twice D), none of the 16-bit overrides.
+    # "tf32x3" (the default) takes its own backward tiles where it has them (above D = 128).
     for d, width in ((32, 128), (64, 128), (128, 256), (256, 512)):
+        tf32x3 = dataclasses.replace(tuning.FLOAT32_TILES[width], **tuning.TF32X3_BACKWARD_TILES.get(width, {}))
         for options in (dict(), dict(window=True), dict(dropout=True)):
-            assert tuning.tile_config(d, 4, True, 4096, None, **options) == tuning.FLOAT32_TILES[width]
-        assert tuning.tile_config(d, 4, True, 300, None) == tuning.FLOAT32_TILES[width]  # no short tile
+            assert tuning.tile_config(d, 4, True, 4096, None, float32_precision="ieee", **options) == tuning.FLOAT32_TILES[width]
+            assert tuning.tile_config(d, 4, True, 4096, None, **options) == tf32x3
+        assert tuning.tile_config(d, 4, True, 300, None) == tf32x3  # no short tile
     assert tuning.FLOAT32_TILES[512] == tuning.FLOAT32_WIDE_TILES
+    assert tuning.tile_config(256, 4, True, 4096, None).dkdv != tuning.FLOAT32_WIDE_TILES.dkdv
     # Short sequences: a forward tile per bucket of the longest sequence, at each bucket's edges.
     for longest, bucket in ((1, 512), (512, 512), (513, 1024), (tuning.SHORT_SEQLEN, 1024)):
         short = tuning.tile_config(128, 2, True, longest, None)
@@ -251,7 +255,7 @@ def test_gpu_tile_table_lookups(monkeypatch):
     for d, itemsize, tiles in ((64, 2, table[(64, True)]), (256, 2, table[(256, True)]), (128, 4, tuning.FLOAT32_TILES[256])):
         decode = tuning.tile_config(d, itemsize, True, 16384, None, decode=True)
         assert decode == dataclasses.replace(tiles, forward=tuning.DECODE_FORWARD_TILE)
-    assert tuning.tile_config(256, 4, True, 16384, None, decode=True) == tuning.FLOAT32_WIDE_TILES
+    assert tuning.tile_config(256, 4, True, 16384, None, decode=True, float32_precision="ieee") == tuning.FLOAT32_WIDE_TILES
     assert tuning.tile_config(128, 2, True, 16384, (128, 128), decode=True).forward.block_m == 128
     mapped = tuning.tile_config(128, 2, False, 4096, (64, 32))
     for tiles in (mapped.forward, mapped.dkdv, mapped.dq):

@@ -114,18 +114,15 @@ def _spec(shape, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("precision", core.FLOAT32_PRECISIONS)
 def test_plan_passes_the_precision_to_every_kernel(dtype, precision, d):
-    """float32 calls take the option as every launch's DOT_PRECISION, but for "tf32x3"'s backward
-    wider than 128 (tuning.backward_dot_precision: "ieee", whose accuracy it has); 16-bit calls
-    ignore it."""
+    """float32 calls take the option as every launch's DOT_PRECISION, forward and backward; 16-bit
+    calls ignore it."""
     q = _spec((2, 100, 4, d), dtype)
     plan = core.plan_attention(q, q, q, causal=True, float32_precision=precision)
     forward = [c for c in plan.forward_calls({}, None) if "DOT_PRECISION" in c.constexprs]
     backward = [c for c in plan.backward_calls({}, None, False, q, gluon=False) if "DOT_PRECISION" in c.constexprs]
     assert forward and backward
-    want_forward = precision if dtype == "float32" else "tf32"
-    want_backward = "ieee" if want_forward == "tf32x3" and d > 128 else want_forward
-    assert {c.constexprs["DOT_PRECISION"] for c in forward} == {want_forward}
-    assert {c.constexprs["DOT_PRECISION"] for c in backward} == {want_backward}
+    want = precision if dtype == "float32" else "tf32"
+    assert {c.constexprs["DOT_PRECISION"] for c in forward + backward} == {want}
 
 
 BAD_PRECISIONS = [

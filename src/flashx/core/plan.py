@@ -1108,8 +1108,6 @@ class AttentionPlan:
             grid = (dkdv_programs + (self.dq_grid[0] if run_dq else 0),) + (self.dq_grid if run_dq else self.dkdv_grid)[1:]
             constexprs = self._constexprs(kernel, dict(
                 align, **tiles, BIAS_GRAD=bias_grad, SLOPES_GRAD=slopes_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq, WRITE_DK=write_dk, WRITE_DV=write_dv,
-                DOT_PRECISION=tuning.backward_dot_precision(self.flags["DOT_PRECISION"],
-                                                            max(self.flags["BLOCK_D"], self.flags["BLOCK_DV"])),
             ))
             template = self._template(kernel, grads | dict(dkdv_programs=dkdv_programs))
             written = dict(DK=run_dkdv and write_dk, DV=run_dkdv and write_dv, DQ=run_dq, DBIAS=run_dq)
@@ -1452,7 +1450,7 @@ def plan_attention(
     map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
     tiles = tuning.tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0,
                          max(max_q, max_kv), map_blocks, window=window_left >= 0, dropout=dropout_p > 0,
-                         decode=max_q <= tuning.DECODE_ROWS)
+                         decode=max_q <= tuning.DECODE_ROWS, float32_precision=float32_precision)
     # dK/dV's tile orientation: queries down keeps lse and delta in a few registers per thread
     # (32 fewer at D = 64, where the transposed tile spilled); at wider tiles Triton lays the
     # transposed P out with more registers than it saves.

@@ -352,8 +352,8 @@ def default_blocks() -> tuple:
 # float32 inputs at D > 128 (BLOCK_D 256): the tiles of 16-bit D = 256 take twice the shared
 # memory there, and float32's full-precision dots run on the FMA units, each thread holding its
 # rows and columns over all of D in registers. (These tiles were sized for "ieee" dots, then
-# float32's only ones; the default float32_precision "tf32x3" runs on the same tiles: see
-# TF32X3_BACKWARD_MAX_BLOCK_D.) Offline (Triton 3.6, sm_90, D = 256, 2026-12-06,
+# float32's only ones; the default float32_precision "tf32x3" runs on them but for its backward
+# here: see TF32X3_BACKWARD_TILES.) Offline (Triton 3.6, sm_90, D = 256, 2026-12-06,
 # s72), registers / stack bytes / compile seconds: the former 64 x 64 tiles (forward 4 warps,
 # 2 stages; dK/dV and dQ 8 warps, 1 stage, one launch) spilled 37 KB a thread in the forward
 # (125 s to compile: decode-shaped tests ran past their deadline) and 26 KB in dK/dV, and asked
@@ -377,19 +377,16 @@ FLOAT32_TILES: dict = {
 }
 
 # float32_precision "tf32x3" (core.plan.FLOAT32_PRECISIONS) splits each dot's operands into high
-# and low tf32 parts. The backward kernels of width > 128 (BLOCK_D 256) then run out of registers
-# on every tile tried: offline (Triton 3.6, sm_90, D = 256, s73) the wide dK pass spilled 7.2-9.2 KB
-# a thread on 16-32 x 16-32 tiles, and 0.5-2 KB on tiles whose dV pass alone fit; on an H100
-# (2026-12-06, B = 2, N = 2048, Hq 8 / Hkv 2) forward + backward read 107-111 ms causal and 299-310
-# non-causal at D = 192 / 256, against 33 / 46 ms for "ieee". So there the backward multiplies in
-# "ieee", float32's accuracy either way (errors against float64 0.4-5e-6 both), while the forward
-# keeps "tf32x3" (1.31 against 3.13 ms causal, 2.46-2.56 against 5.95 non-causal).
-TF32X3_BACKWARD_MAX_BLOCK_D = 128
-
-
-def backward_dot_precision(precision: str, block_d: int) -> str:
-    """The backward kernels' dot precision for a call whose forward multiplies in `precision`."""
-    return "ieee" if precision == "tf32x3" and block_d > TF32X3_BACKWARD_MAX_BLOCK_D else precision
+# and low tf32 parts. Above D = 128 (width 512) FLOAT32_WIDE_TILES' backward then ran out of
+# registers: offline (Triton 3.6, sm_90, D = 256, s73) dK/dV spilled 9.2 KB a thread and dQ 7.5 KB,
+# and on an H100 (2026-12-06, B = 2, N = 2048, Hq 8 / Hkv 2) forward + backward took 107-111 ms
+# causal and 299-310 non-causal at D = 192 / 256, against 33 / 46 ms for "ieee". Of 13 tiles swept
+# offline these spilled least (dK/dV 0.9-1.0 KB, dQ 0.7 KB): forward + backward 10.1-10.2 ms causal
+# and 19.5-19.9 non-causal (H100, same shapes; the "ieee" backward on the wide tiles: 31.2-31.6 /
+# 42.6-42.8), errors against float64 at most 3.4e-6 relative.
+TF32X3_BACKWARD_TILES: dict = {
+    512: dict(dkdv=KernelTiles(16, 16, 4, 2), dq=KernelTiles(16, 32, 4, 2)),
+}
 
 
 # Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
@@ -426,11 +423,12 @@ DECODE_FORWARD_TILE = KernelTiles(16, 64, 4, 3)
 
 def tile_config(
     block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple], window: bool = False,
-    dropout: bool = False, decode: bool = False,
+    dropout: bool = False, decode: bool = False, float32_precision: str = "tf32x3",
 ) -> TileConfig:
     """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers;
     window: a sliding window's left side bounds the keys; dropout: see DROPOUT_STAGES_FROM_WIDTH;
-    decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE)."""
+    decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE); float32_precision: float32
+    calls' dots (see TF32X3_BACKWARD_TILES)."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -454,6 +452,8 @@ def tile_config(
                 tiles = dataclasses.replace(tiles, dkdv=dropout_dkdv)
         else:
             tiles = FLOAT32_TILES[width]
+            if float32_precision == "tf32x3":
+                tiles = dataclasses.replace(tiles, **TF32X3_BACKWARD_TILES.get(width, {}))
         if decode and width <= 256 and map_blocks is None:
             tiles = dataclasses.replace(tiles, forward=DECODE_FORWARD_TILE)
     if map_blocks is None:

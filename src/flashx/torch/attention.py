@@ -892,8 +892,7 @@ def attention(
             through a paged call.
         float32_precision: how float32 inputs are multiplied (16-bit inputs ignore it):
             "tf32x3" (three tf32 tensor-core products per dot, float32's accuracy: errors against
-            float64 of "ieee"'s order; above D = 128 the backward multiplies in "ieee", which
-            runs faster there), "ieee" (full float32 products on the CUDA cores: 2-5x slower)
+            float64 of "ieee"'s order), "ieee" (full float32 products on the CUDA cores: 2-5x slower)
             or "tf32" (one tf32 product: ~1e-3 relative error, ~2x faster than "tf32x3").
 
     The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
