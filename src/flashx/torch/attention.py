@@ -117,9 +117,10 @@ _SOURCE_KEY = _source_key()
 
 def _encode(options: core.CallOptions, functions_key: Optional[int] = None) -> tuple:
     """The op arguments that carry options: causal, scale, layout, window, softcap, max_seqlen_q,
-    max_seqlen_k, bottom_right, dropout_p, float32_precision, functions_key (given: the registry's key of the options' objects,
-    from _compiled_function_key; else looked up eagerly, as the op checks in tests/test_torch.py
-    call it), and the sources' key (_source_key), which only keys compiled graphs."""
+    max_seqlen_k, bottom_right, dropout_p, float32_precision, functions_key (given: the registry's
+    key of the options' objects, from _compiled_function_key; else looked up eagerly, as the op
+    checks in tests/test_torch.py call it), and the sources' key (_source_key), which only keys
+    compiled graphs."""
     window = None if options.window is None else [int(w) for w in options.window]
     if functions_key is None:
         functions_key = _function_key(options)
