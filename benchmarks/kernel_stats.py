@@ -10,7 +10,8 @@ sequence length in turn and prints how many variants of it Triton has compiled s
 (Triton specializes integer arguments equal to 1 or divisible by 16).
 
     python benchmarks/kernel_stats.py [--d 64 128] [--lengths 2048 3072 2050 4096]
-    python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128] [--n 1024] [--tile NAME] [--sass DIR] [--alibi]    # no GPU needed
+    python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128] [--n 1024] [--tile NAME] [--sass DIR] [--alibi]
+        [--float32 tf32x3|ieee|tf32]    # no GPU needed
 
 On the GPU it reads Triton's per-device kernel cache (`JITFunction.device_caches`, internal API
 of Triton 3.6 to 3.9). --offline compiles the same kernels for sm_90 on any machine
@@ -99,7 +100,8 @@ def sass_loops(sass: str, top: int = 8, fewest: int = 16) -> list:
 
 def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documents: bool = False,
             seqlen: int = 4096, tile: str = None, sass_dir: str = None, other_ptxas: str = None,
-            softcap: float = None, dropout_p: float = 0.0, decode: bool = False, alibi: bool = False) -> None:
+            softcap: float = None, dropout_p: float = 0.0, decode: bool = False, alibi: bool = False,
+            float32: str = None) -> None:
     """Compile each config's forward, the backward's dK/dV and dQ apart (split) and together ("both"),
     for sm_90 without a GPU; print their resources (ptx_hash: and a hash of normalized_ptx, to
     compare two trees' kernels).
@@ -110,6 +112,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     dropout_p: every config with dropout (the tl kernels' path too).
     alibi: every config with per-head ALiBi slopes (the tl kernels' path too), and the backward's
     dQ and fused launches once more with the slopes' gradient ("dQ slopes", "both slopes").
+    float32: every config in float32 with this float32_precision (the tl kernels: float32 has no
+    Gluon route), instead of bf16.
     decode: instead, a decode step (B = 1, Nq = 1, 32 q heads over 8, N keys) on a cache paged in
     pages of 256 rows, packed (4 query rows per kv head) and split over the keys (on 132 SMs) as
     the frontends run it, and its combine; then the same step on a dense cache.
@@ -281,8 +285,10 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     for d in d_list:
         for causal in (False, True) if window is None and not documents else (True,):
             shape = (max(16384 // seqlen, 1), seqlen, 2048 // d, d)
-            spec = core.ArraySpec(shape, core.dense_strides(shape), "bfloat16", "cuda:0")
+            spec = core.ArraySpec(shape, core.dense_strides(shape), "float32" if float32 else "bfloat16", "cuda:0")
             options = dict(causal=causal, window=None if window is None else (window, 0), softcap=softcap)
+            if float32:
+                options["float32_precision"] = float32
             if dropout_p:
                 options.update(dropout_p=dropout_p, dropout_seed=core.ArraySpec((2,), (1,), "int32", "cuda:0"))
             if alibi:
@@ -294,16 +300,16 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             label = (f"window {window:<4d}" if window is not None else "documents " if documents
                      else "causal    " if causal else "non-causal")
             calls = [("forward", plan.forward_call({}, None))]
-            gluon_on[0] = True
+            gluon_on[0] = not float32
             if plan.gluon_forward:  # what an H200 runs instead, at this shape (core.tuning.GLUON_FORWARD_ROUTE)
                 calls.append(("Gluon forward", plan.forward_call({}, None)))
-            tma_tile = plan.gluon_forward_tile(descriptors="host")
+            tma_tile = None if float32 else plan.gluon_forward_tile(descriptors="host")
             if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.tuning.GLUON_TMA_ROUTE)
                 calls.append(("Gluon TMA fwd", *tma_call(plan, shape)))
-            if jax_like and plan.gluon_forward_tile(descriptors="device") != plan.gluon_tile:
+            if jax_like and not float32 and plan.gluon_forward_tile(descriptors="device") != plan.gluon_tile:
                 # JAX's TMA tile: its descriptors built by each program (DEVICE_DESCRIPTORS)
                 calls.append(("Gluon TMA fwd", plan.forward_call({}, None, descriptors="device")))
-            kind = plan._gluon_backward_kind()
+            kind = None if float32 else plan._gluon_backward_kind()
             if kind is not None:  # the Gluon backward kernels, routed here at every head dim for these lines
                 names = ("GLUON_DKDV_ROUTE", "GLUON_DKDV_TMA_ROUTE", "GLUON_DQ_ROUTE")
                 routes = tuple(getattr(core.tuning, name) for name in names)
@@ -335,7 +341,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                 calls += [("dQ slopes", dq_slopes), ("both slopes", both_slopes)]
             for name, call, *outputs in calls:
                 sass_name = f"d{d}-{label.strip().replace(' ', '')}-{name.replace(' ', '-').replace('/', '')}" if sass_dir else None
-                print(f"D={d:3d} {label} {name:13s} {resources(call, 'bf16', *outputs, sass_name=sass_name)}", flush=True)
+                print(f"D={d:3d} {label} {name:13s} {resources(call, 'fp32' if float32 else 'bf16', *outputs, sass_name=sass_name)}",
+                      flush=True)
 
 
 def _document_mask(b, h, q_idx, kv_idx):
@@ -356,6 +363,8 @@ def main(argv=None) -> int:
     p.add_argument("--dropout", type=float, default=0.0, help="--offline: every config with this dropout_p")
     p.add_argument("--alibi", action="store_true", help="--offline: every config with ALiBi, and the slopes' gradient")
     p.add_argument("--decode", action="store_true", help="--offline: a paged decode step's split forward and combine instead")
+    p.add_argument("--float32", metavar="PRECISION", choices=("tf32x3", "ieee", "tf32"),
+                   help="--offline: float32 inputs with this float32_precision instead of bf16")
     p.add_argument("--n", type=int, default=4096, help="--offline: plan (16384 // N, N, 2048 // D, D) (default 4096)")
     p.add_argument("--tile", help="--offline: route this gluon_forward_check.py (TMA) variant")
     p.add_argument("--ptx-hash", action="store_true",
@@ -368,7 +377,7 @@ def main(argv=None) -> int:
         if args.sass:
             os.makedirs(args.sass, exist_ok=True)
         offline(args.d, args.jax, args.window, args.ptx_hash, args.documents, args.n, args.tile, args.sass,
-                args.other_ptxas, args.softcap, args.dropout, args.decode, args.alibi)
+                args.other_ptxas, args.softcap, args.dropout, args.decode, args.alibi, args.float32)
         return 0
 
     import torch
