@@ -160,3 +160,33 @@ def test_bad_precision_raises_before_launch(rng, monkeypatch, precision, error, 
         flashx.jax.attention(qj, qj, qj, float32_precision=precision)
     with pytest.raises(error, match=match):
         jax.jit(lambda q: flashx.jax.attention(q, q, q, float32_precision=precision))(qj)
+
+
+def test_torch_compile_carries_the_precision(rng, monkeypatch):
+    """Under torch.compile(fullgraph=True) the option reaches every kernel the forward and backward
+    ops launch (the interpreter cannot tell precisions apart by their results, so the launches'
+    DOT_PRECISION is read), and the gradients equal eager ones bit for bit."""
+    torch = pytest.importorskip("torch")
+    import flashx.torch
+
+    seen = []
+    launch = core.KernelCall.launch
+
+    def spy(call, *args, **kwargs):
+        if "DOT_PRECISION" in call.constexprs:
+            seen.append(call.constexprs["DOT_PRECISION"])
+        return launch(call, *args, **kwargs)
+
+    monkeypatch.setattr(core.KernelCall, "launch", spy)
+    torch._dynamo.reset()
+    device = "cpu" if INTERPRETED else "cuda"
+    q, k, v = (torch.from_numpy(x).to(device).requires_grad_() for x in random_qkv(rng, 1, 21, 30, 4, 2, 16, 16))
+
+    def loss(q, k, v):
+        return (flashx.torch.attention(q, k, v, causal=True, float32_precision="tf32") ** 2).sum()
+
+    grads = torch.autograd.grad(torch.compile(loss, backend="aot_eager", fullgraph=True)(q, k, v), (q, k, v))
+    assert len(seen) >= 2 and set(seen) == {"tf32"}, seen  # the forward and the backward's launch(es)
+    eager = torch.autograd.grad(loss(q, k, v), (q, k, v))
+    for name, got, want in zip("qkv", grads, eager):
+        assert torch.equal(got, want), f"d{name} differs between compiled and eager"
