@@ -286,27 +286,6 @@ def reference_attention(q, k, v, *, causal=False, scale=None, layout="bnhd"):
     return out, lse
 
 
-def reference_gradients(q, k, v, dout, *, causal=False):
-    """float64 (dq, dk, dv) of reference_attention's out (layout "bnhd", every row seeing a key)
-    for the cotangent dout: dV = P^T dO, dS = P (dO V^T - rowsum(dO O)), dQ = dS K s, dK = dS^T Q s,
-    the q heads of each kv head summed into its dK and dV."""
-    q, k, v, dout = (np.asarray(x, dtype=np.float64).transpose(0, 2, 1, 3) for x in (q, k, v, dout))
-    group = q.shape[1] // k.shape[1]
-    kr, vr = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    s = (q @ kr.swapaxes(-1, -2)) * scale
-    if causal:
-        s = np.where(causal_mask(q.shape[2], k.shape[2]), s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    out = p @ vr
-    ds = p * (dout @ vr.swapaxes(-1, -2) - (dout * out).sum(-1, keepdims=True))
-    dq = ds @ kr * scale
-    dk = (ds.swapaxes(-1, -2) @ q * scale).reshape(*k.shape[:2], group, *k.shape[2:]).sum(2)
-    dv = (p.swapaxes(-1, -2) @ dout).reshape(*v.shape[:2], group, *v.shape[2:]).sum(2)
-    return tuple(x.transpose(0, 2, 1, 3) for x in (dq, dk, dv))
-
-
 def zero_rows_without_keys(out: np.ndarray, nq: int, nkv: int, causal: bool, layout: str) -> np.ndarray:
     """`out` with rows that see no key set to 0 (frameworks give NaN or a mean there; flashx gives 0).
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import INTERPRETED, TOLERANCES, Case, random_qkv, reference_attention, reference_gradients, rel_error
-from flashx import core
+torch = pytest.importorskip("torch")  # the float64 reference's autograd, and the torch frontend
+from conftest import INTERPRETED, TOLERANCES, Case, random_qkv, rel_error  # noqa: E402
+from flashx import core  # noqa: E402
+from test_variants import reference  # noqa: E402  (the variant tests' float64 reference)
 
 # One tf32 product keeps 10 of float32's 23 mantissa bits: errors of float16's order. The GPU run
 # of 2026-12-06 (H100, D = 64-256, N = 2048) read 0.7-4.2e-3 relative (max-abs) against float64.
@@ -31,15 +33,14 @@ GPU_CASES = [
 
 def _errors(case: Case, results: tuple, arrays: tuple) -> dict:
     """Relative errors of results (out, dq, dk, dv) against float64 attention of arrays (q, k, v, dO)."""
-    q, k, v, dout = arrays
-    ref_out, _ = reference_attention(q, k, v, causal=case.causal)
-    ref_grads = reference_gradients(q, k, v, dout, causal=case.causal)
-    return {name: rel_error(got, want) for name, got, want in zip(("out", "dq", "dk", "dv"), results,
-                                                                    (ref_out, *ref_grads))}
+    leaves = [torch.from_numpy(x).double().requires_grad_() for x in arrays[:3]]
+    ref_out, _ = reference(*leaves, causal=case.causal)
+    ref_grads = torch.autograd.grad(ref_out, leaves, torch.from_numpy(arrays[3]).double())
+    return {name: rel_error(got, want.detach().numpy()) for name, got, want in zip(("out", "dq", "dk", "dv"), results,
+                                                                                   (ref_out, *ref_grads))}
 
 
 def _torch_run(case: Case, arrays, precision: str) -> tuple:
-    torch = pytest.importorskip("torch")
     import flashx.torch
 
     device = "cpu" if INTERPRETED else "cuda"
@@ -138,7 +139,6 @@ BAD_PRECISIONS = [
 def test_bad_precision_raises_before_launch(rng, monkeypatch, precision, error, match):
     """A bad float32_precision is a ValueError / TypeError naming it, from both frontends and
     flashx.attention, on float32 and 16-bit inputs alike, before anything is launched."""
-    torch = pytest.importorskip("torch")
     import flashx.torch
 
     def no_launch(*args, **kwargs):
@@ -166,7 +166,6 @@ def test_torch_compile_carries_the_precision(rng, monkeypatch):
     """Under torch.compile(fullgraph=True) the option reaches every kernel the forward and backward
     ops launch (the interpreter cannot tell precisions apart by their results, so the launches'
     DOT_PRECISION is read), and the gradients equal eager ones bit for bit."""
-    torch = pytest.importorskip("torch")
     import flashx.torch
 
     seen = []
