@@ -11,7 +11,7 @@ sequence length in turn and prints how many variants of it Triton has compiled s
 
     python benchmarks/kernel_stats.py [--d 64 128] [--lengths 2048 3072 2050 4096]
     python benchmarks/kernel_stats.py --offline [--jax] [--d 64 128] [--n 1024] [--tile NAME] [--sass DIR] [--alibi]
-        [--float32 tf32x3|ieee|tf32]    # no GPU needed
+        [--float32 tf32x3|ieee|tf32|bf16x3]    # no GPU needed
 
 On the GPU it reads Triton's per-device kernel cache (`JITFunction.device_caches`, internal API
 of Triton 3.6 to 3.9). --offline compiles the same kernels for sm_90 on any machine
@@ -331,10 +331,11 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                         setattr(core.tuning, name, route)
             gluon_on[0] = False
             _, *dkdv, dq = plan.backward_calls({}, None, False, spec, split=True)
-            _, both = plan.backward_calls({}, None, False, spec, split=False)
             # dK/dV in two passes (TileConfig.dkdv_passes) compiles once per pass.
             calls += [("dV" if call.writes == ("DV",) else "dK" if call.writes == ("DK",) else "dK/dV", call) for call in dkdv]
-            calls += [("dQ", dq), ("both", both)]
+            calls.append(("dQ", dq))
+            if len({launch.options["num_warps"] for launch in (*dkdv, dq)}) == 1:  # else never launched as one
+                calls.append(("both", plan.backward_calls({}, None, False, spec, split=False)[1]))
             if alibi:
                 *_, dq_slopes = plan.backward_calls({}, None, False, spec, split=True, slopes_grad=True)
                 _, both_slopes = plan.backward_calls({}, None, False, spec, split=False, slopes_grad=True)
@@ -363,7 +364,7 @@ def main(argv=None) -> int:
     p.add_argument("--dropout", type=float, default=0.0, help="--offline: every config with this dropout_p")
     p.add_argument("--alibi", action="store_true", help="--offline: every config with ALiBi, and the slopes' gradient")
     p.add_argument("--decode", action="store_true", help="--offline: a paged decode step's split forward and combine instead")
-    p.add_argument("--float32", metavar="PRECISION", choices=("tf32x3", "ieee", "tf32"),
+    p.add_argument("--float32", metavar="PRECISION", choices=("tf32x3", "ieee", "tf32", "bf16x3"),
                    help="--offline: float32 inputs with this float32_precision instead of bf16")
     p.add_argument("--n", type=int, default=4096, help="--offline: plan (16384 // N, N, 2048 // D, D) (default 4096)")
     p.add_argument("--tile", help="--offline: route this gluon_forward_check.py (TMA) variant")

@@ -1,11 +1,11 @@
-"""float32_precision: how float32 inputs are multiplied ("tf32x3", the default; "ieee"; "tf32"), from
-both frontends and flashx.attention.
+"""float32_precision: how float32 inputs are multiplied ("tf32x3", the default; "ieee"; "tf32";
+"bf16x3"), from both frontends and flashx.attention.
 
 On the GPU each precision's out, dq, dk and dv are checked against float64 attention: "tf32x3" and
-"ieee" within float32's bound, "tf32" within a bound of its own, and less exact than "tf32x3" by
-far (so the option reaches the kernels' dots). Triton's interpreter multiplies float32 in full
-precision whatever the option, so on the CPU the tests check validation, the plan's constexpr,
-and that every option runs and stays correct.
+"ieee" within float32's bound, "tf32" and "bf16x3" within bounds of their own, "tf32" less exact
+than "tf32x3" by far and "bf16x3" between them (so each option reaches the kernels' dots).
+Triton's interpreter multiplies float32 in full precision whatever the option, so on the CPU the
+tests check validation, the plan's constexpr, and that every option runs and stays correct.
 """
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ from test_variants import reference  # noqa: E402  (the variant tests' float64 r
 TF32_BOUND = 2e-2
 # "tf32" must read at least this many times "tf32x3"'s error: three orders of magnitude apart there.
 TF32_LOSS = 20.0
+# Two bfloat16 parts keep about 16 mantissa bits: the H200 run of 2026-12-06 (D = 64-256, N = 2048)
+# read 0.4-1.3e-5 relative (max-abs) against float64, 2-20x tf32x3's and ~1/100 of tf32's.
+BF16X3_BOUND = 2e-4
+# "bf16x3" must read at most this fraction of "tf32"'s error (and differ from "tf32x3"'s results).
+BF16X3_GAIN = 0.1
 
 CPU_CASE = Case(1, 37, 45, 4, 2, 32, 32, causal=True)
 GPU_CASES = [
@@ -73,7 +78,7 @@ def _inputs(rng, case: Case) -> tuple:
 
 
 def _check(errors: dict, precision: str, what: str) -> None:
-    bound = TF32_BOUND if precision == "tf32" else TOLERANCES["float32"].bound(None)
+    bound = {"tf32": TF32_BOUND, "bf16x3": BF16X3_BOUND}.get(precision, TOLERANCES["float32"].bound(None))
     for name, err in errors.items():
         assert err <= bound, f"{what} {precision} {name}: error {err:.3e} > {bound:.1e}"
 
@@ -96,15 +101,23 @@ def test_each_precision_runs_and_matches_float64(rng, frontend, precision):
 @pytest.mark.parametrize("case", GPU_CASES)
 def test_gpu_precisions(rng, frontend, case):
     """Each option on the GPU against float64: "ieee" and "tf32x3" within float32's bound, "tf32"
-    within TF32_BOUND and at least TF32_LOSS times "tf32x3"'s error on out and every gradient."""
+    within TF32_BOUND and at least TF32_LOSS times "tf32x3"'s error on out and every gradient,
+    "bf16x3" within BF16X3_BOUND, at most BF16X3_GAIN times "tf32"'s error, and not "tf32x3"'s
+    results."""
     arrays = _inputs(rng, case)
-    errors = {p: _errors(case, RUNS[frontend](case, arrays, p), arrays) for p in core.FLOAT32_PRECISIONS}
+    results = {p: RUNS[frontend](case, arrays, p) for p in core.FLOAT32_PRECISIONS}
+    errors = {p: _errors(case, r, arrays) for p, r in results.items()}
     for precision, errs in errors.items():
         _check(errs, precision, f"{frontend} {case}")
     for name in errors["tf32"]:
         assert errors["tf32"][name] >= TF32_LOSS * errors["tf32x3"][name], (
             f"{frontend} {name}: tf32 error {errors['tf32'][name]:.3e} is not {TF32_LOSS}x tf32x3's "
             f"{errors['tf32x3'][name]:.3e}: did the option reach the dots?")
+        assert errors["bf16x3"][name] <= BF16X3_GAIN * errors["tf32"][name], (
+            f"{frontend} {name}: bf16x3 error {errors['bf16x3'][name]:.3e} is not under {BF16X3_GAIN} of "
+            f"tf32's {errors['tf32'][name]:.3e}")
+    assert not all(np.array_equal(a, b) for a, b in zip(results["bf16x3"], results["tf32x3"])), (
+        f"{frontend}: bf16x3 gave tf32x3's results: did the option reach the dots?")
 
 
 def _spec(shape, dtype):
@@ -122,14 +135,16 @@ def test_plan_passes_the_precision_to_every_kernel(dtype, precision, d):
     forward = [c for c in plan.forward_calls({}, None) if "DOT_PRECISION" in c.constexprs]
     backward = [c for c in plan.backward_calls({}, None, False, q, gluon=False) if "DOT_PRECISION" in c.constexprs]
     assert forward and backward
-    want = precision if dtype == "float32" else "tf32"
+    # (Triton's interpreter takes no "bf16x3": it multiplies float32 in full, as "ieee" asks.)
+    want = ("ieee" if INTERPRETED and precision == "bf16x3" else precision) if dtype == "float32" else "tf32"
     assert {c.constexprs["DOT_PRECISION"] for c in forward + backward} == {want}
 
 
 BAD_PRECISIONS = [
-    pytest.param("highest", ValueError, r"^float32_precision must be one of \('tf32x3', 'ieee', 'tf32'\), got 'highest'",
+    pytest.param("highest", ValueError, r"^float32_precision must be one of \('tf32x3', 'ieee', 'tf32', 'bf16x3'\), got 'highest'",
                  id="unknown-name"),
     pytest.param("TF32", ValueError, r"^float32_precision must be one of", id="upper-case"),
+    pytest.param("bf16x6", ValueError, r"^float32_precision must be one of", id="triton-bf16x6"),
     pytest.param(None, TypeError, r"^float32_precision must be a str, one of .*got None", id="none"),
     pytest.param(3, TypeError, r"^float32_precision must be a str", id="int"),
 ]

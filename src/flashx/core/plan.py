@@ -332,7 +332,10 @@ ARRAY_KEYWORDS = {
 # low tf32 part and sums three tensor-core products: on an H100 its errors against float64 were
 # those of "ieee" (full float32 FMA dots; relative 0.2-5e-6 on out, dQ, dK and dV) at 2-5.3x its
 # speed (D <= 128), and "tf32" (one product) read 0.7-4.2e-3 at 1.7-2.3x tf32x3's (NOTES v0.66).
-FLOAT32_PRECISIONS = ("tf32x3", "ieee", "tf32")
+# "bf16x3" splits each operand into two bfloat16 parts and sums three bf16 products (about 16
+# mantissa bits, JAX's Precision.HIGH on GPUs): 0.4-1.3e-5 at 1.6-1.9x tf32x3's speed (H200, NOTES
+# v0.67). (Triton's "bf16x6" matched tf32x3 at D <= 128 and spilled 5-11 KB a thread at D = 256.)
+FLOAT32_PRECISIONS = ("tf32x3", "ieee", "tf32", "bf16x3")
 
 
 def check_float32_precision(float32_precision: Any) -> str:
@@ -1511,7 +1514,9 @@ def plan_attention(
         # Triton's interpreter gets bf16 dots wrong; upcast there, keep bf16 tensor cores on GPU.
         UPCAST_DOT=runtime.INTERPRETER and q.dtype == "bfloat16",
         # 16-bit dots ignore it; float32's as the caller chose (FLOAT32_PRECISIONS).
-        DOT_PRECISION=float32_precision if q.dtype == "float32" else "tf32",
+        # (Triton's interpreter multiplies float32 in full whatever the precision, and takes no "bf16x3".)
+        DOT_PRECISION=(("ieee" if runtime.INTERPRETER and float32_precision == "bf16x3" else float32_precision)
+                       if q.dtype == "float32" else "tf32"),
         BIAS_GRAD=False, SLOPES_GRAD=False,
         PAGE_SIZE=int(k.shape[axes[1]]) if block_table is not None else 0,
         # Rows past the sequence need the per-element bound only where one could read memory by

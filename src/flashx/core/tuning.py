@@ -387,6 +387,18 @@ FLOAT32_TILES: dict = {
 TF32X3_BACKWARD_TILES: dict = {
     512: dict(dkdv=KernelTiles(16, 16, 4, 2), dq=KernelTiles(16, 32, 4, 2)),
 }
+# float32_precision "bf16x3" (two bfloat16 parts an operand, three products) at D = 128: its
+# operands take half tf32's registers, and a forward of 64 x 32 on 4 warps spilled none offline
+# (Triton 3.6, sm_90, s74; FLOAT32_TILES' 64 x 32 on 8 warps: none either) and its dQ 8-56 bytes.
+# H200, 2026-12-06 (s74, B = 2, N = 2048, Hq 8 / Hkv 2, one process a tile), ms forward / forward +
+# backward on FLOAT32_TILES: 0.410 / 1.717 causal, 0.810 / 3.446 non-causal; forward 64 x 32 / 4:
+# 0.307 / 1.615, 0.415 / 3.056; dQ 64 x 32 / 4: 0.412 / 1.607, 0.808 / 2.989. (For tf32x3 the same
+# forward read 1.3-1.5x slower: s73.)
+BF16X3_TILES: dict = {
+    256: dict(forward=KernelTiles(64, 32, 4, 2), dq=KernelTiles(64, 32, 4, 2)),
+}
+# Each float32_precision's own tiles over FLOAT32_TILES, by width.
+FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_BACKWARD_TILES, "bf16x3": BF16X3_TILES}
 
 
 # Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
@@ -428,7 +440,7 @@ def tile_config(
     """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers;
     window: a sliding window's left side bounds the keys; dropout: see DROPOUT_STAGES_FROM_WIDTH;
     decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE); float32_precision: float32
-    calls' dots (see TF32X3_BACKWARD_TILES)."""
+    calls' dots (see FLOAT32_PRECISION_TILES)."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -452,8 +464,7 @@ def tile_config(
                 tiles = dataclasses.replace(tiles, dkdv=dropout_dkdv)
         else:
             tiles = FLOAT32_TILES[width]
-            if float32_precision == "tf32x3":
-                tiles = dataclasses.replace(tiles, **TF32X3_BACKWARD_TILES.get(width, {}))
+            tiles = dataclasses.replace(tiles, **FLOAT32_PRECISION_TILES.get(float32_precision, {}).get(width, {}))
         if decode and width <= 256 and map_blocks is None:
             tiles = dataclasses.replace(tiles, forward=DECODE_FORWARD_TILE)
     if map_blocks is None:
