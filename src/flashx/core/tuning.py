@@ -387,14 +387,18 @@ FLOAT32_TILES: dict = {
 TF32X3_BACKWARD_TILES: dict = {
     512: dict(dkdv=KernelTiles(16, 16, 4, 2), dq=KernelTiles(16, 32, 4, 2)),
 }
-# float32_precision "bf16x3" (two bfloat16 parts an operand, three products) at D = 128: its
+# float32_precision "bf16x3" (two bfloat16 parts an operand, three products) at D <= 128: its
 # operands take half tf32's registers, and a forward of 64 x 32 on 4 warps spilled none offline
 # (Triton 3.6, sm_90, s74; FLOAT32_TILES' 64 x 32 on 8 warps: none either) and its dQ 8-56 bytes.
 # H200, 2026-12-06 (s74, B = 2, N = 2048, Hq 8 / Hkv 2, one process a tile), ms forward / forward +
 # backward on FLOAT32_TILES: 0.410 / 1.717 causal, 0.810 / 3.446 non-causal; forward 64 x 32 / 4:
 # 0.307 / 1.615, 0.415 / 3.056; dQ 64 x 32 / 4: 0.412 / 1.607, 0.808 / 2.989. (For tf32x3 the same
 # forward read 1.3-1.5x slower: s73.)
+# At D = 64 (H100, same shapes and probe, s74): FLOAT32_TILES 0.361 / 1.097 causal, 0.599 / 1.776
+# non-causal; forward 64 x 64 / 4: 0.159 / 0.882, 0.207 / 1.391; dQ 64 x 64 / 4: 0.361 / 0.885,
+# 0.598 / 1.498 (64 x 32 / 4: 0.203 / 0.925 forward, 0.375 / 0.899 dQ, causal).
 BF16X3_TILES: dict = {
+    128: dict(forward=KernelTiles(64, 64, 4, 2), dq=KernelTiles(64, 64, 4, 2)),
     256: dict(forward=KernelTiles(64, 32, 4, 2), dq=KernelTiles(64, 32, 4, 2)),
 }
 # Each float32_precision's own tiles over FLOAT32_TILES, by width.
