@@ -538,3 +538,26 @@ def test_decode_pages_hold_the_cache_in_the_block_tables_order():
     for b in range(batch):
         gathered = pages[table[b]].reshape(n, heads, d).permute(1, 0, 2)
         assert torch.equal(gathered, cache[b])
+
+
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="bench_float32.py's --device cpu pass runs in Triton's interpreter")
+def test_bench_float32_debug_pass_reports_times_errors_and_sdpa_ratios(tmp_path):
+    """bench_float32.py offers every float32_precision flashx takes, and its CPU pass (tiny shapes,
+    the interpreter) writes each system's times and its errors against float64, with SDPA's
+    times over flashx's beside them."""
+    import json
+
+    from flashx import core
+
+    bench_float32 = benchmark_module("bench_float32")
+    assert bench_float32.PRECISIONS == core.FLOAT32_PRECISIONS
+    assert bench_float32.main(["--device", "cpu", "--precisions", "bf16x3", "--causal", "yes", "--out", str(tmp_path)]) == 0
+    (row,) = json.loads((tmp_path / "float32.json").read_text())["rows"]
+    flashx_result, sdpa = row["results"]["flashx bf16x3"], row["results"]["SDPA"]
+    for result in (flashx_result, sdpa):
+        assert result["fwd_ms"] > 0 and result["fwd_bwd_ms"] > 0
+        assert len(result["errors"]) == 4 and max(result["errors"]) < 1e-5  # the interpreter multiplies in full
+    table = (tmp_path / "float32.md").read_text()
+    ratio = sdpa["fwd_ms"] / flashx_result["fwd_ms"]
+    assert f"| {row['D']} | yes | flashx bf16x3 | {flashx_result['fwd_ms']:.3f} |" in table
+    assert f"| {ratio:.2f} |" in table
