@@ -895,7 +895,7 @@ def attention(
             "tf32x3" (three tf32 tensor-core products per dot, float32's accuracy: errors against
             float64 of "ieee"'s order), "ieee" (full float32 products on the CUDA cores: 2-5x slower),
             "bf16x3" (three bf16 products per dot, JAX's Precision.HIGH: ~1e-5 relative error,
-            1.6-1.9x faster than "tf32x3") or "tf32" (one tf32 product: ~1e-3 relative error, ~2x
+            2-3x faster than "tf32x3" at D <= 128) or "tf32" (one tf32 product: ~1e-3 relative error, ~2x
             faster than "tf32x3").
 
     The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
