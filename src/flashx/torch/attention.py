@@ -894,7 +894,7 @@ def attention(
         float32_precision: how float32 inputs are multiplied (16-bit inputs ignore it):
             "tf32x3" (three tf32 tensor-core products per dot, float32's accuracy: errors against
             float64 of "ieee"'s order), "ieee" (full float32 products on the CUDA cores: 2-5x slower),
-            "bf16x3" (three bf16 products per dot, JAX's Precision.HIGH: ~1e-5 relative error,
+            "bf16x3" (three bf16 products per dot, XLA's BF16_BF16_F32_X3: ~1e-5 relative error,
             2-3x faster than "tf32x3" at D <= 128) or "tf32" (one tf32 product: ~1e-3 relative error, ~2x
             faster than "tf32x3").
 
