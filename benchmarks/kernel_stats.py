@@ -334,12 +334,13 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             # dK/dV in two passes (TileConfig.dkdv_passes) compiles once per pass.
             calls += [("dV" if call.writes == ("DV",) else "dK" if call.writes == ("DK",) else "dK/dV", call) for call in dkdv]
             calls.append(("dQ", dq))
-            if len({launch.options["num_warps"] for launch in (*dkdv, dq)}) == 1:  # else never launched as one
+            fusable = len({launch.options["num_warps"] for launch in (*dkdv, dq)}) == 1  # else never launched as one
+            if fusable:
                 calls.append(("both", plan.backward_calls({}, None, False, spec, split=False)[1]))
             if alibi:
-                *_, dq_slopes = plan.backward_calls({}, None, False, spec, split=True, slopes_grad=True)
-                _, both_slopes = plan.backward_calls({}, None, False, spec, split=False, slopes_grad=True)
-                calls += [("dQ slopes", dq_slopes), ("both slopes", both_slopes)]
+                calls.append(("dQ slopes", plan.backward_calls({}, None, False, spec, split=True, slopes_grad=True)[-1]))
+                if fusable:
+                    calls.append(("both slopes", plan.backward_calls({}, None, False, spec, split=False, slopes_grad=True)[1]))
             for name, call, *outputs in calls:
                 sass_name = f"d{d}-{label.strip().replace(' ', '')}-{name.replace(' ', '-').replace('/', '')}" if sass_dir else None
                 print(f"D={d:3d} {label} {name:13s} {resources(call, 'fp32' if float32 else 'bf16', *outputs, sass_name=sass_name)}",
