@@ -219,7 +219,7 @@ def test_gpu_tile_table_lookups(monkeypatch):
     assert tuning.tile_config(128, 2, False, 4096, None) == table[(128, False)]
     # float32: its own tiles by the 16-bit width (twice D), none of the 16-bit overrides.
     # "tf32x3" (the default) takes its own backward tiles where it has them (above D = 128),
-    # "bf16x3" its own forward and dQ at D = 128.
+    # "bf16x3" its own forward and dQ at D <= 128.
     for d, width in ((32, 128), (64, 128), (128, 256), (256, 512)):
         tf32x3 = dataclasses.replace(tuning.FLOAT32_TILES[width], **tuning.TF32X3_BACKWARD_TILES.get(width, {}))
         bf16x3 = dataclasses.replace(tuning.FLOAT32_TILES[width], **tuning.BF16X3_TILES.get(width, {}))

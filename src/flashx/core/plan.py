@@ -333,9 +333,9 @@ ARRAY_KEYWORDS = {
 # those of "ieee" (full float32 FMA dots; relative 0.2-5e-6 on out, dQ, dK and dV) at 2-5.3x its
 # speed (D <= 128), and "tf32" (one product) read 0.7-4.2e-3 at 1.7-2.3x tf32x3's (NOTES v0.66).
 # "bf16x3" splits each operand into two bfloat16 parts and sums three bf16 products (about 16
-# mantissa bits; XLA's BF16_BF16_F32_X3 dot algorithm): 0.5-1.3e-5 at 1.9-2.9x tf32x3's speed at D <= 128
-# on its own tiles (H100, NOTES v0.67). (Triton's "bf16x6" matched tf32x3's speed at D <= 128
-# and spilled 5-11 KB a thread at D = 256: not offered.)
+# mantissa bits; XLA's BF16_BF16_F32_X3 dot algorithm): 0.5-1.3e-5 at 1.9-2.9x tf32x3's speed
+# at D <= 128 on its own tiles (H100, NOTES v0.67). (Triton's "bf16x6" matched tf32x3's speed
+# at D <= 128 and spilled 5-11 KB a thread at D = 256: not offered.)
 FLOAT32_PRECISIONS = ("tf32x3", "ieee", "tf32", "bf16x3")
 
 

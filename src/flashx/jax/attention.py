@@ -785,9 +785,9 @@ def attention(
     (B,)) cut each batch's query rows / keys to its own length (padding after); block_table
     (int32 (B, pages_per_seq)) reads k and v as a paged KV cache (pages, page_size, Hkv, D),
     forward only. alibi_slopes ((Hq,) or (B, Hq), float32) are differentiable like q, k and v.
-    float32_precision ("tf32x3", "ieee", "bf16x3" or "tf32") says how float32 inputs are multiplied, as in
-    `flashx.torch.attention` (16-bit inputs ignore it); unlike JAX's default matmul precision on
-    GPUs (one tf32 product), the default keeps float32's accuracy.
+    float32_precision ("tf32x3", "ieee", "bf16x3" or "tf32") says how float32 inputs are
+    multiplied, as in `flashx.torch.attention` (16-bit inputs ignore it); unlike JAX's default
+    matmul precision on GPUs (one tf32 product), the default keeps float32's accuracy.
     """
     core.check_flag("deterministic", deterministic)
     options = core.CallOptions(

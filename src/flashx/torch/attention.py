@@ -895,8 +895,8 @@ def attention(
             "tf32x3" (three tf32 tensor-core products per dot, float32's accuracy: errors against
             float64 of "ieee"'s order), "ieee" (full float32 products on the CUDA cores: 2-5x slower),
             "bf16x3" (three bf16 products per dot, XLA's BF16_BF16_F32_X3: ~1e-5 relative error,
-            2-3x faster than "tf32x3" at D <= 128) or "tf32" (one tf32 product: ~1e-3 relative error, ~2x
-            faster than "tf32x3").
+            2-3x faster than "tf32x3" at D <= 128) or "tf32" (one tf32 product: ~1e-3 relative
+            error, ~2x faster than "tf32x3").
 
     The score is q.k * scale -> score_mod -> softcap -> alibi -> masks, in that order.
     Returns out in q's layout and dtype, last dim Dv; and lse if return_lse. Under torch.autocast
