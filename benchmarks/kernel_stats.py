@@ -112,8 +112,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
     dropout_p: every config with dropout (the tl kernels' path too).
     alibi: every config with per-head ALiBi slopes (the tl kernels' path too), and the backward's
     dQ and fused launches once more with the slopes' gradient ("dQ slopes", "both slopes").
-    float32: every config in float32 with this float32_precision (the tl kernels: float32 has no
-    Gluon route), instead of bf16.
+    float32: every config in float32 with this float32_precision (the tl kernels: the plan routes
+    no float32 call to Gluon), instead of bf16.
     decode: instead, a decode step (B = 1, Nq = 1, 32 q heads over 8, N keys) on a cache paged in
     pages of 256 rows, packed (4 query rows per kv head) and split over the keys (on 132 SMs) as
     the frontends run it, and its combine; then the same step on a dense cache.
@@ -300,16 +300,16 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             label = (f"window {window:<4d}" if window is not None else "documents " if documents
                      else "causal    " if causal else "non-causal")
             calls = [("forward", plan.forward_call({}, None))]
-            gluon_on[0] = not float32
+            gluon_on[0] = True
             if plan.gluon_forward:  # what an H200 runs instead, at this shape (core.tuning.GLUON_FORWARD_ROUTE)
                 calls.append(("Gluon forward", plan.forward_call({}, None)))
-            tma_tile = None if float32 else plan.gluon_forward_tile(descriptors="host")
+            tma_tile = plan.gluon_forward_tile(descriptors="host")
             if not jax_like and tma_tile != plan.gluon_tile:  # torch's TMA tile (core.tuning.GLUON_TMA_ROUTE)
                 calls.append(("Gluon TMA fwd", *tma_call(plan, shape)))
-            if jax_like and not float32 and plan.gluon_forward_tile(descriptors="device") != plan.gluon_tile:
+            if jax_like and plan.gluon_forward_tile(descriptors="device") != plan.gluon_tile:
                 # JAX's TMA tile: its descriptors built by each program (DEVICE_DESCRIPTORS)
                 calls.append(("Gluon TMA fwd", plan.forward_call({}, None, descriptors="device")))
-            kind = None if float32 else plan._gluon_backward_kind()
+            kind = plan._gluon_backward_kind()
             if kind is not None:  # the Gluon backward kernels, routed here at every head dim for these lines
                 names = ("GLUON_DKDV_ROUTE", "GLUON_DKDV_TMA_ROUTE", "GLUON_DQ_ROUTE")
                 routes = tuple(getattr(core.tuning, name) for name in names)
