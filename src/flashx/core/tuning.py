@@ -397,9 +397,14 @@ TF32X3_BACKWARD_TILES: dict = {
 # At D = 64 (H100, same shapes and probe, s74): FLOAT32_TILES 0.361 / 1.097 causal, 0.599 / 1.776
 # non-causal; forward 64 x 64 / 4: 0.159 / 0.882, 0.207 / 1.391; dQ 64 x 64 / 4: 0.361 / 0.885,
 # 0.598 / 1.498 (64 x 32 / 4: 0.203 / 0.925 forward, 0.375 / 0.899 dQ, causal).
+# Above D = 128 (width 512) it takes tf32x3's backward tiles: offline (s74) they spilled 72-184
+# bytes a thread against 336-464 on FLOAT32_WIDE_TILES'; H200, 2026-12-06 (s75, same probe, D =
+# 256), forward + backward ms causal / non-causal: 6.261 / 8.960 -> 4.278 / 8.592 (dK/dV 16 x 16
+# alone: 4.618 / 9.242).
 BF16X3_TILES: dict = {
     128: dict(forward=KernelTiles(64, 64, 4, 2), dq=KernelTiles(64, 64, 4, 2)),
     256: dict(forward=KernelTiles(64, 32, 4, 2), dq=KernelTiles(64, 32, 4, 2)),
+    512: TF32X3_BACKWARD_TILES[512],
 }
 # Each float32_precision's own tiles over FLOAT32_TILES, by width.
 FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_BACKWARD_TILES, "bf16x3": BF16X3_TILES}
