@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -503,13 +502,12 @@ def main(argv=None) -> int:
     shapes = common.shapes_for(head_dims, seqlens, causal_flags, tokens, hidden)
     deadline = common.Deadline(args.budget_s if args.budget_s is not None else (QUICK_BUDGET_S if args.quick else None))
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
+    log = common.log
 
     torch = common.start("bench_backward.py", device, log)
     if torch is None:
         return 2
-    ctx = {"torch": torch, "device": device, "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK")),
+    ctx = {"torch": torch, "device": device, "verbose_errors": common.verbose_errors(),
            "err_limit": common.GRAD_ERR_LIMITS[args.dtype], "no_memory": args.no_memory}
     if any(s in args.systems for s in JAX_SYSTEMS):
         common.init_jax(ctx, device, log)
@@ -521,8 +519,7 @@ def main(argv=None) -> int:
         gpu=env["gpu"].split(" (")[0], tokens=tokens, hidden=hidden, budget_s=deadline.seconds, device=device,
         bwd_factor=BWD_FACTOR,
     )
-    log(f"{env['gpu']}, driver {env['driver']}; torch {env['torch']}, triton {env['triton']}, jax {env['jax']}, "
-        f"jax-triton {env['jax-triton']}; {len(shapes)} shapes, {settings['dtype']}")
+    log(f"{common.environment_line(env)}; {len(shapes)} shapes, {settings['dtype']}")
 
     rows = []
     start = time.perf_counter()
@@ -550,9 +547,7 @@ def main(argv=None) -> int:
         common.empty_cache(torch, device)
     log(f"done in {time.perf_counter() - start:.0f} s")
 
-    out_dir = common.output_dir(args)
     table = markdown(rows, env, args, settings)
-    (out_dir / "backward.md").write_text(table)
     raw = {
         "environment": env,
         "settings": settings,
@@ -573,12 +568,8 @@ def main(argv=None) -> int:
             for r in rows
         ],
     }
-    common.write_json(out_dir / "backward.json", raw)
-    written = [out_dir / "backward.md", out_dir / "backward.json"]
-    if plot(rows, args, settings, out_dir / "backward.png", log):
-        written.append(out_dir / "backward.png")
-    log(f"wrote {', '.join(map(str, written))}\n")
-    print(table, flush=True)
+    common.write_report(common.output_dir(args), "backward", table, raw,
+                        plot=lambda path: plot(rows, args, settings, path, log))
     return 0
 
 

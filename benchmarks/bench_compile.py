@@ -297,7 +297,7 @@ def worker(spec_json: str) -> int:
         (torch_worker if spec["frontend"] == "torch" else jax_worker)(spec, out)
     except Exception as err:  # noqa: BLE001 (reported to the parent, which shows "-")
         out["reason"] = common.reason(err)
-        if os.environ.get("FLASHX_BENCH_TRACEBACK"):
+        if common.verbose_errors():
             import traceback
 
             traceback.print_exc()
@@ -391,8 +391,7 @@ def main(argv=None) -> int:
              if c.frontend in args.frontends and (args.d is None or c.head_dim in args.d)]
     sizes = CPU_SIZES if device == "cpu" else SIZES
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
+    log = common.log
 
     torch = common.start("bench_compile.py", device, log)
     if torch is None:
@@ -401,12 +400,11 @@ def main(argv=None) -> int:
     settings = {"dtype": common.DTYPES[args.dtype], "device": device, "sizes": sizes, "budget_s": deadline.seconds,
                 "case_timeout_s": CASE_TIMEOUT_S}
     spec = {"dtype": args.dtype, "device": device, "batch": sizes[0], "heads": sizes[1], "seqlen": sizes[2],
-            "new_seqlen": sizes[3], "verbose": bool(os.environ.get("FLASHX_BENCH_TRACEBACK")),
+            "new_seqlen": sizes[3], "verbose": common.verbose_errors(),
             "profile": str(args.profile.resolve()) if args.profile else None}
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    log(f"{env['gpu']}, driver {env['driver']}; torch {env['torch']}, triton {env['triton']}, jax {env['jax']}, "
-        f"jax-triton {env['jax-triton']}; {len(cases)} cases, {settings['dtype']}, (B, H, N, new N) = {sizes}")
+    log(f"{common.environment_line(env)}; {len(cases)} cases, {settings['dtype']}, (B, H, N, new N) = {sizes}")
 
     rows = []
     stop = None  # why the remaining cases are skipped, once they are
@@ -431,16 +429,11 @@ def main(argv=None) -> int:
             f"({time.perf_counter() - begin:.0f} s)" + (f"  [{res['reason']}]" if res.get("reason") else ""))
     log(f"done in {deadline.elapsed():.0f} s")
 
-    out_dir = common.output_dir(args)
-    table = markdown(rows, env, settings)
-    (out_dir / "compile.md").write_text(table)
-    common.write_json(out_dir / "compile.json", {
+    common.write_report(common.output_dir(args), "compile", markdown(rows, env, settings), {
         "environment": env,
         "settings": settings,
         "rows": [{**asdict(case), **res} for case, res in rows],
     })
-    log(f"wrote {out_dir / 'compile.md'}, {out_dir / 'compile.json'}\n")
-    print(table, flush=True)
     return 0
 
 

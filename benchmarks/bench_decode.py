@@ -27,7 +27,6 @@ the markdown last. Needs a CUDA GPU (but --device cpu); importing this module do
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -203,15 +202,14 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     warmup_ms, rep_ms = common.timing_defaults(args)
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
+    log = common.log
 
     torch = common.start("bench_decode.py", args.device, log)
     if torch is None:
         return 2
     cpu = args.device == "cpu"
     ctx = {"torch": torch, "device": args.device, "heads": (4, 2, 16) if cpu else (HEADS_Q, HEADS_KV, HEAD_DIM),
-           "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK")), "graphs": args.cuda_graphs}
+           "verbose_errors": common.verbose_errors(), "graphs": args.cuda_graphs}
     if "flashx_jax_paged_256" in args.systems:
         common.init_jax(ctx, args.device, log)
     systems = [s for s in args.systems if not (cpu and s in ("sdpa_flash", "sdpa_cudnn", "flex"))]
@@ -230,12 +228,8 @@ def main(argv=None) -> int:
         rows.append(dict(B=batch, N=n, results=results))
         common.empty_cache(torch, args.device)
     log(f"done in {time.perf_counter() - start:.0f} s")
-    out_dir = common.output_dir(args)
-    table = markdown(rows, env, settings)
-    (out_dir / "decode.md").write_text(table)
-    common.write_json(out_dir / "decode.json", {"environment": env, "settings": settings, "rows": rows})
-    log(f"wrote {out_dir / 'decode.md'}, {out_dir / 'decode.json'}\n")
-    print(table, flush=True)
+    common.write_report(common.output_dir(args), "decode", markdown(rows, env, settings),
+                        {"environment": env, "settings": settings, "rows": rows})
     return 0
 
 

@@ -18,7 +18,6 @@ the markdown last. Needs a CUDA GPU (but --device cpu); importing this module do
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -132,8 +131,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     warmup_ms, rep_ms = common.timing_defaults(args)
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
+    log = common.log
 
     torch = common.start("bench_float32.py", args.device, log)
     if torch is None:
@@ -147,7 +145,7 @@ def main(argv=None) -> int:
     cpu = args.device == "cpu"
     shape = (1, 40, 4, 2) if cpu else (BATCH, SEQLEN, HEADS_Q, HEADS_KV)
     ctx = {"torch": torch, "device": args.device, "shape": shape,
-           "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK"))}
+           "verbose_errors": common.verbose_errors()}
     env = common.environment(torch, args.device)
     settings = dict(warmup_ms=warmup_ms, rep_ms=rep_ms, rounds=common.ROUNDS, shape=shape)
     causals = {"yes": (True,), "no": (False,), "both": (True, False)}[args.causal]
@@ -161,12 +159,8 @@ def main(argv=None) -> int:
             break
         rows.append(dict(D=d, causal=causal, results=results))
         common.empty_cache(torch, args.device)
-    out_dir = common.output_dir(args)
-    table = markdown(rows, env, settings)
-    (out_dir / "float32.md").write_text(table)
-    common.write_json(out_dir / "float32.json", {"environment": env, "settings": settings, "rows": rows})
-    log(f"wrote {out_dir / 'float32.md'}, {out_dir / 'float32.json'}\n")
-    print(table, flush=True)
+    common.write_report(common.output_dir(args), "float32", markdown(rows, env, settings),
+                        {"environment": env, "settings": settings, "rows": rows})
     return 0
 
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -380,14 +379,13 @@ def main(argv=None) -> int:
     shapes = shapes_to_run(args)
     deadline = common.Deadline(args.budget_s if args.budget_s is not None else (QUICK_BUDGET_S if args.quick else None))
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
+    log = common.log
 
     torch = common.start("bench_forward.py", device, log)
     if torch is None:
         return 2
 
-    ctx = {"torch": torch, "device": device, "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK"))}
+    ctx = {"torch": torch, "device": device, "verbose_errors": common.verbose_errors()}
     ctx["err_limit"] = common.ERR_LIMITS[args.dtype]
     if any(s in args.systems for s in JAX_SYSTEMS):
         common.init_jax(ctx, device, log)
@@ -398,8 +396,7 @@ def main(argv=None) -> int:
         gpu=env["gpu"].split(" (")[0],
         tokens=tokens, hidden=hidden, budget_s=deadline.seconds, device=device,
     )
-    log(f"{env['gpu']}, driver {env['driver']}; torch {env['torch']}, triton {env['triton']}, jax {env['jax']}, "
-        f"jax-triton {env['jax-triton']}; {len(shapes)} shapes, {settings['dtype']}")
+    log(f"{common.environment_line(env)}; {len(shapes)} shapes, {settings['dtype']}")
 
     rows = []
     start = time.perf_counter()
@@ -426,9 +423,7 @@ def main(argv=None) -> int:
         common.empty_cache(torch, device)
     log(f"done in {time.perf_counter() - start:.0f} s")
 
-    out_dir = common.output_dir(args)
     table = markdown(rows, env, args, settings)
-    (out_dir / "forward.md").write_text(table)
     raw = {
         "environment": env,
         "settings": settings,
@@ -441,12 +436,8 @@ def main(argv=None) -> int:
             for r in rows
         ],
     }
-    common.write_json(out_dir / "forward.json", raw)
-    written = [out_dir / "forward.md", out_dir / "forward.json"]
-    if plot(rows, args, settings, out_dir / "forward.png", log):
-        written.append(out_dir / "forward.png")
-    log(f"wrote {', '.join(map(str, written))}\n")
-    print(table, flush=True)
+    common.write_report(common.output_dir(args), "forward", table, raw,
+                        plot=lambda path: plot(rows, args, settings, path, log))
     return 0
 
 

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -562,13 +561,12 @@ def main(argv=None) -> int:
     cases = cases_for(args)
     deadline = common.Deadline(args.budget_s if args.budget_s is not None else (QUICK_BUDGET_S if args.quick else None))
 
-    def log(msg: str) -> None:
-        print(msg, flush=True)
+    log = common.log
 
     torch = common.start("bench_variants.py", device, log)
     if torch is None:
         return 2
-    ctx = {"torch": torch, "device": device, "verbose_errors": bool(os.environ.get("FLASHX_BENCH_TRACEBACK")),
+    ctx = {"torch": torch, "device": device, "verbose_errors": common.verbose_errors(),
            "err_limit": common.GRAD_ERR_LIMITS[args.dtype]}
     if "flashx_jax" in args.systems:
         common.init_jax(ctx, device, log)
@@ -579,8 +577,7 @@ def main(argv=None) -> int:
         err_limit=ctx["err_limit"],
         gpu=env["gpu"].split(" (")[0], budget_s=deadline.seconds, device=device, bwd_factor=BWD_FACTOR,
     )
-    log(f"{env['gpu']}, driver {env['driver']}; torch {env['torch']}, triton {env['triton']}, jax {env['jax']}, "
-        f"jax-triton {env['jax-triton']}; {len(cases)} cases, {settings['dtype']}")
+    log(f"{common.environment_line(env)}; {len(cases)} cases, {settings['dtype']}")
 
     rows = []
     start = time.perf_counter()
@@ -608,9 +605,7 @@ def main(argv=None) -> int:
         common.empty_cache(torch, device)
     log(f"done in {time.perf_counter() - start:.0f} s")
 
-    out_dir = common.output_dir(args)
     table = markdown(rows, env, args, settings)
-    (out_dir / "variants.md").write_text(table)
     raw = {
         "environment": env,
         "settings": settings,
@@ -625,9 +620,7 @@ def main(argv=None) -> int:
             for r in rows
         ],
     }
-    common.write_json(out_dir / "variants.json", raw)
-    log(f"wrote {out_dir / 'variants.md'}, {out_dir / 'variants.json'}\n")
-    print(table, flush=True)
+    common.write_report(common.output_dir(args), "variants", table, raw)
     return 0
 
 

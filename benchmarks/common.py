@@ -9,7 +9,8 @@ Conventions every script follows:
 - a system that fails on a case is shown as "-" and its reason is logged and listed under the table;
 - timing: torch with triton.testing.do_bench (median), JAX jitted, calls back to back on the same
   random inputs, block_until_ready on the last (median);
-- results: DIR/<name>.md (header with date, GPU, driver, versions), DIR/<name>.json, maybe a .png;
+- results: DIR/<name>.md (header with date, GPU, driver, versions), DIR/<name>.json, maybe a .png
+  (write_report, which prints the table last);
 - --device cpu is a debug mode (Triton's interpreter, tiny shapes, wall-clock timing): it runs
   the code paths without a GPU; its numbers mean nothing.
 """
@@ -209,6 +210,12 @@ def environment(torch, device: str = "cuda") -> dict:
     }
 
 
+def environment_line(env: dict) -> str:
+    """GPU, driver and versions in one line: how a script's log starts (the report's header has more)."""
+    return (f"{env['gpu']}, driver {env['driver']}; torch {env['torch']}, triton {env['triton']}, jax {env['jax']}, "
+            f"jax-triton {env['jax-triton']}")
+
+
 def header_lines(title: str, env: dict) -> list:
     """The first lines of a report: title, date, GPU, driver, versions."""
     return [
@@ -219,6 +226,16 @@ def header_lines(title: str, env: dict) -> list:
         f"- versions: python {env['python']}, torch {env['torch']}, triton {env['triton']}, jax {env['jax']} "
         f"(jaxlib {env['jaxlib']}), jax-triton {env['jax-triton']}, flashx {env['flashx']}",
     ]
+
+
+def log(msg: str) -> None:
+    """A line of a script's progress, flushed: run_all.sh's logs and a timeout's cut keep it."""
+    print(msg, flush=True)
+
+
+def verbose_errors() -> bool:
+    """FLASHX_BENCH_TRACEBACK set: each failure's full traceback is printed, not only its reason."""
+    return bool(os.environ.get("FLASHX_BENCH_TRACEBACK"))
 
 
 _INTERRUPTED = False  # set by the signal handler: guarded() then stops the run even if a
@@ -817,6 +834,27 @@ def md_table(head: list, rows: list) -> list:
 
 def write_json(path: Path, raw: dict) -> None:
     path.write_text(json.dumps(raw, indent=1, default=str) + "\n")
+
+
+def write_md_json(out_dir: Path, name: str, text: str, raw: dict) -> list:
+    """Write DIR/<name>.md (the report) and DIR/<name>.json (the raw numbers); their paths."""
+    md, raw_json = out_dir / f"{name}.md", out_dir / f"{name}.json"
+    md.write_text(text)
+    write_json(raw_json, raw)
+    return [md, raw_json]
+
+
+def write_report(out_dir: Path, name: str, table: str, raw: dict,
+                 plot: Optional[Callable[[Path], bool]] = None) -> list:
+    """Write a script's results (write_md_json, and DIR/<name>.png where plot(path) draws it), log
+    the paths and print the table last, so that it ends the output; the paths written."""
+    written = write_md_json(out_dir, name, table, raw)
+    png = out_dir / f"{name}.png"
+    if plot is not None and plot(png):
+        written.append(png)
+    log(f"wrote {', '.join(map(str, written))}\n")
+    print(table, flush=True)
+    return written
 
 
 def pyplot(log: Callable):

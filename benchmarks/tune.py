@@ -408,8 +408,7 @@ def main(argv=None) -> int:
                 winners.append(f"    ({max(64, d)}, {causal}): TileConfig({text}),")
     winners += ["```"]
     lines += winners
-    (out_dir / "tune.md").write_text("\n".join(lines) + "\n")
-    common.write_json(out_dir / "tune.json", dict(env=env, rows=rows))
+    common.write_md_json(out_dir, "tune", "\n".join(lines) + "\n", dict(env=env, rows=rows))
     print("\n".join(winners))
     return 0
 
