@@ -353,7 +353,7 @@ def default_blocks() -> tuple:
 # memory there, and float32's full-precision dots run on the FMA units, each thread holding its
 # rows and columns over all of D in registers. (These tiles were sized for "ieee" dots, then
 # float32's only ones; the default float32_precision "tf32x3" runs on them but for its backward
-# here: see TF32X3_BACKWARD_TILES.) Offline (Triton 3.6, sm_90, D = 256, 2026-12-06,
+# here: see TF32X3_TILES.) Offline (Triton 3.6, sm_90, D = 256, 2026-12-06,
 # s72), registers / stack bytes / compile seconds: the former 64 x 64 tiles (forward 4 warps,
 # 2 stages; dK/dV and dQ 8 warps, 1 stage, one launch) spilled 37 KB a thread in the forward
 # (125 s to compile: decode-shaped tests ran past their deadline) and 26 KB in dK/dV, and asked
@@ -384,7 +384,12 @@ FLOAT32_TILES: dict = {
 # offline these spilled least (dK/dV 0.9-1.0 KB, dQ 0.7 KB): forward + backward 10.1-10.2 ms causal
 # and 19.5-19.9 non-causal (H100, same shapes; the "ieee" backward on the wide tiles: 31.2-31.6 /
 # 42.6-42.8), errors against float64 at most 3.4e-6 relative.
-TF32X3_BACKWARD_TILES: dict = {
+# At D = 64 (width 128) the forward and dQ take 64 x 64 on 4 warps (offline, s75: 16-40 bytes of
+# stack, FLOAT32_TILES' 64 x 32 / 8 none): H100, 2026-12-06 (s75, same shapes, one process a tile),
+# ms forward / forward + backward: 0.565 / 1.878 -> 0.290 / 1.288 causal, 0.924 / 3.314 -> 0.380 /
+# 2.200 non-causal (64 x 32 / 4: 0.345 / 1.355, 0.450 / 2.221); errors unchanged (<= 1.2e-6).
+TF32X3_TILES: dict = {
+    128: dict(forward=KernelTiles(64, 64, 4, 2), dq=KernelTiles(64, 64, 4, 2)),
     512: dict(dkdv=KernelTiles(16, 16, 4, 2), dq=KernelTiles(16, 32, 4, 2)),
 }
 # float32_precision "bf16x3" (two bfloat16 parts an operand, three products) at D <= 128: its
@@ -401,13 +406,18 @@ TF32X3_BACKWARD_TILES: dict = {
 # bytes a thread against 336-464 on FLOAT32_WIDE_TILES'; H200, 2026-12-06 (s75, same probe, D =
 # 256), forward + backward ms causal / non-causal: 6.261 / 8.960 -> 4.278 / 8.592 (dK/dV 16 x 16
 # alone: 4.618 / 9.242).
+# Its dK/dV at D = 128 takes 64 x 32 on 8 warps (offline, s75: 8-24 bytes of stack; FLOAT32_TILES'
+# 32 x 32 / 8 none): H100, 2026-12-06 (s75, same probe), forward + backward ms causal /
+# non-causal 1.521 / 2.540 -> 1.261 / 2.057 (32 x 32 / 4: 1.672 / 1.872). At D = 64 none of 32 x
+# 64 / 4 (0.985 / 1.181) and 64 x 32 / 4 (0.789 / 0.915) beat FLOAT32_TILES' (0.670 / 1.118) on
+# both.
 BF16X3_TILES: dict = {
     128: dict(forward=KernelTiles(64, 64, 4, 2), dq=KernelTiles(64, 64, 4, 2)),
-    256: dict(forward=KernelTiles(64, 32, 4, 2), dq=KernelTiles(64, 32, 4, 2)),
-    512: TF32X3_BACKWARD_TILES[512],
+    256: dict(forward=KernelTiles(64, 32, 4, 2), dkdv=KernelTiles(64, 32, 8, 2), dq=KernelTiles(64, 32, 4, 2)),
+    512: TF32X3_TILES[512],
 }
 # Each float32_precision's own tiles over FLOAT32_TILES, by width.
-FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_BACKWARD_TILES, "bf16x3": BF16X3_TILES}
+FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_TILES, "bf16x3": BF16X3_TILES}
 
 
 # Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
