@@ -219,13 +219,15 @@ def test_gpu_tile_table_lookups(monkeypatch):
     assert tuning.tile_config(128, 2, False, 4096, None) == table[(128, False)]
     # float32: its own tiles by the 16-bit width (twice D), none of the 16-bit overrides.
     # "tf32x3" (the default) takes its own forward and dQ at D <= 64 and backward tiles above
-    # D = 128, "bf16x3" its own tiles at D <= 128 and tf32x3's backward tiles above.
+    # D = 128, "bf16x3" its own tiles at D <= 128 and tf32x3's backward tiles above, "tf32"
+    # bf16x3's at D <= 64 and its backward tiles at D = 128; "ieee" FLOAT32_TILES alone.
     for d, width in ((32, 128), (64, 128), (128, 256), (256, 512)):
         tf32x3 = dataclasses.replace(tuning.FLOAT32_TILES[width], **tuning.TF32X3_TILES.get(width, {}))
         bf16x3 = dataclasses.replace(tuning.FLOAT32_TILES[width], **tuning.BF16X3_TILES.get(width, {}))
+        tf32 = dataclasses.replace(tuning.FLOAT32_TILES[width], **tuning.TF32_TILES.get(width, {}))
         for options in (dict(), dict(window=True), dict(dropout=True)):
             assert tuning.tile_config(d, 4, True, 4096, None, float32_precision="ieee", **options) == tuning.FLOAT32_TILES[width]
-            assert tuning.tile_config(d, 4, True, 4096, None, float32_precision="tf32", **options) == tuning.FLOAT32_TILES[width]
+            assert tuning.tile_config(d, 4, True, 4096, None, float32_precision="tf32", **options) == tf32
             assert tuning.tile_config(d, 4, True, 4096, None, **options) == tf32x3
             assert tuning.tile_config(d, 4, True, 4096, None, float32_precision="bf16x3", **options) == bf16x3
         assert tuning.tile_config(d, 4, True, 300, None) == tf32x3  # no short tile
@@ -234,6 +236,8 @@ def test_gpu_tile_table_lookups(monkeypatch):
     assert tuning.tile_config(128, 4, True, 4096, None, float32_precision="bf16x3").forward != tuning.FLOAT32_TILES[256].forward
     assert tuning.tile_config(256, 4, True, 4096, None, float32_precision="bf16x3").dkdv == tuning.TF32X3_TILES[512]["dkdv"]
     assert tuning.tile_config(64, 4, True, 4096, None).forward != tuning.FLOAT32_TILES[128].forward
+    tf32_128 = tuning.tile_config(128, 4, True, 4096, None, float32_precision="tf32")
+    assert tf32_128.forward == tuning.FLOAT32_TILES[256].forward and tf32_128.dkdv == tuning.BF16X3_TILES[256]["dkdv"]
     # Short sequences: a forward tile per bucket of the longest sequence, at each bucket's edges.
     for longest, bucket in ((1, 512), (512, 512), (513, 1024), (tuning.SHORT_SEQLEN, 1024)):
         short = tuning.tile_config(128, 2, True, longest, None)

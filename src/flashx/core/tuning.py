@@ -416,8 +416,19 @@ BF16X3_TILES: dict = {
     256: dict(forward=KernelTiles(64, 32, 4, 2), dkdv=KernelTiles(64, 32, 8, 2), dq=KernelTiles(64, 32, 4, 2)),
     512: TF32X3_TILES[512],
 }
+# "tf32" (one tf32 product) takes bf16x3's tiles at D = 64 and its backward tiles at D = 128 (offline,
+# s75: no spill at D = 64; at D = 128 dK/dV none, dQ 40-120 bytes). H100, 2026-12-06 (s75, same
+# shapes and probe, two processes a table, each tile within 1.3% of its other reading), ms
+# forward / forward + backward, FLOAT32_TILES -> BF16X3_TILES': D = 64 causal 0.245 / 0.846 ->
+# 0.177 / 0.652, non-causal 0.320 / 1.448 -> 0.223 / 1.098; D = 128 causal 0.313 / 1.449 -> 0.347 /
+# 1.333, non-causal 0.472 / 2.853 -> 0.442 / 2.167. The D = 128 forward stays (11% slower causal,
+# 6% faster non-causal on bf16x3's); the backward kernels do not depend on the forward's tile.
+TF32_TILES: dict = {
+    128: BF16X3_TILES[128],
+    256: dict(dkdv=BF16X3_TILES[256]["dkdv"], dq=BF16X3_TILES[256]["dq"]),
+}
 # Each float32_precision's own tiles over FLOAT32_TILES, by width.
-FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_TILES, "bf16x3": BF16X3_TILES}
+FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_TILES, "bf16x3": BF16X3_TILES, "tf32": TF32_TILES}
 
 
 # Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
