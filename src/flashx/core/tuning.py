@@ -352,8 +352,8 @@ def default_blocks() -> tuple:
 # float32 inputs at D > 128 (BLOCK_D 256): the tiles of 16-bit D = 256 take twice the shared
 # memory there, and float32's full-precision dots run on the FMA units, each thread holding its
 # rows and columns over all of D in registers. (These tiles were sized for "ieee" dots, then
-# float32's only ones; the default float32_precision "tf32x3" runs on them but for its backward
-# here: see TF32X3_TILES.) Offline (Triton 3.6, sm_90, D = 256, 2026-12-06,
+# float32's only ones; the tensor-core precisions take their own where they measured faster: see
+# FLOAT32_PRECISION_TILES.) Offline (Triton 3.6, sm_90, D = 256, 2026-12-06,
 # s72), registers / stack bytes / compile seconds: the former 64 x 64 tiles (forward 4 warps,
 # 2 stages; dK/dV and dQ 8 warps, 1 stage, one launch) spilled 37 KB a thread in the forward
 # (125 s to compile: decode-shaped tests ran past their deadline) and 26 KB in dK/dV, and asked
@@ -418,7 +418,7 @@ BF16X3_TILES: dict = {
 }
 # "tf32" (one tf32 product) takes bf16x3's tiles at D = 64 and its backward tiles at D = 128 (offline,
 # s75: no spill at D = 64; at D = 128 dK/dV none, dQ 40-120 bytes). H100, 2026-12-06 (s75, same
-# shapes and probe, two processes a table, each tile within 1.3% of its other reading), ms
+# shapes and probe, two processes a tile set, each within 1.3% of its other reading), ms
 # forward / forward + backward, FLOAT32_TILES -> BF16X3_TILES': D = 64 causal 0.245 / 0.846 ->
 # 0.177 / 0.652, non-causal 0.320 / 1.448 -> 0.223 / 1.098; D = 128 causal 0.313 / 1.449 -> 0.347 /
 # 1.333, non-causal 0.472 / 2.853 -> 0.442 / 2.167. The D = 128 forward stays (11% slower causal,
