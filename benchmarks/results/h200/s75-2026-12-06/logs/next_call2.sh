@@ -2,7 +2,7 @@
 # tf32x3 with its operands split by integer ops (tf32x3-split-by-integers.patch, scores.dot): the
 # high part rounded by an add and a mask, three input_precision="tf32" dots, instead of Triton's own
 # tf32x3, whose split emulates cvt.rna.tf32 with a compare and a select as well. Offline (s75,
-# offline-tf32x3-split.txt): loop instructions a warp -19 to -25% at D = 64 / 128 (e.g. D = 128
+# offline-tf32x3-split.txt): loop instructions a warp -17 to -26% at D = 64 / 128 (e.g. D = 128
 # dK/dV 1510 -> 1204), same HMMA counts; stack bytes level at D = 128, dQ 24-40 -> 112-136 at D =
 # 64, and at D = 256 the non-causal forward collapses (32 registers, 7.6 KB of stack: keep HEAD's
 # dot there if the rest gains). numpy emulation of the split on 256 x 128 x 256: 9.7e-8 relative
