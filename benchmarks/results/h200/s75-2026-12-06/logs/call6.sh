@@ -4,7 +4,7 @@
 # (forward / dQ 64 x 64 / 4, 209-250 registers), at D = 128 forward none, dQ 40-120 bytes, dK/dV none.
 set -u
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u +%H:%M:%S
-P=benchmarks/results/h200/s75-2026-12-06/logs/tile_probe2.py
+P=benchmarks/results/h200/s75-2026-12-06/logs/tile_probe.py
 probe() { timeout -s INT -k 10 60 python3 $P "$@" >> $OUT/probe.log 2>&1 || echo "probe $* rc $?"; }
 for d in 64 128; do probe tf32 base base $d; probe tf32 head bf16x3-tiles $d; probe tf32 base base $d; probe tf32 head bf16x3-tiles $d; done
 date -u +%H:%M:%S

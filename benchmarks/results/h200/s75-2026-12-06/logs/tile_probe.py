@@ -1,5 +1,6 @@
-"""s74: float32 at D = 128 on other tiles (tuning.FLOAT32_TILES[width] replaced in this process).
-argv: precision, then 'f=BM,BN,W,S;k=...;q=...' (kernels left out keep HEAD's tiles), then a label, then D (default 128).
+"""s75: float32 at D = 128 on other tiles (tuning.FLOAT32_TILES[width] replaced in this process).
+argv: precision, then 'f=BM,BN,W,S;k=...;q=...' (kernels left out keep HEAD's tiles), 'head', or 'base'
+(FLOAT32_TILES alone: the precision's own tiles dropped), then a label, then D (default 128).
 B = 2, N = 2048, 8 q heads over 2; do_bench medians after 300 ms of the call; errors vs float64 SDPA."""
 import sys
 
@@ -14,7 +15,9 @@ from flashx.core.tuning import KernelTiles, TileConfig
 precision, combo, label = sys.argv[1], sys.argv[2], sys.argv[3]
 d = int(sys.argv[4]) if len(sys.argv) > 4 else 128
 width = 2 * max(d, 64)
-if combo != "head":
+if combo == "base":
+    tuning.FLOAT32_PRECISION_TILES.pop(precision, None)
+elif combo != "head":
     t = {k: KernelTiles(*map(int, v.split(","))) for k, v in (p.split("=") for p in combo.split(";"))}
     cur = tuning.FLOAT32_TILES[width]
     tuning.FLOAT32_TILES[width] = TileConfig(t.get("f", cur.forward), t.get("k", cur.dkdv), t.get("q", cur.dq),
