@@ -14,7 +14,10 @@ import pytest
 
 torch = pytest.importorskip("torch")  # the float64 reference's autograd, and the torch frontend
 from conftest import INTERPRETED, TOLERANCES, Case, random_qkv, rel_error  # noqa: E402
-from flashx import core  # noqa: E402
+from flashx import core  # noqa: E402, I001  (flashx before triton: this module defines a @triton.jit function)
+from flashx.core import scores  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 from test_variants import reference  # noqa: E402  (the variant tests' float64 reference)
 
 # One tf32 product keeps 10 of float32's 23 mantissa bits: errors of float16's order. The GPU run
@@ -135,9 +138,66 @@ def test_plan_passes_the_precision_to_every_kernel(dtype, precision, d):
     forward = [c for c in plan.forward_calls({}, None) if "DOT_PRECISION" in c.constexprs]
     backward = [c for c in plan.backward_calls({}, None, False, q, gluon=False) if "DOT_PRECISION" in c.constexprs]
     assert forward and backward
-    # (Triton's interpreter takes no "bf16x3": it multiplies float32 in full, as "ieee" asks.)
+    # (Triton's interpreter takes no "bf16x3": it multiplies float32 in full, as "ieee" asks. On the
+    # GPU, "tf32x3" at D <= 128 splits its operands in flashx's dot: see test_tf32_high_*.)
     want = ("ieee" if INTERPRETED and precision == "bf16x3" else precision) if dtype == "float32" else "tf32"
+    if want == "tf32x3" and not INTERPRETED and d <= 128:
+        want = core.tuning.TF32X3_BY_INTEGERS
     assert {c.constexprs["DOT_PRECISION"] for c in forward + backward} == {want}
+
+
+def test_dot_precision_splits_tf32x3_by_integers_only_where_measured(monkeypatch):
+    """Off the interpreter, float32 "tf32x3" takes flashx's own split at the widths tuning lists
+    (D <= 128) and Triton's above; other precisions and 16-bit inputs pass through."""
+    monkeypatch.setattr(core.runtime, "INTERPRETER", False)
+    dot_precision = core.tuning.dot_precision
+    for block_d in (16, 32, 64, 128):
+        assert dot_precision("float32", block_d, "tf32x3") == core.tuning.TF32X3_BY_INTEGERS
+    assert dot_precision("float32", 256, "tf32x3") == "tf32x3"
+    for precision in ("ieee", "tf32", "bf16x3"):
+        assert dot_precision("float32", 64, precision) == precision
+    assert dot_precision("bfloat16", 64, "tf32x3") == "tf32"
+    monkeypatch.setattr(core.runtime, "INTERPRETER", True)
+    assert dot_precision("float32", 64, "tf32x3") == "tf32x3"
+    assert dot_precision("float32", 64, "bf16x3") == "ieee"
+
+
+@triton.jit
+def _tf32_high_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets, mask=offsets < n)
+    tl.store(out_ptr + offsets, scores._tf32_high(x), mask=offsets < n)
+
+
+def _tf32_rounded(x: np.ndarray) -> np.ndarray:
+    """float32 x rounded to 11 significant bits (tf32), to nearest with ties away from zero, in
+    float64 arithmetic: the reference for scores._tf32_high (normal numbers)."""
+    mantissa, exponent = np.frexp(x.astype(np.float64))  # |mantissa| in [0.5, 1): 11 bits are 2**11 steps
+    scaled = np.abs(mantissa) * 2.0 ** 11
+    return (np.sign(mantissa) * np.floor(scaled + 0.5) * 2.0 ** (exponent - 11)).astype(np.float32)
+
+
+def test_tf32_high_rounds_to_nearest_tf32(rng):
+    """scores._tf32_high, the high part of flashx's tf32x3 split, rounds float32 to tf32 to nearest
+    (ties away from zero), carries into the exponent, and keeps 0, -0, infinities and NaN; the low
+    part x - high is exact and at most half a tf32 step."""
+    step = np.float32(2.0 ** -10)  # a tf32 step at exponent 0
+    ties = np.array([1 + step / 2, -(1 + step / 2), 1 + 3 * step / 2, 2 - step / 2, 1.5 + step / 4], np.float32)
+    wide = (rng.standard_normal(900) * np.exp2(rng.integers(-60, 60, 900))).astype(np.float32)
+    normal = np.concatenate([ties, wide, np.float32([3.0e38, 1.2e-38, 0.1, 1 / 3])])
+    special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan])
+    x = np.concatenate([normal, special])
+    device = "cpu" if INTERPRETED else "cuda"
+    x_t = torch.from_numpy(x).to(device)
+    out_t = torch.empty_like(x_t)
+    _tf32_high_kernel[(1,)](x_t, out_t, x.size, BLOCK=triton.next_power_of_2(x.size))
+    high = out_t.cpu().numpy()
+    n = normal.size
+    np.testing.assert_array_equal(high[:n], _tf32_rounded(normal))
+    assert high[:5].tolist() == [1 + step, -(1 + step), 1 + 2 * step, 2.0, 1.5]  # ties away; the carry
+    assert np.all(np.abs(normal - high[:n]) <= np.abs(high[:n]) * 2.0 ** -11)
+    np.testing.assert_array_equal(high[n:n + 4], special[:4])
+    assert np.signbit(high[n + 1]) and np.isnan(high[-1])
 
 
 BAD_PRECISIONS = [

@@ -1514,10 +1514,7 @@ def plan_attention(
                     and alibi_slopes is None and bias is None),
         # Triton's interpreter gets bf16 dots wrong; upcast there, keep bf16 tensor cores on GPU.
         UPCAST_DOT=runtime.INTERPRETER and q.dtype == "bfloat16",
-        # 16-bit dots ignore it; float32's as the caller chose (FLOAT32_PRECISIONS).
-        # (Triton's interpreter multiplies float32 in full whatever the precision, and takes no "bf16x3".)
-        DOT_PRECISION=(("ieee" if runtime.INTERPRETER and float32_precision == "bf16x3" else float32_precision)
-                       if q.dtype == "float32" else "tf32"),
+        DOT_PRECISION=tuning.dot_precision(q.dtype, max(block_d, block_dv), float32_precision),
         BIAS_GRAD=False, SLOPES_GRAD=False,
         PAGE_SIZE=int(k.shape[axes[1]]) if block_table is not None else 0,
         # Rows past the sequence need the per-element bound only where one could read memory by

@@ -6,12 +6,15 @@ Masks (each optional): keys past the sequence, the window (causal is its right e
 mask_mod, a dense boolean mask. Invisible pairs get -inf before the row max is taken.
 """
 from . import runtime  # noqa: F401, I001  (first: decides compiled vs interpreted before triton loads)
+from .tuning import TF32X3_BY_INTEGERS as _TF32X3_BY_INTEGERS
 
 import triton
 import triton.language as tl
 
 LOG2_E: tl.constexpr = tl.constexpr(1.4426950408889634)
 LN_2: tl.constexpr = tl.constexpr(0.6931471805599453)
+# dot's PRECISION for float32 "tf32x3" with the split done by integer ops (see dot).
+TF32X3_BY_INTEGERS: tl.constexpr = tl.constexpr(_TF32X3_BY_INTEGERS)
 
 
 @triton.jit
@@ -62,12 +65,33 @@ def store_tile(ptrs, value, m_rows, m_cols, CHECK_COLS: tl.constexpr):
 
 
 @triton.jit
+def _tf32_high(x):
+    """float32 x rounded to tf32's 10 mantissa bits (to nearest, ties away from zero), still
+    float32: an integer add and a mask an element, where Triton's own tf32x3 split emulates
+    cvt.rna.tf32 with a compare and a select besides (sm_90 SASS)."""
+    bits = x.to(tl.uint32, bitcast=True)
+    return ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def dot(a, b, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
-    """a @ b with float32 accumulation; UPCAST works around the interpreter's bf16 dot."""
+    """a @ b with float32 accumulation; UPCAST works around the interpreter's bf16 dot.
+    PRECISION: a tl.dot input precision, or TF32X3_BY_INTEGERS (tuning.float32_dot_precision)."""
     if UPCAST:
         a = a.to(tl.float32)
         b = b.to(tl.float32)
-    return tl.dot(a, b, input_precision=PRECISION)
+    if PRECISION == TF32X3_BY_INTEGERS:
+        # tf32x3 with the operands split here: three tf32 products over high and low parts, small
+        # terms first (a tf32 dot reads an operand's top 19 bits: the low parts lose only their own
+        # low bits).
+        a_high = _tf32_high(a)
+        b_high = _tf32_high(b)
+        acc = tl.dot(a - a_high, b_high, input_precision="tf32")
+        acc = tl.dot(a_high, b - b_high, acc, input_precision="tf32")
+        acc = tl.dot(a_high, b_high, acc, input_precision="tf32")
+    else:
+        acc = tl.dot(a, b, input_precision=PRECISION)
+    return acc
 
 
 # SOFTCAP_FORM, a constexpr of the kernels: no softcap, softcap * tanh(x / softcap) as written, or

@@ -430,6 +430,36 @@ TF32_TILES: dict = {
 # Each float32_precision's own tiles over FLOAT32_TILES, by width.
 FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_TILES, "bf16x3": BF16X3_TILES, "tf32": TF32_TILES}
 
+# The kernels' DOT_PRECISION for float32 "tf32x3" where core.scores.dot splits the operands itself:
+# the high part by an integer add and a mask, then three "tf32" dots. Triton's own tf32x3 rounds
+# each split operand through an emulated cvt.rna.tf32, a compare and a select more an element:
+# offline (Triton 3.6, sm_90, s75) a D = 128 dK/dV loop held 160 FSETP and 104 SEL beside 288
+# HMMA, and the integer split cut loop instructions 17-26% at D <= 128 with the same HMMA.
+# H100, 2026-12-06 (s76, B = 2, N = 2048, Hq 8 / Hkv 2, two processes each, alternating), ms
+# forward + backward, Triton's split -> this one: D = 64 causal 1.271 / 1.272 -> 1.241 / 1.234,
+# non-causal 2.219 / 2.220 -> 2.112 / 2.112; D = 128 causal 2.789 / 2.790 -> 2.685 / 2.673,
+# non-causal 5.863 / 5.858 -> 5.501 / 5.481 (forward alone level at D = 64, 3.6-3.9% less at D =
+# 128); errors against float64 the same to two digits. At D = 256 (width 512) ptxas gave the split
+# forward 32 registers and 7.6 KB of stack (non-causal forward 2.6 -> 45 ms, the backward level
+# or slower): that width keeps Triton's.
+TF32X3_BY_INTEGERS = "tf32x3_by_integers"
+TF32X3_BY_INTEGERS_WIDTHS = frozenset({128, 256})
+
+
+def dot_precision(dtype: str, block_d: int, float32_precision: str) -> str:
+    """The kernels' DOT_PRECISION constexpr (core.scores.dot) for inputs of `dtype` and head
+    block block_d: 16-bit dots ignore it ("tf32"); float32's as the caller chose (a tl.dot
+    input precision, core.plan.FLOAT32_PRECISIONS), or TF32X3_BY_INTEGERS for "tf32x3" at the
+    widths it was measured faster. Triton's interpreter multiplies float32 in full whatever the
+    precision and takes no "bf16x3": "ieee" there, and no integer split (it would only slow it)."""
+    if dtype != "float32":
+        return "tf32"
+    if runtime.INTERPRETER:
+        return "ieee" if float32_precision == "bf16x3" else float32_precision
+    if float32_precision == "tf32x3" and 2 * max(block_d, 64) in TF32X3_BY_INTEGERS_WIDTHS:
+        return TF32X3_BY_INTEGERS
+    return float32_precision
+
 
 # Dropout's draw (scores.dropout_kept) takes shared memory where its numbers must move between
 # threads: in the D = 256 backward kernels the tuned tiles, near the H200's 227 KiB, then ran out
