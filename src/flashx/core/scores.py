@@ -76,7 +76,7 @@ def _tf32_high(x):
 @triton.jit
 def dot(a, b, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
     """a @ b with float32 accumulation; UPCAST works around the interpreter's bf16 dot.
-    PRECISION: a tl.dot input precision, or TF32X3_BY_INTEGERS (tuning.float32_dot_precision)."""
+    PRECISION: a tl.dot input precision, or TF32X3_BY_INTEGERS (tuning.dot_precision)."""
     if UPCAST:
         a = a.to(tl.float32)
         b = b.to(tl.float32)

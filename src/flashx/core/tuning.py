@@ -432,7 +432,7 @@ FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_TILES, "bf16x3": BF16X3_TILES,
 
 # The kernels' DOT_PRECISION for float32 "tf32x3" where core.scores.dot splits the operands itself:
 # the high part by an integer add and a mask, then three "tf32" dots. Triton's own tf32x3 rounds
-# each split operand through an emulated cvt.rna.tf32, a compare and a select more an element:
+# each split operand through an emulated cvt.rna.tf32, with an extra compare and select an element:
 # offline (Triton 3.6, sm_90, s75) a D = 128 dK/dV loop held 160 FSETP and 104 SEL beside 288
 # HMMA, and the integer split cut loop instructions 17-26% at D <= 128 with the same HMMA.
 # H100, 2026-12-06 (s76, B = 2, N = 2048, Hq 8 / Hkv 2, two processes each, alternating), ms
@@ -456,7 +456,7 @@ def dot_precision(dtype: str, block_d: int, float32_precision: str) -> str:
         return "tf32"
     if runtime.INTERPRETER:
         return "ieee" if float32_precision == "bf16x3" else float32_precision
-    if float32_precision == "tf32x3" and 2 * max(block_d, 64) in TF32X3_BY_INTEGERS_WIDTHS:
+    if float32_precision == "tf32x3" and tile_width(block_d, 4) in TF32X3_BY_INTEGERS_WIDTHS:
         return TF32X3_BY_INTEGERS
     return float32_precision
 
@@ -493,6 +493,12 @@ DECODE_FORWARD_TILE = KernelTiles(16, 64, 4, 3)
 # and K and V lost their double buffers (s71 gave paged steps two more stages for it: NOTES v0.64).
 
 
+def tile_width(block_d: int, itemsize: int) -> int:
+    """The width the tile tables are keyed by: the head block (at least 64) of a 16-bit call, and
+    twice it for float32, whose tiles of width D take the shared memory of 16-bit ones of 2D."""
+    return max(block_d, 64) * itemsize // 2
+
+
 def tile_config(
     block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple], window: bool = False,
     dropout: bool = False, decode: bool = False, float32_precision: str = "tf32x3",
@@ -505,9 +511,8 @@ def tile_config(
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
     else:
-        # float32 tiles of width D take the shared memory of 16-bit ones of 2D: float32 has its own
-        # table by that width; the short, window and dropout tiles are 16-bit tunings.
-        width = max(block_d, 64) * itemsize // 2
+        # float32 has its own table by tile_width; the short, window and dropout tiles are 16-bit tunings.
+        width = tile_width(block_d, itemsize)
         if itemsize == 2:
             tiles = TUNED_TILES[(width, causal)]
             short = SHORT_FORWARD_TILES.get((width, causal, short_bucket(longest)))
