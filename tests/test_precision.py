@@ -180,7 +180,7 @@ def _tf32_rounded(x: np.ndarray) -> np.ndarray:
 def test_tf32_high_rounds_to_nearest_tf32(rng):
     """scores._tf32_high, the high part of flashx's tf32x3 split, rounds float32 to tf32 to nearest
     (ties away from zero), carries into the exponent, and keeps 0, -0, infinities and NaN; the low
-    part x - high is exact and at most half a tf32 step."""
+    part x - high is at most half a tf32 step."""
     step = np.float32(2.0 ** -10)  # a tf32 step at exponent 0
     ties = np.array([1 + step / 2, -(1 + step / 2), 1 + 3 * step / 2, 2 - step / 2, 1.5 + step / 4], np.float32)
     wide = (rng.standard_normal(900) * np.exp2(rng.integers(-60, 60, 900))).astype(np.float32)

@@ -1451,14 +1451,15 @@ def plan_attention(
 
     block_d = _next_power_of_2(max(d, 16))
     block_dv = _next_power_of_2(max(dv, 16))
+    head_block = max(block_d, block_dv)  # what tiles and dot precision are chosen by
     map_blocks = (block_mask.block_m, block_mask.block_n) if block_mask else None
-    tiles = tuning.tile_config(max(block_d, block_dv), 4 if q.dtype == "float32" else 2, window_right >= 0,
+    tiles = tuning.tile_config(head_block, 4 if q.dtype == "float32" else 2, window_right >= 0,
                          max(max_q, max_kv), map_blocks, window=window_left >= 0, dropout=dropout_p > 0,
                          decode=max_q <= tuning.DECODE_ROWS, float32_precision=float32_precision)
     # dK/dV's tile orientation: queries down keeps lse and delta in a few registers per thread
     # (32 fewer at D = 64, where the transposed tile spilled); at wider tiles Triton lays the
     # transposed P out with more registers than it saves.
-    rows_down = max(block_d, block_dv) <= 64 and q.dtype != "float32"
+    rows_down = head_block <= 64 and q.dtype != "float32"
     # The backward's row statistics padded, each row to whole blocks of every kernel that reads
     # it (a block map's blocks too), so that the loops read them unmasked. That is for the
     # transposed dK/dV tile, where lse and delta spread across the tile's columns and the masked
@@ -1514,7 +1515,7 @@ def plan_attention(
                     and alibi_slopes is None and bias is None),
         # Triton's interpreter gets bf16 dots wrong; upcast there, keep bf16 tensor cores on GPU.
         UPCAST_DOT=runtime.INTERPRETER and q.dtype == "bfloat16",
-        DOT_PRECISION=tuning.dot_precision(q.dtype, max(block_d, block_dv), float32_precision),
+        DOT_PRECISION=tuning.dot_precision(q.dtype, head_block, float32_precision),
         BIAS_GRAD=False, SLOPES_GRAD=False,
         PAGE_SIZE=int(k.shape[axes[1]]) if block_table is not None else 0,
         # Rows past the sequence need the per-element bound only where one could read memory by
