@@ -218,9 +218,10 @@ def test_gpu_tile_table_lookups(monkeypatch):
     table = tuning.TUNED_TILES
     assert tuning.tile_config(128, 2, False, 4096, None) == table[(128, False)]
     # float32: its own tiles by the 16-bit width (twice D), none of the 16-bit overrides.
-    # "tf32x3" (the default) takes its own forward and dQ at D <= 64 and backward tiles above
-    # D = 128, "bf16x3" its own tiles at D <= 128 and tf32x3's backward tiles above, "tf32"
-    # bf16x3's at D <= 64 and its backward tiles at D = 128; "ieee" FLOAT32_TILES alone.
+    # "tf32x3" (the default) takes its own forward and dQ at D <= 64, dK/dV at D = 128 and
+    # backward tiles above D = 128, "bf16x3" its own tiles at D <= 128 and tf32x3's backward tiles
+    # above (on two stages, not one), "tf32" bf16x3's at D <= 64 and its backward tiles at D = 128;
+    # "ieee" FLOAT32_TILES alone.
     for d, width in ((32, 128), (64, 128), (128, 256), (256, 512)):
         tf32x3 = dataclasses.replace(tuning.FLOAT32_TILES[width], **tuning.TF32X3_TILES.get(width, {}))
         bf16x3 = dataclasses.replace(tuning.FLOAT32_TILES[width], **tuning.BF16X3_TILES.get(width, {}))
@@ -234,7 +235,11 @@ def test_gpu_tile_table_lookups(monkeypatch):
     assert tuning.FLOAT32_TILES[512] == tuning.FLOAT32_WIDE_TILES
     assert tuning.tile_config(256, 4, True, 4096, None).dkdv != tuning.FLOAT32_WIDE_TILES.dkdv
     assert tuning.tile_config(128, 4, True, 4096, None, float32_precision="bf16x3").forward != tuning.FLOAT32_TILES[256].forward
-    assert tuning.tile_config(256, 4, True, 4096, None, float32_precision="bf16x3").dkdv == tuning.TF32X3_TILES[512]["dkdv"]
+    wide = {p: tuning.tile_config(256, 4, True, 4096, None, float32_precision=p) for p in ("tf32x3", "bf16x3")}
+    for kernel in ("dkdv", "dq"):
+        tf32x3_tile, bf16x3_tile = (getattr(wide[p], kernel) for p in ("tf32x3", "bf16x3"))
+        assert bf16x3_tile == dataclasses.replace(tf32x3_tile, num_stages=2) and tf32x3_tile.num_stages == 1
+    assert tuning.tile_config(128, 4, True, 4096, None).dkdv != tuning.FLOAT32_TILES[256].dkdv
     assert tuning.tile_config(64, 4, True, 4096, None).forward != tuning.FLOAT32_TILES[128].forward
     tf32_128 = tuning.tile_config(128, 4, True, 4096, None, float32_precision="tf32")
     assert tf32_128.forward == tuning.FLOAT32_TILES[256].forward and tf32_128.dkdv == tuning.BF16X3_TILES[256]["dkdv"]
@@ -263,7 +268,8 @@ def test_gpu_tile_table_lookups(monkeypatch):
     assert tuning.tile_config(128, 2, True, 16384, (64, 64), dropout=True).dkdv.block_m == 32
     # Decode-shaped calls: the 16-row forward tile for 16-bit D <= 256 and float32 D <= 128 (the
     # wide float32 tiles keep theirs: shared memory), never with a block map; other kernels as tuned.
-    for d, itemsize, tiles in ((64, 2, table[(64, True)]), (256, 2, table[(256, True)]), (128, 4, tuning.FLOAT32_TILES[256])):
+    for d, itemsize, tiles in ((64, 2, table[(64, True)]), (256, 2, table[(256, True)]),
+                               (128, 4, dataclasses.replace(tuning.FLOAT32_TILES[256], **tuning.TF32X3_TILES[256]))):
         decode = tuning.tile_config(d, itemsize, True, 16384, None, decode=True)
         assert decode == dataclasses.replace(tiles, forward=tuning.DECODE_FORWARD_TILE)
     assert tuning.tile_config(256, 4, True, 16384, None, decode=True, float32_precision="ieee") == tuning.FLOAT32_WIDE_TILES

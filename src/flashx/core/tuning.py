@@ -383,14 +383,23 @@ FLOAT32_TILES: dict = {
 # causal and 299-310 non-causal at D = 192 / 256, against 33 / 46 ms for "ieee". Of 13 tiles swept
 # offline these spilled least (dK/dV 0.9-1.0 KB, dQ 0.7 KB): forward + backward 10.1-10.2 ms causal
 # and 19.5-19.9 non-causal (H100, same shapes; the "ieee" backward on the wide tiles: 31.2-31.6 /
-# 42.6-42.8), errors against float64 at most 3.4e-6 relative.
+# 42.6-42.8), errors against float64 at most 3.4e-6 relative. On one stage each (s77, H100, the
+# probe below) they took 7.72-7.74 / 15.65 ms against 10.21 / 19.68 on two (bf16x3 lost on one: 4.20 /
+# 8.40 -> 5.60 / 11.42; "tf32" and "ieee" on FLOAT32_WIDE_TILES' one stage level or slower).
 # At D = 64 (width 128) the forward and dQ take 64 x 64 on 4 warps (offline, s75: 16-40 bytes of
 # stack, FLOAT32_TILES' 64 x 32 / 8 none): H100, 2026-12-06 (s75, same shapes, one process a tile),
 # ms forward / forward + backward: 0.565 / 1.878 -> 0.290 / 1.288 causal, 0.924 / 3.314 -> 0.380 /
 # 2.200 non-causal (64 x 32 / 4: 0.345 / 1.355, 0.450 / 2.221); errors unchanged (<= 1.2e-6).
+# At D = 128 (width 256) its dK/dV takes 64 x 32 on 8 warps, one stage (FLOAT32_TILES' was 32 x 32 /
+# 8, 2): H100, 2026-12-06 (s77, same probe, two processes each, alternating with HEAD), ms forward +
+# backward causal / non-causal: 2.638 / 5.415-5.423 -> 2.315 / 4.677; 64 x 32 / 8 on two stages
+# 2.324 / 4.942-4.957, 32 x 32 / 4 3.089 / 4.579-4.601, 64 x 32 / 4 4.042 / 6.338, 32 x 64 / 8
+# 5.035 / 6.094. Errors against float64 unchanged (<= 1.9e-6). One stage did not help its dQ at
+# D = 128, nor its dK/dV at D = 64 or bf16x3's and "tf32"'s at D <= 128.
 TF32X3_TILES: dict = {
     128: dict(forward=KernelTiles(64, 64, 4, 2), dq=KernelTiles(64, 64, 4, 2)),
-    512: dict(dkdv=KernelTiles(16, 16, 4, 2), dq=KernelTiles(16, 32, 4, 2)),
+    256: dict(dkdv=KernelTiles(64, 32, 8, 1)),
+    512: dict(dkdv=KernelTiles(16, 16, 4, 1), dq=KernelTiles(16, 32, 4, 1)),
 }
 # float32_precision "bf16x3" (two bfloat16 parts an operand, three products) at D <= 128: its
 # operands take half tf32's registers, and a forward of 64 x 32 on 4 warps spilled none offline
@@ -402,8 +411,8 @@ TF32X3_TILES: dict = {
 # At D = 64 (H100, same shapes and probe, s74): FLOAT32_TILES 0.361 / 1.097 causal, 0.599 / 1.776
 # non-causal; forward 64 x 64 / 4: 0.159 / 0.882, 0.207 / 1.391; dQ 64 x 64 / 4: 0.361 / 0.885,
 # 0.598 / 1.498 (64 x 32 / 4: 0.203 / 0.925 forward, 0.375 / 0.899 dQ, causal).
-# Above D = 128 (width 512) it takes tf32x3's backward tiles: offline (s74) they spilled 72-184
-# bytes a thread against 336-464 on FLOAT32_WIDE_TILES'; H200, 2026-12-06 (s75, same probe, D =
+# Above D = 128 (width 512) it takes tf32x3's backward tiles on two stages: offline (s74) they
+# spilled 72-184 bytes a thread against 336-464 on FLOAT32_WIDE_TILES'; H200, 2026-12-06 (s75, same probe, D =
 # 256), forward + backward ms causal / non-causal: 6.261 / 8.960 -> 4.278 / 8.592 (dK/dV 16 x 16
 # alone: 4.618 / 9.242).
 # Its dK/dV at D = 128 takes 64 x 32 on 8 warps (offline, s75: 8-24 bytes of stack; FLOAT32_TILES'
@@ -414,7 +423,7 @@ TF32X3_TILES: dict = {
 BF16X3_TILES: dict = {
     128: dict(forward=KernelTiles(64, 64, 4, 2), dq=KernelTiles(64, 64, 4, 2)),
     256: dict(forward=KernelTiles(64, 32, 4, 2), dkdv=KernelTiles(64, 32, 8, 2), dq=KernelTiles(64, 32, 4, 2)),
-    512: TF32X3_TILES[512],
+    512: dict(dkdv=KernelTiles(16, 16, 4, 2), dq=KernelTiles(16, 32, 4, 2)),
 }
 # "tf32" (one tf32 product) takes bf16x3's tiles at D = 64 and its backward tiles at D = 128 (offline,
 # s75: no spill at D = 64; at D = 128 dK/dV none, dQ 40-120 bytes). H100, 2026-12-06 (s75, same
