@@ -383,15 +383,15 @@ FLOAT32_TILES: dict = {
 # causal and 299-310 non-causal at D = 192 / 256, against 33 / 46 ms for "ieee". Of 13 tiles swept
 # offline these spilled least (dK/dV 0.9-1.0 KB, dQ 0.7 KB): forward + backward 10.1-10.2 ms causal
 # and 19.5-19.9 non-causal (H100, same shapes; the "ieee" backward on the wide tiles: 31.2-31.6 /
-# 42.6-42.8), errors against float64 at most 3.4e-6 relative. On one stage each (s77, H100, the
-# probe below) they took 7.72-7.74 / 15.65 ms against 10.21 / 19.68 on two (bf16x3 lost on one: 4.20 /
+# 42.6-42.8), errors against float64 at most 3.4e-6 relative. On one stage each (H100, s77, same
+# shapes) they took 7.72-7.74 / 15.65 ms against 10.21 / 19.68 on two (bf16x3 lost on one: 4.20 /
 # 8.40 -> 5.60 / 11.42; "tf32" and "ieee" on FLOAT32_WIDE_TILES' one stage level or slower).
 # At D = 64 (width 128) the forward and dQ take 64 x 64 on 4 warps (offline, s75: 16-40 bytes of
 # stack, FLOAT32_TILES' 64 x 32 / 8 none): H100, 2026-12-06 (s75, same shapes, one process a tile),
 # ms forward / forward + backward: 0.565 / 1.878 -> 0.290 / 1.288 causal, 0.924 / 3.314 -> 0.380 /
 # 2.200 non-causal (64 x 32 / 4: 0.345 / 1.355, 0.450 / 2.221); errors unchanged (<= 1.2e-6).
-# At D = 128 (width 256) its dK/dV takes 64 x 32 on 8 warps, one stage (FLOAT32_TILES' was 32 x 32 /
-# 8, 2): H100, 2026-12-06 (s77, same probe, two processes each, alternating with HEAD), ms forward +
+# At D = 128 (width 256) its dK/dV takes 64 x 32 on 8 warps, one stage (before: FLOAT32_TILES' 32 x
+# 32 / 8 on two): H100, 2026-12-06 (s77, same shapes, two processes each, HEAD between), ms forward +
 # backward causal / non-causal: 2.638 / 5.415-5.423 -> 2.315 / 4.677; 64 x 32 / 8 on two stages
 # 2.324 / 4.942-4.957, 32 x 32 / 4 3.089 / 4.579-4.601, 64 x 32 / 4 4.042 / 6.338, 32 x 64 / 8
 # 5.035 / 6.094. Errors against float64 unchanged (<= 1.9e-6). One stage did not help its dQ at
