@@ -13,6 +13,11 @@ into core/tuning.py is a reviewed step, so a sweep never changes the library by 
     python benchmarks/tune.py [--d 64 128 256] [--n 4096] [--workers 12] [--budget-s 400]
     python benchmarks/tune.py --d 128 --n 256 1024 --kernels forward   # the short-sequence bucket
     python benchmarks/tune.py --d 128 --n 16384 --window 1023 --kernels dkdv dq   # a causal sliding window
+    python benchmarks/tune.py --dtype float32 --float32-precision tf32x3 --d 128 256 --n 2048   # float32
+
+float32 sweeps `tuning.FLOAT32_PRECISION_TILES` for the precision (over FLOAT32_TILES, keyed by
+`tuning.tile_width`), on FLOAT32_CANDIDATES, checked against the table's outputs to 1e-4 ("tf32":
+1e-2), and prints the winners as that table's entries.
 
 At N <= SHORT_SEQLEN the forward candidates stand in for the SHORT_FORWARD_TILES entry of N's
 bucket (tuning.short_bucket) where the plan has one, else for TUNED_TILES.
@@ -23,6 +28,7 @@ TFLOP/s per kernel count its matmuls: forward 2 (4*B*H*N^2*D FLOPs, halved when 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import multiprocessing
 import statistics
@@ -46,8 +52,35 @@ MATMULS = {"forward": 1.0, "dkdv": 2.0, "dq": 1.5}  # in units of the forward's 
 SHORT_FORWARD_EXTRA = {128: [(64, 16, 4, 3), (64, 16, 4, 2), (64, 32, 8, 2), (64, 32, 8, 3)]}
 
 
-def candidates(d: int, kernel: str, seqlen: int = 4096) -> list:
-    """(BLOCK_M, BLOCK_N, num_warps, num_stages) to try; dK/dV's program owns BLOCK_N keys."""
+# float32 candidates by tile width (tuning.tile_width: twice D). Its tiles are far smaller than
+# 16-bit ones (each thread holds float32 operands, and "tf32x3" their high and low parts); offline
+# stack bytes misjudged them (NOTES v0.70: a dK/dV that spilled more ran 15% faster), so the lists
+# hold every neighbour of the tables' tiles, one and two stages.
+FLOAT32_CANDIDATES = {
+    128: dict(forward=[(64, 64, 4, 2), (64, 32, 4, 2), (64, 32, 8, 2), (64, 64, 8, 2), (64, 64, 4, 1), (128, 32, 8, 2),
+                       (64, 64, 4, 3)],
+              dkdv=[(64, 32, 8, 2), (64, 32, 8, 1), (64, 32, 4, 2), (32, 64, 4, 2), (64, 64, 8, 2), (64, 64, 8, 1),
+                    (128, 32, 8, 1), (32, 32, 4, 2)],
+              dq=[(64, 64, 4, 2), (64, 32, 4, 2), (64, 32, 8, 2), (64, 64, 8, 2), (64, 64, 4, 1), (128, 32, 8, 2)]),
+    256: dict(forward=[(64, 32, 8, 2), (64, 32, 4, 2), (64, 64, 8, 2), (64, 64, 4, 2), (64, 32, 8, 1), (128, 32, 8, 2),
+                       (32, 64, 8, 2)],
+              dkdv=[(64, 32, 8, 1), (64, 32, 8, 2), (32, 32, 8, 2), (32, 32, 4, 1), (64, 16, 8, 1), (64, 32, 4, 1),
+                    (128, 32, 8, 1), (64, 64, 8, 1), (32, 64, 8, 1)],
+              dq=[(32, 64, 8, 2), (32, 64, 8, 1), (64, 32, 8, 2), (64, 32, 8, 1), (32, 32, 8, 2), (32, 32, 4, 2),
+                  (64, 64, 8, 1), (16, 64, 4, 2)]),
+    512: dict(forward=[(32, 64, 8, 2), (32, 32, 8, 2), (32, 32, 4, 2), (64, 32, 8, 2), (16, 64, 4, 2), (32, 64, 8, 1)],
+              dkdv=[(16, 16, 4, 1), (16, 16, 4, 2), (16, 32, 4, 1), (32, 16, 4, 1), (32, 16, 8, 1), (16, 16, 2, 1),
+                    (32, 32, 8, 1), (16, 64, 8, 1)],
+              dq=[(16, 32, 4, 1), (16, 32, 4, 2), (32, 32, 8, 1), (16, 64, 4, 1), (32, 16, 4, 1), (16, 16, 4, 1),
+                  (32, 32, 4, 1)]),
+}
+
+
+def candidates(d: int, kernel: str, seqlen: int = 4096, float32: bool = False) -> list:
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages) to try; dK/dV's program owns BLOCK_N keys.
+    float32: d is the tile width (tuning.tile_width), the FLOAT32_CANDIDATES' key."""
+    if float32:
+        return FLOAT32_CANDIDATES[d][kernel]
     if kernel == "forward":
         from flashx.core import tuning
 
@@ -89,28 +122,30 @@ _CASES: dict = {}
 
 
 def case(torch, d: int, n: int, causal: bool, device: str, reference: bool = True, window_left: int = -1,
-         layout: str = "bhnd") -> dict:
-    """Inputs of shape (B, N, H, D), bf16, and the outputs of the current table, cached per (d, n,
-    causal, window, layout); layout "bhnd": the inputs are (B, H, N, D) in memory (views of that shape
-    transposed), "bnhd": contiguous.
+         layout: str = "bhnd", dtype: str = "bfloat16", precision: str = "tf32x3") -> dict:
+    """Inputs of shape (B, N, H, D) in `dtype` (float32 multiplied as `precision`), and the outputs
+    of the current table, cached per (d, n, causal, window, layout, dtype, precision); layout
+    "bhnd": the inputs are (B, H, N, D) in memory (views of that shape transposed), "bnhd": contiguous.
 
     window_left >= 0: the causal sliding window (window_left, 0); FLOPs count visible entries.
 
     reference=False (compile workers): placeholders for the forward's outputs, whose values do not
     matter there, so that workers compile only their own candidates.
     """
-    key = (d, n, causal, reference, window_left, layout)
+    key = (d, n, causal, reference, window_left, layout, dtype, precision)
     if key in _CASES:
         return _CASES[key]
     tokens, hidden = (common.TOKENS, common.HIDDEN) if device == "cuda" else (2 * n, 2 * d)
     b, h = max(1, tokens // n), max(1, hidden // d)
     gen = torch.Generator(device=device).manual_seed(0)
+    torch_dtype = getattr(torch, dtype)
     if layout == "bhnd":
-        q, k, v, do = (torch.randn(b, h, n, d, device=device, dtype=torch.bfloat16, generator=gen).transpose(1, 2)
+        q, k, v, do = (torch.randn(b, h, n, d, device=device, dtype=torch_dtype, generator=gen).transpose(1, 2)
                        for _ in range(4))
     else:
-        q, k, v, do = (torch.randn(b, n, h, d, device=device, dtype=torch.bfloat16, generator=gen) for _ in range(4))
-    c = dict(q=q, k=k, v=v, do=do, shape=(b, n, h, d), causal=causal, window=(window_left, 0) if window_left >= 0 else None)
+        q, k, v, do = (torch.randn(b, n, h, d, device=device, dtype=torch_dtype, generator=gen) for _ in range(4))
+    c = dict(q=q, k=k, v=v, do=do, shape=(b, n, h, d), causal=causal, window=(window_left, 0) if window_left >= 0 else None,
+             precision=precision)
     visible = n * (n + 1) / 2 if causal else n * n
     if window_left >= 0:
         visible = sum(min(i, window_left) + 1 for i in range(n))
@@ -127,7 +162,8 @@ def case(torch, d: int, n: int, causal: bool, device: str, reference: bool = Tru
 
 
 def sdpa_errors(torch, c: dict) -> dict:
-    """Relative errors of the table's outputs and gradients against torch SDPA (same dtype):
+    """Relative errors of the table's outputs and gradients against torch SDPA (same dtype; its
+    float32 at full precision):
     the candidates are checked against the table, and the table against SDPA."""
     q, k, v = (c[name].detach().transpose(1, 2).requires_grad_() for name in ("q", "k", "v"))
     if c["window"] is None:
@@ -149,12 +185,49 @@ def _spec(x):
     return core.ArraySpec(tuple(x.shape), tuple(x.stride()), str(x.dtype).removeprefix("torch."), str(x.device))
 
 
-def launcher(torch, c: dict, kernel: str, tiles):
-    """(launch, outputs) for one kernel with `tiles` put in the table (None: the table as is)."""
+def _plan(c: dict):
+    """The plan of case c as the tables stand."""
     from flashx import core
+
+    return core.plan_attention(_spec(c["q"]), _spec(c["k"]), _spec(c["v"]), causal=c["causal"], window=c["window"],
+                               float32_precision=c["precision"])
+
+
+def _table_width(d: int, float32: bool) -> int:
+    """The width the tile tables key head dim d by (tuning.tile_width of its head block)."""
+    from flashx.core import tuning
+
+    return tuning.tile_width(1 << (max(d, 16) - 1).bit_length(), 4 if float32 else 2)
+
+
+@contextlib.contextmanager
+def _tiles_in_table(c: dict, kernel: str, tiles):
+    """The tables with `tiles` (BLOCK_M, BLOCK_N, warps, stages; None: as they are) in the entry
+    that gives case c's `kernel` its tiles; a candidate keeps that entry's other choices (the short
+    forward's one_loop). Restored on exit."""
     from flashx.core import tuning
 
     d, n = c["shape"][3], c["shape"][1]
+    fields = dict(zip(("block_m", "block_n", "num_warps", "num_stages"), tiles or ()))
+    if c["q"].element_size() == 4:
+        # FLOAT32_PRECISION_TILES[precision][width]: {kernel: KernelTiles} over FLOAT32_TILES[width].
+        width = _table_width(d, float32=True)
+        tables = tuning.FLOAT32_PRECISION_TILES
+        had_table = c["precision"] in tables
+        table = tables.setdefault(c["precision"], {})
+        saved = table.get(width)
+        base = getattr(dataclasses.replace(tuning.FLOAT32_TILES[width], **(saved or {})), kernel)
+        table[width] = {**(saved or {}), kernel: dataclasses.replace(base, **fields)}
+        try:
+            yield
+        finally:
+            if saved is None:
+                del table[width]
+            else:
+                table[width] = saved
+            if not had_table:
+                del tables[c["precision"]]
+        return
     key = (max(64, d), c["causal"])
     # The table the plan takes this kernel's tiles from; `single`: its entries are one KernelTiles.
     short_key = key + (tuning.short_bucket(n),)
@@ -166,14 +239,18 @@ def launcher(torch, c: dict, kernel: str, tiles):
         table, single = tuning.TUNED_TILES, False
     saved = table[key]
     if tiles is not None:
-        # A candidate keeps the entry's other choices (the short forward's one_loop).
-        fields = dict(zip(("block_m", "block_n", "num_warps", "num_stages"), tiles))
         candidate = dataclasses.replace(saved if single else getattr(saved, kernel), **fields)
         table[key] = candidate if single else dataclasses.replace(saved, **{kernel: candidate})
     try:
-        plan = core.plan_attention(_spec(c["q"]), _spec(c["k"]), _spec(c["v"]), causal=c["causal"], window=c["window"])
+        yield
     finally:
         table[key] = saved
+
+
+def launcher(torch, c: dict, kernel: str, tiles):
+    """(launch, outputs) for one kernel with `tiles` put in the table (None: the table as is)."""
+    with _tiles_in_table(c, kernel, tiles):
+        plan = _plan(c)
     q = c["q"]
     placeholder = torch.empty(1, dtype=torch.int32, device=q.device)
     arrays = dict(Q=q, K=c["k"], V=c["v"])
@@ -209,10 +286,8 @@ def _gradients(torch, plan, q) -> dict:
 
 def reference_outputs(torch, c: dict) -> dict:
     """The current table's forward, delta and gradients: the reference each candidate must match."""
-    from flashx import core
-
     q = c["q"]
-    plan = core.plan_attention(_spec(q), _spec(c["k"]), _spec(c["v"]), causal=c["causal"], window=c["window"])
+    plan = _plan(c)
     placeholder = torch.empty(1, dtype=torch.int32, device=q.device)
     out = torch.empty(plan.out_shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(plan.lse_shape, dtype=torch.float32, device=q.device)
@@ -235,12 +310,13 @@ def reference_outputs(torch, c: dict) -> dict:
 
 
 def _compile_job(job: tuple) -> tuple:
-    d, n, causal, kernel, tiles, device, window_left, layout = job
+    d, n, causal, kernel, tiles, device, window_left, layout, dtype, precision = job
     try:
         import flashx  # noqa: F401  (first: compiled vs interpreted)
         import torch
 
-        c = case(torch, d, n, causal, device, reference=False, window_left=window_left, layout=layout)
+        c = case(torch, d, n, causal, device, reference=False, window_left=window_left, layout=layout, dtype=dtype,
+                 precision=precision)
         launch, _ = launcher(torch, c, kernel, tiles)
         launch()
         if device == "cuda":
@@ -301,7 +377,7 @@ def measure(torch, c: dict, jobs: list, compiled: dict, args, best: dict, log) -
             row["why"] = common.reason(e)
             log(f"D={d} N={n} causal={causal} {kernel} {tiles}: {row['why']}")
             continue
-        if row["err"] >= 1e-2:
+        if row["err"] >= args.tolerance:
             row["why"] = f"outputs differ from the table's (rel {row['err']:.1e})"
             log(f"D={d} N={n} causal={causal} {kernel} {tiles}: {row['why']}")
             continue
@@ -344,7 +420,15 @@ def main(argv=None) -> int:
                    help="tune on the causal sliding window (LEFT, 0) instead of dense (implies --causal yes)")
     p.add_argument("--layout", choices=("bhnd", "bnhd"), default="bhnd",
                    help="the inputs' memory layout (default %(default)s, as bench_*.py and ab.py)")
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
+    p.add_argument("--float32-precision", default="tf32x3", help="float32's dots (core.FLOAT32_PRECISIONS)")
     args = p.parse_args(argv)
+    float32 = args.dtype == "float32"
+    if float32 and args.window >= 0:
+        p.error("--window sweeps 16-bit tiles only (float32 has no window table)")
+    # How far a candidate's outputs may stray from the table's: bf16's rounding, float32's own
+    # precision ("tf32": one tf32 product, ~1e-3).
+    args.tolerance = 1e-4 if float32 and args.float32_precision != "tf32" else 1e-2
     if args.window >= 0:
         args.causal = "yes"
     deadline = common.Deadline(args.budget_s)
@@ -359,11 +443,12 @@ def main(argv=None) -> int:
     seqlens = args.n if args.device == "cuda" else [32]
     head_dims = args.d if args.device == "cuda" else [16]
     causal_flags = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
-    cand = {(d, n, k): candidates(max(64, d), k, n) for d in head_dims for n in seqlens for k in args.kernels}
+    width = {d: _table_width(d, float32) for d in head_dims}
+    cand = {(d, n, k): candidates(width[d], k, n, float32) for d in head_dims for n in seqlens for k in args.kernels}
     if args.device == "cpu":
         cand = {key: tiles[:2] for key, tiles in cand.items()}
-    jobs = [(d, n, causal, k, t, args.device, args.window, args.layout) for d in head_dims for n in seqlens for causal in causal_flags
-            for k in args.kernels for t in cand[(d, n, k)]]
+    jobs = [(d, n, causal, k, t, args.device, args.window, args.layout, args.dtype, args.float32_precision)
+            for d in head_dims for n in seqlens for causal in causal_flags for k in args.kernels for t in cand[(d, n, k)]]
     log(f"{len(jobs)} candidates; compiling with {args.workers} workers")
     compiled = compile_all(jobs, args.workers if args.device == "cuda" else 1, args.compile_s, log)
     log(f"compiled {sum(e is None for e in compiled.values())} / {len(jobs)}")
@@ -374,7 +459,8 @@ def main(argv=None) -> int:
         if deadline.expired:
             log(deadline.why())
             break
-        c = case(torch, d, n, causal, args.device, window_left=args.window, layout=args.layout)
+        c = case(torch, d, n, causal, args.device, window_left=args.window, layout=args.layout, dtype=args.dtype,
+                 precision=args.float32_precision)
         log(f"D={d} N={n} causal={causal}: table vs SDPA rel. errors " + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
         sdpa_checks.append((d, n, causal, c["sdpa_err"]))
         for kernel in args.kernels:
@@ -383,9 +469,11 @@ def main(argv=None) -> int:
     env = common.environment(torch, args.device)
     lines = common.header_lines("flashx kernel tiles sweep (benchmarks/tune.py)", env)
     shape = "dense" if args.window < 0 else f"causal sliding window ({args.window}, 0), FLOPs on visible entries"
-    lines += ["", f"{shape}; B*N = {common.TOKENS}, H*D = {common.HIDDEN}, bf16, layout {args.layout}; BLOCK_M x BLOCK_N / warps / stages; "
+    dtype = f"float32 ({args.float32_precision})" if float32 else "bf16"
+    lines += ["", f"{shape}; B*N = {common.TOKENS}, H*D = {common.HIDDEN}, {dtype}, layout {args.layout}; BLOCK_M x BLOCK_N / warps / stages; "
               "TFLOP/s per kernel from its matmuls (forward 1x, dK/dV 2x, dQ 1.5x the forward's FLOPs)", ""]
-    lines += ["Outputs and gradients of the table before the sweep, relative error vs torch SDPA in bf16:", ""]
+    lines += [f"Outputs and gradients of the table before the sweep, relative error vs torch SDPA in {args.dtype}"
+              f" (candidates must match the table's to {args.tolerance:g}):", ""]
     lines += [f"- D={d} N={n} causal={causal}: " + ", ".join(f"{k} {e:.1e}" for k, e in errs.items())
               for d, n, causal, errs in sdpa_checks]
     lines += [""]
@@ -396,16 +484,25 @@ def main(argv=None) -> int:
                       common.fmt(r["ms"], ".3f"), common.fmt(r["tflops"], ".0f"),
                       common.fmt(None if r["spread"] is None else 100 * r["spread"], ".1f"), r["why"] or tag])
     lines += common.md_table(["D", "N", "causal", "kernel", "tiles", "ms", "TFLOP/s", "spread %", "note"], table)
-    winners = ["", "Winners per (D, causal), one block per N (TUNED_TILES entries; at N <= SHORT_SEQLEN the "
-               "forward's is a candidate for N's SHORT_FORWARD_TILES bucket, timed with that entry's one_loop, which it keeps):",
-               "", "```python"]
+    if float32:
+        winners = ["", f"Winners per (D, causal), one block per N (FLOAT32_PRECISION_TILES[{args.float32_precision!r}] entries"
+                   " by width; the table has one entry for both causal flags, so choosing between them is a reviewed step):",
+                   "", "```python"]
+    else:
+        winners = ["", "Winners per (D, causal), one block per N (TUNED_TILES entries; at N <= SHORT_SEQLEN the "
+                   "forward's is a candidate for N's SHORT_FORWARD_TILES bucket, timed with that entry's one_loop, which it keeps):",
+                   "", "```python"]
     for n in seqlens:
         winners.append(f"# N = {n}")
         for d in head_dims:
             for causal in causal_flags:
-                picks = [best.get((d, n, causal, k)) for k in KERNELS]
-                text = ", ".join("KernelTiles(%d, %d, %d, %d)" % r["tiles"] if r else "None" for r in picks)
-                winners.append(f"    ({max(64, d)}, {causal}): TileConfig({text}),")
+                picks = {k: best[(d, n, causal, k)] for k in KERNELS if (d, n, causal, k) in best}
+                if float32:
+                    text = ", ".join("%s=KernelTiles(%d, %d, %d, %d)" % (k, *r["tiles"]) for k, r in picks.items())
+                    winners.append(f"    {width[d]}: dict({text}),  # D = {d}, causal={causal}")
+                else:
+                    text = ", ".join("KernelTiles(%d, %d, %d, %d)" % picks[k]["tiles"] if k in picks else "None" for k in KERNELS)
+                    winners.append(f"    ({width[d]}, {causal}): TileConfig({text}),")
     winners += ["```"]
     lines += winners
     common.write_md_json(out_dir, "tune", "\n".join(lines) + "\n", dict(env=env, rows=rows))

@@ -561,3 +561,50 @@ def test_bench_float32_debug_pass_reports_times_errors_and_sdpa_ratios(tmp_path)
     ratio = sdpa["fwd_ms"] / flashx_result["fwd_ms"]
     assert f"| {row['D']} | yes | flashx bf16x3 | {flashx_result['fwd_ms']:.3f} |" in table
     assert f"| {ratio:.2f} |" in table
+
+
+@pytest.mark.parametrize("dtype, precision, d", [("bfloat16", "tf32x3", 128), ("float32", "tf32x3", 128),
+                                                 ("float32", "bf16x3", 256), ("float32", "ieee", 64)])
+def test_tune_puts_each_candidate_where_the_plan_reads_it(monkeypatch, dtype, precision, d):
+    """tune.py's candidate for one kernel is the tile the GPU plan then takes for that kernel, the
+    other kernels keep the table's, and every table is as before once the candidate is out
+    (float32: FLOAT32_PRECISION_TILES, also for a precision without an entry of its own)."""
+    import copy
+    import dataclasses
+
+    import torch
+
+    tune = benchmark_module("tune")
+    monkeypatch.setattr(runtime, "INTERPRETER", False)  # the GPU's tables, not the interpreter's tiles
+    float32 = dtype == "float32"
+    itemsize = 4 if float32 else 2
+    c = dict(q=torch.empty(1, 1, 1, d, dtype=getattr(torch, dtype)), shape=(1, 4096, 1, d), causal=True, window=None,
+             precision=precision)
+    tables = lambda: copy.deepcopy((tuning.FLOAT32_PRECISION_TILES, tuning.TUNED_TILES, tuning.SHORT_FORWARD_TILES))  # noqa: E731
+    before = tables()
+    table_tiles = tuning.tile_config(d, itemsize, True, 4096, None, float32_precision=precision)
+    for kernel in tune.KERNELS:
+        options = tune.candidates(tune._table_width(d, float32), kernel, 4096, float32)
+        assert options and len(set(options)) == len(options)
+        for tiles in options[:3]:
+            with tune._tiles_in_table(c, kernel, tiles):
+                got = tuning.tile_config(d, itemsize, True, 4096, None, float32_precision=precision)
+            chosen = getattr(got, kernel)
+            assert (chosen.block_m, chosen.block_n, chosen.num_warps, chosen.num_stages) == tiles
+            assert dataclasses.replace(got, **{kernel: getattr(table_tiles, kernel)}) == table_tiles
+            assert tables() == before
+
+
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="tune.py's --device cpu pass runs in Triton's interpreter")
+def test_tune_float32_debug_pass_checks_and_times_its_candidates(tmp_path):
+    """tune.py --dtype float32's CPU pass (tiny shapes, the interpreter) checks its candidates
+    against the table's outputs, times them, and prints FLOAT32_PRECISION_TILES entries."""
+    import json
+
+    tune = benchmark_module("tune")
+    args = ["--device", "cpu", "--dtype", "float32", "--kernels", "dkdv", "--causal", "yes", "--out", str(tmp_path)]
+    assert tune.main(args) == 0
+    rows = json.loads((tmp_path / "tune.json").read_text())["rows"]
+    assert len(rows) == 2 and all(r["why"] is None and r["ms"] > 0 and r["err"] < 1e-4 for r in rows)
+    report = (tmp_path / "tune.md").read_text()
+    assert "float32 (tf32x3)" in report and "    128: dict(dkdv=KernelTiles(" in report
