@@ -412,9 +412,9 @@ TF32X3_TILES: dict = {
 # non-causal; forward 64 x 64 / 4: 0.159 / 0.882, 0.207 / 1.391; dQ 64 x 64 / 4: 0.361 / 0.885,
 # 0.598 / 1.498 (64 x 32 / 4: 0.203 / 0.925 forward, 0.375 / 0.899 dQ, causal).
 # Above D = 128 (width 512) it takes tf32x3's backward tiles on two stages: offline (s74) they
-# spilled 72-184 bytes a thread against 336-464 on FLOAT32_WIDE_TILES'; H200, 2026-12-06 (s75, same probe, D =
-# 256), forward + backward ms causal / non-causal: 6.261 / 8.960 -> 4.278 / 8.592 (dK/dV 16 x 16
-# alone: 4.618 / 9.242).
+# spilled 72-184 bytes a thread against 336-464 on FLOAT32_WIDE_TILES'; H200, 2026-12-06 (s75, same
+# probe, D = 256), forward + backward ms causal / non-causal: 6.261 / 8.960 -> 4.278 / 8.592 (dK/dV
+# 16 x 16 alone: 4.618 / 9.242).
 # Its dK/dV at D = 128 takes 64 x 32 on 8 warps (offline, s75: 8-24 bytes of stack; FLOAT32_TILES'
 # 32 x 32 / 8 none): H100, 2026-12-06 (s75, same probe), forward + backward ms causal /
 # non-causal 1.521 / 2.540 -> 1.261 / 2.057 (32 x 32 / 4: 1.672 / 1.872). At D = 64 none of 32 x
