@@ -211,22 +211,20 @@ def _tiles_in_table(c: dict, kernel: str, tiles):
     fields = dict(zip(("block_m", "block_n", "num_warps", "num_stages"), tiles or ()))
     if c["q"].element_size() == 4:
         # FLOAT32_PRECISION_TILES[precision][width]: {kernel: KernelTiles} over FLOAT32_TILES[width].
-        width = _table_width(d, float32=True)
+        # The candidate goes into a new table for the precision; the module's own tables stay untouched.
+        width, precision = _table_width(d, float32=True), c["precision"]
         tables = tuning.FLOAT32_PRECISION_TILES
-        had_table = c["precision"] in tables
-        table = tables.setdefault(c["precision"], {})
-        saved = table.get(width)
-        base = getattr(dataclasses.replace(tuning.FLOAT32_TILES[width], **(saved or {})), kernel)
-        table[width] = {**(saved or {}), kernel: dataclasses.replace(base, **fields)}
+        saved = tables.get(precision)
+        entry = (saved or {}).get(width, {})
+        base = getattr(dataclasses.replace(tuning.FLOAT32_TILES[width], **entry), kernel)
+        tables[precision] = {**(saved or {}), width: {**entry, kernel: dataclasses.replace(base, **fields)}}
         try:
             yield
         finally:
             if saved is None:
-                del table[width]
+                del tables[precision]
             else:
-                table[width] = saved
-            if not had_table:
-                del tables[c["precision"]]
+                tables[precision] = saved
         return
     key = (max(64, d), c["causal"])
     # The table the plan takes this kernel's tiles from; `single`: its entries are one KernelTiles.
