@@ -453,16 +453,23 @@ def main(argv=None) -> int:
 
     rows, best, sdpa_checks = [], {}, []
     cases = [(d, n, causal) for d in head_dims for n in seqlens for causal in causal_flags]
-    for d, n, causal in cases:
-        if deadline.expired:
-            log(deadline.why())
-            break
-        c = case(torch, d, n, causal, args.device, window_left=args.window, layout=args.layout, dtype=args.dtype,
-                 precision=args.float32_precision)
-        log(f"D={d} N={n} causal={causal}: table vs SDPA rel. errors " + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
-        sdpa_checks.append((d, n, causal, c["sdpa_err"]))
-        for kernel in args.kernels:
-            rows += measure(torch, c, [j for j in jobs if j[:4] == (d, n, causal, kernel)], compiled, args, best, log)
+    # The budget is checked before each kernel's candidates, and an interrupt (a device call's
+    # timeout -s INT) ends the measuring: either way the report below keeps what was measured.
+    try:
+        for d, n, causal in cases:
+            c = None
+            for kernel in args.kernels:
+                if deadline.expired:
+                    raise TimeoutError(deadline.why())
+                if c is None:
+                    c = case(torch, d, n, causal, args.device, window_left=args.window, layout=args.layout,
+                             dtype=args.dtype, precision=args.float32_precision)
+                    log(f"D={d} N={n} causal={causal}: table vs SDPA rel. errors "
+                        + ", ".join(f"{k} {e:.1e}" for k, e in c["sdpa_err"].items()))
+                    sdpa_checks.append((d, n, causal, c["sdpa_err"]))
+                rows += measure(torch, c, [j for j in jobs if j[:4] == (d, n, causal, kernel)], compiled, args, best, log)
+    except (TimeoutError, KeyboardInterrupt) as stop:
+        log(f"stopped ({stop or 'interrupted'}); reporting the {len(rows)} candidates measured")
 
     env = common.environment(torch, args.device)
     lines = common.header_lines("flashx kernel tiles sweep (benchmarks/tune.py)", env)
@@ -495,6 +502,8 @@ def main(argv=None) -> int:
         for d in head_dims:
             for causal in causal_flags:
                 picks = {k: best[(d, n, causal, k)] for k in KERNELS if (d, n, causal, k) in best}
+                if not picks:  # not measured (budget or interrupt)
+                    continue
                 if float32:
                     text = ", ".join("%s=KernelTiles(%d, %d, %d, %d)" % (k, *r["tiles"]) for k, r in picks.items())
                     winners.append(f"    {width[d]}: dict({text}),  # D = {d}, causal={causal}")

@@ -608,3 +608,28 @@ def test_tune_float32_debug_pass_checks_and_times_its_candidates(tmp_path):
     assert len(rows) == 2 and all(r["why"] is None and r["ms"] > 0 and r["err"] < 1e-4 for r in rows)
     report = (tmp_path / "tune.md").read_text()
     assert "float32 (tf32x3)" in report and "    128: dict(dkdv=KernelTiles(" in report
+
+
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="tune.py's --device cpu pass runs in Triton's interpreter")
+def test_tune_interrupted_reports_what_it_measured(tmp_path, monkeypatch):
+    """An interrupt during the sweep (a device call's `timeout -s INT`) ends the measuring, and
+    tune.py still writes the candidates measured before it, with their winners."""
+    import json
+
+    tune = benchmark_module("tune")
+    measured = []
+
+    def measure_then_interrupt(*args, **kwargs):
+        if measured:
+            raise KeyboardInterrupt
+        measured.append(tune_measure(*args, **kwargs))
+        return measured[-1]
+
+    tune_measure = tune.measure
+    monkeypatch.setattr(tune, "measure", measure_then_interrupt)
+    args = ["--device", "cpu", "--kernels", "dkdv", "dq", "--causal", "yes", "--out", str(tmp_path)]
+    assert tune.main(args) == 0
+    rows = json.loads((tmp_path / "tune.json").read_text())["rows"]
+    assert len(rows) == 2 and {r["kernel"] for r in rows} == {"dkdv"} and all(r["ms"] > 0 for r in rows)
+    winners = (tmp_path / "tune.md").read_text().split("```python")[1]
+    assert winners.count("TileConfig(") == 1 and "None, KernelTiles(" in winners and "None)," in winners
