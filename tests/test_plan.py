@@ -285,6 +285,35 @@ def test_gpu_tile_table_lookups(monkeypatch):
             assert 128 % tiles.block_m == 0 and 128 % tiles.block_n == 0
 
 
+@pytest.mark.parametrize("batch, heads_kv, nkv, few", [
+    (2, 2, 2048, True),  # 256 dK/dV programs (32-key blocks): under FEW_PROGRAMS_WAVES waves of 132 SMs
+    (4, 4, 1024, True),  # 32 blocks * 16 = 512 programs, under 4 * 132 = 528
+    (4, 4, 1025, False),  # 33 blocks * 16 = 528: 4 waves, not fewer
+    (8, 16, 2048, False),
+])
+def test_gpu_float32_small_dkdv_grid_takes_its_own_tile(monkeypatch, batch, heads_kv, nkv, few):
+    """tf32x3 at D = 128 takes FLOAT32_FEW_PROGRAMS_TILES' dK/dV where the dK/dV grid (batch * kv
+    heads * key blocks) fills fewer than FEW_PROGRAMS_WAVES waves of the SMs, through the plan
+    too (GQA: the kv heads count, and 4 q heads over each); other precisions, widths and 16-bit
+    calls never."""
+    monkeypatch.setattr(plan_mod.runtime, "INTERPRETER", False)
+    monkeypatch.setattr(tuning.runtime, "multiprocessor_count", lambda: 132)
+    large = dataclasses.replace(tuning.FLOAT32_TILES[256], **tuning.TF32X3_TILES[256])
+    small = dataclasses.replace(large, **tuning.FLOAT32_FEW_PROGRAMS_TILES["tf32x3"][256])
+    assert small.dkdv != large.dkdv and small.forward == large.forward and small.dq == large.dq
+    sized = dict(key_heads=batch * heads_kv, longest_kv=nkv)
+    assert tuning.tile_config(128, 4, True, nkv, None, **sized) == (small if few else large)
+    assert tuning.tile_config(128, 4, True, nkv, None) == large  # grid not given
+    for precision in ("bf16x3", "tf32", "ieee"):
+        assert tuning.tile_config(128, 4, True, nkv, None, float32_precision=precision, **sized) == \
+            tuning.tile_config(128, 4, True, nkv, None, float32_precision=precision)
+    assert tuning.tile_config(64, 4, True, nkv, None, **sized) == tuning.tile_config(64, 4, True, nkv, None)
+    assert tuning.tile_config(128, 2, True, nkv, None, **sized) == tuning.tile_config(128, 2, True, nkv, None)
+    q, k = (core.ArraySpec(shape, core.dense_strides(shape), "float32", "cuda")
+            for shape in ((batch, nkv, 4 * heads_kv, 128), (batch, nkv, heads_kv, 128)))
+    assert core.plan_call(core.CallOptions(causal=True), q, k, k, {}).tiles.dkdv == (small if few else large).dkdv
+
+
 def test_plan_cache_returns_one_plan_and_keeps_validating():
     """Equal calls share one plan; a call that differs only in an option's type (1 for True) is
     still validated and refused."""

@@ -390,15 +390,19 @@ FLOAT32_TILES: dict = {
 # stack, FLOAT32_TILES' 64 x 32 / 8 none): H100, 2026-12-06 (s75, same shapes, one process a tile),
 # ms forward / forward + backward: 0.565 / 1.878 -> 0.290 / 1.288 causal, 0.924 / 3.314 -> 0.380 /
 # 2.200 non-causal (64 x 32 / 4: 0.345 / 1.355, 0.450 / 2.221); errors unchanged (<= 1.2e-6).
-# At D = 128 (width 256) its dK/dV takes 64 x 32 on 8 warps, one stage (before: FLOAT32_TILES' 32 x
-# 32 / 8 on two): H100, 2026-12-06 (s77, same shapes, two processes each, HEAD between), ms forward +
-# backward causal / non-causal: 2.638 / 5.415-5.423 -> 2.315 / 4.677; 64 x 32 / 8 on two stages
-# 2.324 / 4.942-4.957, 32 x 32 / 4 3.089 / 4.579-4.601, 64 x 32 / 4 4.042 / 6.338, 32 x 64 / 8
-# 5.035 / 6.094. Errors against float64 unchanged (<= 1.9e-6). One stage did not help its dQ at
-# D = 128, nor its dK/dV at D = 64 or bf16x3's and "tf32"'s at D <= 128.
+# At D = 128 (width 256) its dK/dV takes 32 x 32 on 4 warps, one stage, and its dQ 32 x 32 on 4
+# warps, two stages (tune.py --dtype float32, H100, s78: B = 8, N = 2048, 16 heads, dK/dV 17.74 ->
+# 15.39 ms non-causal, 8.79 -> 7.14 causal; dQ 10.66 -> 10.00, 5.82 -> 5.08). Forward + backward
+# (H100, 2026-12-06, s78, tile_probe.py, N = 2048, ms causal / non-causal, s77's tiles -> these):
+# B = 8, 16 heads 18.74 / 35.74 -> 16.25 / 32.70; B = 8, 32 q heads over 8 36.51 / 72.83 ->
+# 32.37 / 66.27; B = 2, 16 heads 4.71 / 9.24 -> 4.13 / 8.48; B = 4, 16 over 4 9.23 / 18.43 -> 8.17
+# / 16.98; B = 8, 8 over 2 9.10 / 18.41 -> 8.82 / 16.98; but B = 2, 8 over 2 (a dK/dV grid of 256
+# programs, under two waves of SMs) 2.31 / 4.68 -> 3.12 / 4.36: there, and wherever the dK/dV
+# grid fills fewer than FEW_PROGRAMS_WAVES waves, dK/dV keeps s77's 64 x 32 on 8 warps, one stage
+# (FLOAT32_FEW_PROGRAMS_TILES). Errors against float64 the same to two digits (<= 2.8e-6).
 TF32X3_TILES: dict = {
     128: dict(forward=KernelTiles(64, 64, 4, 2), dq=KernelTiles(64, 64, 4, 2)),
-    256: dict(dkdv=KernelTiles(64, 32, 8, 1)),
+    256: dict(dkdv=KernelTiles(32, 32, 4, 1), dq=KernelTiles(32, 32, 4, 2)),
     512: dict(dkdv=KernelTiles(16, 16, 4, 1), dq=KernelTiles(16, 32, 4, 1)),
 }
 # float32_precision "bf16x3" (two bfloat16 parts an operand, three products) at D <= 128: its
@@ -438,6 +442,12 @@ TF32_TILES: dict = {
 }
 # Each float32_precision's own tiles over FLOAT32_TILES, by width.
 FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_TILES, "bf16x3": BF16X3_TILES, "tf32": TF32_TILES}
+# A precision's tiles over those, by width, for calls whose dK/dV grid (batch * kv heads * key
+# blocks) fills fewer than FEW_PROGRAMS_WAVES waves of the GPU's SMs: a small grid's tail is its
+# heaviest programs (causal), which a wider tile of more warps runs faster one at a time.
+# tf32x3 at D = 128: s77's dK/dV, 64 x 32 on 8 warps, one stage (see TF32X3_TILES).
+FLOAT32_FEW_PROGRAMS_TILES: dict = {"tf32x3": {256: dict(dkdv=KernelTiles(64, 32, 8, 1))}}
+FEW_PROGRAMS_WAVES = 4
 
 # The kernels' DOT_PRECISION for float32 "tf32x3" where core.scores.dot splits the operands itself:
 # the high part by an integer add and a mask, then three "tf32" dots. Triton's own tf32x3 rounds
@@ -511,11 +521,14 @@ def tile_width(block_d: int, itemsize: int) -> int:
 def tile_config(
     block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple], window: bool = False,
     dropout: bool = False, decode: bool = False, float32_precision: str = "tf32x3",
+    key_heads: Optional[int] = None, longest_kv: int = 0,
 ) -> TileConfig:
     """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers;
     window: a sliding window's left side bounds the keys; dropout: see DROPOUT_STAGES_FROM_WIDTH;
     decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE); float32_precision: float32
-    calls' dots (see FLOAT32_PRECISION_TILES)."""
+    calls' dots (see FLOAT32_PRECISION_TILES); key_heads (batch * kv heads) and longest_kv (the
+    longest key sequence): the dK/dV grid's size, for FLOAT32_FEW_PROGRAMS_TILES (None: not
+    known, as if large)."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -539,6 +552,10 @@ def tile_config(
         else:
             tiles = FLOAT32_TILES[width]
             tiles = dataclasses.replace(tiles, **FLOAT32_PRECISION_TILES.get(float32_precision, {}).get(width, {}))
+            few = FLOAT32_FEW_PROGRAMS_TILES.get(float32_precision, {}).get(width)
+            if few is not None and key_heads is not None and (
+                    key_heads * -(-longest_kv // tiles.dkdv.block_n) < FEW_PROGRAMS_WAVES * runtime.multiprocessor_count()):
+                tiles = dataclasses.replace(tiles, **few)
         if decode and width <= 256 and map_blocks is None:
             tiles = dataclasses.replace(tiles, forward=DECODE_FORWARD_TILE)
     if map_blocks is None:

@@ -1,4 +1,4 @@
-"""s75 (s78: shape from PROBE_SHAPE="B,Hq,Hkv", default 2,8,2; s77: the precision's own table's entry replaced, so a candidate wins over it): float32 at D = 128 on other tiles.
+"""s75 (s78: shape from PROBE_SHAPE="B,Hq,Hkv", default 2,8,2, and named tiles at every grid size; s77: the precision's own table's entry replaced, so a candidate wins over it): float32 at D = 128 on other tiles.
 argv: precision, then 'f=BM,BN,W,S;k=...;q=...' (kernels left out keep HEAD's tiles), 'head', or 'base'
 (FLOAT32_TILES alone: the precision's own tiles dropped), then a label, then D (default 128).
 B = 2, N = 2048, 8 q heads over 2; do_bench medians after 300 ms of the call; errors vs float64 SDPA."""
@@ -19,6 +19,7 @@ width = 2 * max(d, 64)
 if combo == "base":
     tuning.FLOAT32_PRECISION_TILES.pop(precision, None)
 elif combo != "head":
+    tuning.FLOAT32_FEW_PROGRAMS_TILES = {}  # s78: the named tiles at every grid size
     t = {k: KernelTiles(*map(int, v.split(","))) for k, v in (p.split("=") for p in combo.split(";"))}
     table = tuning.FLOAT32_PRECISION_TILES.setdefault(precision, {})
     names = {"f": "forward", "k": "dkdv", "q": "dq"}
