@@ -211,16 +211,22 @@ def _tiles_in_table(c: dict, kernel: str, tiles):
     fields = dict(zip(("block_m", "block_n", "num_warps", "num_stages"), tiles or ()))
     if c["q"].element_size() == 4:
         # FLOAT32_PRECISION_TILES[precision][width]: {kernel: KernelTiles} over FLOAT32_TILES[width].
-        # The candidate goes into a new table for the precision; the module's own tables stay untouched.
+        # The candidate goes into a new table for the precision; the module's own tables stay
+        # untouched. It holds at every grid size: FLOAT32_FEW_PROGRAMS_TILES, swapped for a copy
+        # without this kernel at this width, does not override it on small grids.
         width, precision = _table_width(d, float32=True), c["precision"]
-        tables = tuning.FLOAT32_PRECISION_TILES
+        tables, few_tables = tuning.FLOAT32_PRECISION_TILES, tuning.FLOAT32_FEW_PROGRAMS_TILES
         saved = tables.get(precision)
         entry = (saved or {}).get(width, {})
         base = getattr(dataclasses.replace(tuning.FLOAT32_TILES[width], **entry), kernel)
         tables[precision] = {**(saved or {}), width: {**entry, kernel: dataclasses.replace(base, **fields)}}
+        few = few_tables.get(precision, {})
+        tuning.FLOAT32_FEW_PROGRAMS_TILES = {**few_tables, precision: {
+            **few, width: {k: t for k, t in few.get(width, {}).items() if k != kernel}}}
         try:
             yield
         finally:
+            tuning.FLOAT32_FEW_PROGRAMS_TILES = few_tables
             if saved is None:
                 del tables[precision]
             else:

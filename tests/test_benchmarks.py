@@ -568,7 +568,8 @@ def test_bench_float32_debug_pass_reports_times_errors_and_sdpa_ratios(tmp_path)
 def test_tune_puts_each_candidate_where_the_plan_reads_it(monkeypatch, dtype, precision, d):
     """tune.py's candidate for one kernel is the tile the GPU plan then takes for that kernel, the
     other kernels keep the table's, and every table is as before once the candidate is out
-    (float32: FLOAT32_PRECISION_TILES, also for a precision without an entry of its own)."""
+    (float32: FLOAT32_PRECISION_TILES, also for a precision without an entry of its own; on a
+    small dK/dV grid too, where FLOAT32_FEW_PROGRAMS_TILES would otherwise override it)."""
     import copy
     import dataclasses
 
@@ -580,19 +581,21 @@ def test_tune_puts_each_candidate_where_the_plan_reads_it(monkeypatch, dtype, pr
     itemsize = 4 if float32 else 2
     c = dict(q=torch.empty(1, 1, 1, d, dtype=getattr(torch, dtype)), shape=(1, 4096, 1, d), causal=True, window=None,
              precision=precision)
-    tables = lambda: copy.deepcopy((tuning.FLOAT32_PRECISION_TILES, tuning.TUNED_TILES, tuning.SHORT_FORWARD_TILES))  # noqa: E731
+    tables = lambda: copy.deepcopy((tuning.FLOAT32_PRECISION_TILES, tuning.FLOAT32_FEW_PROGRAMS_TILES,  # noqa: E731
+                                    tuning.TUNED_TILES, tuning.SHORT_FORWARD_TILES))
     before = tables()
-    table_tiles = tuning.tile_config(d, itemsize, True, 4096, None, float32_precision=precision)
-    for kernel in tune.KERNELS:
-        options = tune.candidates(tune._table_width(d, float32), kernel, 4096, float32)
-        assert options and len(set(options)) == len(options)
-        for tiles in options[:3]:
-            with tune._tiles_in_table(c, kernel, tiles):
-                got = tuning.tile_config(d, itemsize, True, 4096, None, float32_precision=precision)
-            chosen = getattr(got, kernel)
-            assert (chosen.block_m, chosen.block_n, chosen.num_warps, chosen.num_stages) == tiles
-            assert dataclasses.replace(got, **{kernel: getattr(table_tiles, kernel)}) == table_tiles
-            assert tables() == before
+    for grid in (dict(), dict(key_heads=1, longest_kv=4096)):  # the second: 128 dK/dV programs at most
+        table_tiles = tuning.tile_config(d, itemsize, True, 4096, None, float32_precision=precision, **grid)
+        for kernel in tune.KERNELS:
+            options = tune.candidates(tune._table_width(d, float32), kernel, 4096, float32)
+            assert options and len(set(options)) == len(options)
+            for tiles in options[:3]:
+                with tune._tiles_in_table(c, kernel, tiles):
+                    got = tuning.tile_config(d, itemsize, True, 4096, None, float32_precision=precision, **grid)
+                chosen = getattr(got, kernel)
+                assert (chosen.block_m, chosen.block_n, chosen.num_warps, chosen.num_stages) == tiles
+                assert dataclasses.replace(got, **{kernel: getattr(table_tiles, kernel)}) == table_tiles
+                assert tables() == before
 
 
 @pytest.mark.skipif(not runtime.INTERPRETER, reason="tune.py's --device cpu pass runs in Triton's interpreter")
