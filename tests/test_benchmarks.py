@@ -577,6 +577,7 @@ def test_tune_puts_each_candidate_where_the_plan_reads_it(monkeypatch, dtype, pr
 
     tune = benchmark_module("tune")
     monkeypatch.setattr(runtime, "INTERPRETER", False)  # the GPU's tables, not the interpreter's tiles
+    monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 132)  # an H200's SMs (no driver here)
     float32 = dtype == "float32"
     itemsize = 4 if float32 else 2
     c = dict(q=torch.empty(1, 1, 1, d, dtype=getattr(torch, dtype)), shape=(1, 4096, 1, d), causal=True, window=None,
