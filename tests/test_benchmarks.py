@@ -563,6 +563,60 @@ def test_bench_float32_debug_pass_reports_times_errors_and_sdpa_ratios(tmp_path)
     assert f"| {ratio:.2f} |" in table
 
 
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="bench_float32.py's --device cpu pass runs in Triton's interpreter")
+def test_bench_float32_times_named_tiles_beside_the_tables(tmp_path):
+    """bench_float32.py --tiles adds a system per spec and precision, run with the named tiles
+    placed by tune.py (checked against float64 like the others), and leaves the tables as they
+    were; a malformed spec is refused by name."""
+    import copy
+    import json
+
+    bench_float32 = benchmark_module("bench_float32")
+    tables = lambda: copy.deepcopy((tuning.FLOAT32_PRECISION_TILES, tuning.FLOAT32_FEW_PROGRAMS_TILES))  # noqa: E731
+    before = tables()
+    args = ["--device", "cpu", "--precisions", "tf32x3", "--causal", "yes", "--no-sdpa",
+            "--tiles", "k=32,32,4,1", "f=128,32,8,2;q=32,32,4,2", "--out", str(tmp_path)]
+    assert bench_float32.main(args) == 0
+    assert tables() == before
+    (row,) = json.loads((tmp_path / "float32.json").read_text())["rows"]
+    names = ["flashx tf32x3", "flashx tf32x3 [k=32,32,4,1]", "flashx tf32x3 [f=128,32,8,2;q=32,32,4,2]"]
+    assert list(row["results"]) == names
+    for name in names:
+        assert row["results"][name]["fwd_bwd_ms"] > 0 and max(row["results"][name]["errors"]) < 1e-5
+    for bad in ("k=32,32,4", "x=1,2,3,4", "k=1,1,1,1;k=2,2,2,2", "q=a,b,c,d", "f=0,32,8,2"):
+        with pytest.raises(SystemExit):
+            bench_float32.parse_args(["--tiles", bad])
+
+
+def test_bench_float32_tiles_reach_the_plan(monkeypatch):
+    """Inside bench_float32.tiles_placed the GPU plan of the call takes the named tiles (on a dK/dV
+    grid small enough for FLOAT32_FEW_PROGRAMS_TILES too, which would otherwise override dK/dV),
+    and after it the tables' again: the plan cache is cleared on both sides."""
+    import torch
+
+    from flashx import core
+    from flashx.core import plan as plan_mod
+
+    bench_float32 = benchmark_module("bench_float32")
+    monkeypatch.setattr(runtime, "INTERPRETER", False)  # the GPU's tables, not the interpreter's tiles
+    monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 132)
+    plan_mod.clear_plan_cache()
+    shapes = ((2, 2048, 8, 128), (2, 2048, 2, 128))  # 256 dK/dV programs: the small-grid tile
+    q, k = (core.ArraySpec(s, core.dense_strides(s), "float32", "cuda") for s in shapes)
+    tiles = lambda: core.plan_call(core.CallOptions(causal=True), q, k, k, {}).tiles  # noqa: E731
+    fields = lambda t: (t.block_m, t.block_n, t.num_warps, t.num_stages)  # noqa: E731
+    table = tiles()
+    named = {"forward": (128, 32, 8, 2), "dkdv": (32, 32, 4, 1)}
+    assert fields(table.dkdv) != named["dkdv"] and fields(table.forward) != named["forward"]
+    case = dict(shape=shapes[0], q=torch.empty(1, dtype=torch.float32), causal=True, window=None, precision="tf32x3")
+    with bench_float32.tiles_placed(named, case):
+        inside = tiles()
+    assert fields(inside.forward) == named["forward"] and fields(inside.dkdv) == named["dkdv"]
+    assert inside.dq == table.dq
+    assert tiles() == table
+    plan_mod.clear_plan_cache()
+
+
 @pytest.mark.parametrize("dtype, precision, d", [("bfloat16", "tf32x3", 128), ("float32", "tf32x3", 128),
                                                  ("float32", "bf16x3", 256), ("float32", "ieee", 64)])
 def test_tune_puts_each_candidate_where_the_plan_reads_it(monkeypatch, dtype, precision, d):
