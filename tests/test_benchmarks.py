@@ -575,11 +575,11 @@ def test_bench_float32_times_named_tiles_beside_the_tables(tmp_path):
     tables = lambda: copy.deepcopy((tuning.FLOAT32_PRECISION_TILES, tuning.FLOAT32_FEW_PROGRAMS_TILES))  # noqa: E731
     before = tables()
     args = ["--device", "cpu", "--precisions", "tf32x3", "--causal", "yes", "--no-sdpa",
-            "--tiles", "k=32,32,4,1", "f=128,32,8,2;q=32,32,4,2", "--out", str(tmp_path)]
+            "--tiles", "f=128,32,8,2;q=32,32,4,2", "--out", str(tmp_path)]
     assert bench_float32.main(args) == 0
     assert tables() == before
     (row,) = json.loads((tmp_path / "float32.json").read_text())["rows"]
-    names = ["flashx tf32x3", "flashx tf32x3 [k=32,32,4,1]", "flashx tf32x3 [f=128,32,8,2;q=32,32,4,2]"]
+    names = ["flashx tf32x3", "flashx tf32x3 [f=128,32,8,2;q=32,32,4,2]"]
     assert list(row["results"]) == names
     for name in names:
         assert row["results"][name]["fwd_bwd_ms"] > 0 and max(row["results"][name]["errors"]) < 1e-5
