@@ -205,32 +205,31 @@ def _tiles_in_table(c: dict, kernel: str, tiles):
     """The tables with `tiles` (BLOCK_M, BLOCK_N, warps, stages; None: as they are) in the entry
     that gives case c's `kernel` its tiles; a candidate keeps that entry's other choices (the short
     forward's one_loop). Restored on exit."""
+    if tiles is None:
+        yield
+        return
     from flashx.core import tuning
 
     d, n = c["shape"][3], c["shape"][1]
-    fields = dict(zip(("block_m", "block_n", "num_warps", "num_stages"), tiles or ()))
+    fields = dict(zip(("block_m", "block_n", "num_warps", "num_stages"), tiles))
     if c["q"].element_size() == 4:
         # FLOAT32_PRECISION_TILES[precision][width]: {kernel: KernelTiles} over FLOAT32_TILES[width].
-        # The candidate goes into a new table for the precision; the module's own tables stay
-        # untouched. It holds at every grid size: FLOAT32_FEW_PROGRAMS_TILES, swapped for a copy
-        # without this kernel at this width, does not override it on small grids.
+        # The candidate goes into new tables, swapped in for the module's (whose dicts stay
+        # untouched) and back on exit. It holds at every grid size: the precision's
+        # FLOAT32_FEW_PROGRAMS_TILES entry loses this kernel at this width meanwhile.
         width, precision = _table_width(d, float32=True), c["precision"]
         tables, few_tables = tuning.FLOAT32_PRECISION_TILES, tuning.FLOAT32_FEW_PROGRAMS_TILES
-        saved = tables.get(precision)
-        entry = (saved or {}).get(width, {})
+        own, few = tables.get(precision, {}), few_tables.get(precision, {})
+        entry = own.get(width, {})
         base = getattr(dataclasses.replace(tuning.FLOAT32_TILES[width], **entry), kernel)
-        tables[precision] = {**(saved or {}), width: {**entry, kernel: dataclasses.replace(base, **fields)}}
-        few = few_tables.get(precision, {})
+        tuning.FLOAT32_PRECISION_TILES = {**tables, precision: {
+            **own, width: {**entry, kernel: dataclasses.replace(base, **fields)}}}
         tuning.FLOAT32_FEW_PROGRAMS_TILES = {**few_tables, precision: {
             **few, width: {k: t for k, t in few.get(width, {}).items() if k != kernel}}}
         try:
             yield
         finally:
-            tuning.FLOAT32_FEW_PROGRAMS_TILES = few_tables
-            if saved is None:
-                del tables[precision]
-            else:
-                tables[precision] = saved
+            tuning.FLOAT32_PRECISION_TILES, tuning.FLOAT32_FEW_PROGRAMS_TILES = tables, few_tables
         return
     key = (max(64, d), c["causal"])
     # The table the plan takes this kernel's tiles from; `single`: its entries are one KernelTiles.
@@ -242,9 +241,8 @@ def _tiles_in_table(c: dict, kernel: str, tiles):
     else:
         table, single = tuning.TUNED_TILES, False
     saved = table[key]
-    if tiles is not None:
-        candidate = dataclasses.replace(saved if single else getattr(saved, kernel), **fields)
-        table[key] = candidate if single else dataclasses.replace(saved, **{kernel: candidate})
+    candidate = dataclasses.replace(saved if single else getattr(saved, kernel), **fields)
+    table[key] = candidate if single else dataclasses.replace(saved, **{kernel: candidate})
     try:
         yield
     finally:
