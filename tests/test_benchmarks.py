@@ -639,7 +639,7 @@ def test_tune_puts_each_candidate_where_the_plan_reads_it(monkeypatch, dtype, pr
     tables = lambda: copy.deepcopy((tuning.FLOAT32_PRECISION_TILES, tuning.FLOAT32_FEW_PROGRAMS_TILES,  # noqa: E731
                                     tuning.TUNED_TILES, tuning.SHORT_FORWARD_TILES))
     before = tables()
-    for grid in (dict(), dict(key_heads=1, longest_kv=4096)):  # the second: 128 dK/dV programs at most
+    for grid in (dict(), dict(grid=tuning.CallGrid(1, 4096, 1, 4096))):  # the second: 128 programs at most
         table_tiles = tuning.tile_config(d, itemsize, True, 4096, None, float32_precision=precision, **grid)
         for kernel in tune.KERNELS:
             options = tune.candidates(tune._table_width(d, float32), kernel, 4096, float32)

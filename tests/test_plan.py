@@ -285,33 +285,39 @@ def test_gpu_tile_table_lookups(monkeypatch):
             assert 128 % tiles.block_m == 0 and 128 % tiles.block_n == 0
 
 
-@pytest.mark.parametrize("batch, heads_kv, nkv, few", [
-    (2, 2, 2048, True),  # 256 dK/dV programs (32-key blocks): under FEW_PROGRAMS_WAVES waves of 132 SMs
-    (4, 4, 1024, True),  # 32 blocks * 16 = 512 programs, under 4 * 132 = 528
-    (4, 4, 1025, False),  # 33 blocks * 16 = 528: 4 waves, not fewer
-    (8, 16, 2048, False),
+@pytest.mark.parametrize("batch, heads_kv, group, n, few", [
+    # programs: dK/dV batch * kv heads * key blocks (32 keys); forward batch * q heads * query blocks (128)
+    (2, 2, 4, 2048, {"forward", "dkdv"}),  # 256 / 256: under FEW_PROGRAMS_WAVES waves of 132 SMs
+    (4, 4, 4, 1024, {"forward", "dkdv"}),  # 512 / 512: under 4 * 132 = 528
+    (4, 4, 4, 1025, set()),  # 528 (4 waves, not fewer) / 576
+    (2, 4, 2, 2200, {"forward"}),  # 552 / 288
+    (1, 1, 32, 4096, {"dkdv"}),  # 128 / 1024 (MQA)
+    (8, 16, 4, 2048, set()),
 ])
-def test_gpu_float32_small_dkdv_grid_takes_its_own_tile(monkeypatch, batch, heads_kv, nkv, few):
-    """tf32x3 at D = 128 takes FLOAT32_FEW_PROGRAMS_TILES' dK/dV where the dK/dV grid (batch * kv
-    heads * key blocks) fills fewer than FEW_PROGRAMS_WAVES waves of the SMs, through the plan
-    too (GQA: the kv heads count, and 4 q heads over each); other precisions, widths and 16-bit
-    calls never."""
+def test_gpu_float32_small_grid_takes_its_own_tiles(monkeypatch, batch, heads_kv, group, n, few):
+    """A causal tf32x3 call at D = 128 takes FLOAT32_FEW_PROGRAMS_TILES' tile for each kernel whose
+    grid on TF32X3_TILES' (forward: batch * q heads * query blocks; dK/dV: batch * kv heads * key
+    blocks) fills fewer than FEW_PROGRAMS_WAVES waves of the SMs, through the plan too (`group` q
+    heads over each kv head); non-causal calls, other precisions, widths and 16-bit calls never."""
     monkeypatch.setattr(plan_mod.runtime, "INTERPRETER", False)
     monkeypatch.setattr(tuning.runtime, "multiprocessor_count", lambda: 132)
     large = dataclasses.replace(tuning.FLOAT32_TILES[256], **tuning.TF32X3_TILES[256])
-    small = dataclasses.replace(large, **tuning.FLOAT32_FEW_PROGRAMS_TILES["tf32x3"][256])
-    assert small.dkdv != large.dkdv and small.forward == large.forward and small.dq == large.dq
-    sized = dict(key_heads=batch * heads_kv, longest_kv=nkv)
-    assert tuning.tile_config(128, 4, True, nkv, None, **sized) == (small if few else large)
-    assert tuning.tile_config(128, 4, True, nkv, None) == large  # grid not given
+    own = tuning.FLOAT32_FEW_PROGRAMS_TILES["tf32x3"][256]
+    assert set(own) == {"forward", "dkdv"} and all(own[k] != getattr(large, k) for k in own)
+    expected = dataclasses.replace(large, **{k: own[k] for k in few})
+    grid = tuning.CallGrid(batch * group * heads_kv, n, batch * heads_kv, n)
+    assert tuning.tile_config(128, 4, True, n, None, grid=grid) == expected
+    assert tuning.tile_config(128, 4, True, n, None) == large  # grid not given
+    assert tuning.tile_config(128, 4, False, n, None, grid=grid) == tuning.tile_config(128, 4, False, n, None) == large
     for precision in ("bf16x3", "tf32", "ieee"):
-        assert tuning.tile_config(128, 4, True, nkv, None, float32_precision=precision, **sized) == \
-            tuning.tile_config(128, 4, True, nkv, None, float32_precision=precision)
-    assert tuning.tile_config(64, 4, True, nkv, None, **sized) == tuning.tile_config(64, 4, True, nkv, None)
-    assert tuning.tile_config(128, 2, True, nkv, None, **sized) == tuning.tile_config(128, 2, True, nkv, None)
+        assert tuning.tile_config(128, 4, True, n, None, float32_precision=precision, grid=grid) == \
+            tuning.tile_config(128, 4, True, n, None, float32_precision=precision)
+    assert tuning.tile_config(64, 4, True, n, None, grid=grid) == tuning.tile_config(64, 4, True, n, None)
+    assert tuning.tile_config(128, 2, True, n, None, grid=grid) == tuning.tile_config(128, 2, True, n, None)
     q, k = (core.ArraySpec(shape, core.dense_strides(shape), "float32", "cuda")
-            for shape in ((batch, nkv, 4 * heads_kv, 128), (batch, nkv, heads_kv, 128)))
-    assert core.plan_call(core.CallOptions(causal=True), q, k, k, {}).tiles.dkdv == (small if few else large).dkdv
+            for shape in ((batch, n, group * heads_kv, 128), (batch, n, heads_kv, 128)))
+    assert core.plan_call(core.CallOptions(causal=True), q, k, k, {}).tiles == expected
+    assert core.plan_call(core.CallOptions(), q, k, k, {}).tiles == large
 
 
 def test_plan_cache_returns_one_plan_and_keeps_validating():

@@ -999,15 +999,19 @@ def test_gpu_float32_gradients(rng, d):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch, n", [(1, 333), (2, 2200)])
-def test_gpu_float32_dkdv_on_either_grid(rng, batch, n):
-    """tf32x3 at D = 128 runs one dK/dV tile where the dK/dV grid fills under
-    tuning.FEW_PROGRAMS_WAVES waves of the SMs (FLOAT32_FEW_PROGRAMS_TILES) and another on larger
-    grids: out and dq, dk, dv of a causal GQA call (8 q heads over 4) on each, against float64."""
+def test_gpu_float32_tiles_on_either_grid(rng, batch, n):
+    """tf32x3 at D = 128 runs its forward and dK/dV on FLOAT32_FEW_PROGRAMS_TILES' tiles where a
+    causal call's grids fill under tuning.FEW_PROGRAMS_WAVES waves of the SMs and on TF32X3_TILES'
+    on larger grids: out and dq, dk, dv of a causal GQA call (16 q heads over 4) on each, against
+    float64."""
     from flashx.core import tuning
 
-    few = tuning.tile_config(128, 4, True, n, None, key_heads=batch * 4, longest_kv=n) != tuning.tile_config(128, 4, True, n, None)
-    assert few == (n == 333)  # each case on its side of the rule on this GPU
-    case = Case(batch, n, n, 8, 4, 128, 128, causal=True)
+    grid = tuning.CallGrid(batch * 16, n, batch * 4, n)
+    few = tuning.tile_config(128, 4, True, n, None, grid=grid)
+    large = tuning.tile_config(128, 4, True, n, None)
+    # each case on its side of the rule on this GPU, for both kernels
+    assert (few.forward != large.forward, few.dkdv != large.dkdv) == ((n == 333),) * 2
+    case = Case(batch, n, n, 16, 4, 128, 128, causal=True)
     q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
     out = flashx.torch.attention(q, k, v, causal=True)
     check_causal_gradients(q, k, v, out, "float32", f"float32 D = 128, B = {batch}, N = {n}")

@@ -1456,7 +1456,7 @@ def plan_attention(
     tiles = tuning.tile_config(head_block, 4 if q.dtype == "float32" else 2, window_right >= 0,
                          max(max_q, max_kv), map_blocks, window=window_left >= 0, dropout=dropout_p > 0,
                          decode=max_q <= tuning.DECODE_ROWS, float32_precision=float32_precision,
-                         key_heads=batch * hkv, longest_kv=max_kv)
+                         grid=tuning.CallGrid(batch * hq, max_q, batch * hkv, max_kv))
     # dK/dV's tile orientation: queries down keeps lse and delta in a few registers per thread
     # (32 fewer at D = 64, where the transposed tile spilled); at wider tiles Triton lays the
     # transposed P out with more registers than it saves.

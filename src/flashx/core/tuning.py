@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, NamedTuple, Optional
 
 from . import runtime
 
@@ -400,9 +400,15 @@ FLOAT32_TILES: dict = {
 # programs, under two waves of SMs) 2.31 / 4.68 -> 3.12 / 4.36: there, and wherever the dK/dV
 # grid fills fewer than FEW_PROGRAMS_WAVES waves, dK/dV keeps s77's 64 x 32 on 8 warps, one stage
 # (FLOAT32_FEW_PROGRAMS_TILES). Errors against float64 the same to two digits (<= 2.8e-6).
+# Its forward at D = 128 takes 128 x 32 on 8 warps, two stages (tune.py, s78: B = 8, 16 heads, 7.51
+# -> 6.54 ms non-causal, 4.10 -> 3.60 causal). H100, 2026-12-06 (s79, bench_float32.py --tiles, N =
+# 2048, 8 q heads over 2, forward ms non-causal, 32 x 64 -> 128 x 32): B = 2 0.981 -> 0.849, B = 4
+# 1.925 -> 1.675, B = 8 3.812 -> 3.306 (and B = 8, 16 heads 7.584 -> 6.609); causal B = 8 2.028 ->
+# 1.934, 16 heads 4.149 -> 3.637, but on small grids slower: B = 2 0.516 -> 0.675, B = 4 1.020 ->
+# 1.088 (B = 6 level, 1.524 / 1.518). There the causal forward keeps 32 x 64 (FLOAT32_FEW_PROGRAMS_TILES).
 TF32X3_TILES: dict = {
     128: dict(forward=KernelTiles(64, 64, 4, 2), dq=KernelTiles(64, 64, 4, 2)),
-    256: dict(dkdv=KernelTiles(32, 32, 4, 1), dq=KernelTiles(32, 32, 4, 2)),
+    256: dict(forward=KernelTiles(128, 32, 8, 2), dkdv=KernelTiles(32, 32, 4, 1), dq=KernelTiles(32, 32, 4, 2)),
     512: dict(dkdv=KernelTiles(16, 16, 4, 1), dq=KernelTiles(16, 32, 4, 1)),
 }
 # float32_precision "bf16x3" (two bfloat16 parts an operand, three products) at D <= 128: its
@@ -442,11 +448,18 @@ TF32_TILES: dict = {
 }
 # Each float32_precision's own tiles over FLOAT32_TILES, by width.
 FLOAT32_PRECISION_TILES: dict = {"tf32x3": TF32X3_TILES, "bf16x3": BF16X3_TILES, "tf32": TF32_TILES}
-# A precision's tiles over those, by width, for calls whose dK/dV grid (batch * kv heads * key
-# blocks) fills fewer than FEW_PROGRAMS_WAVES waves of the GPU's SMs: a small grid's tail is its
-# heaviest programs (causal), which a wider tile of more warps runs faster one at a time.
-# tf32x3 at D = 128: s77's dK/dV, 64 x 32 on 8 warps, one stage (see TF32X3_TILES).
-FLOAT32_FEW_PROGRAMS_TILES: dict = {"tf32x3": {256: dict(dkdv=KernelTiles(64, 32, 8, 1))}}
+# A precision's tiles over those, by width and kernel, for causal calls (a right-bounded window)
+# whose grid for that kernel under the precision's tile (forward: batch * q heads * query blocks;
+# dK/dV: batch * kv heads * key blocks) fills fewer than FEW_PROGRAMS_WAVES waves of the GPU's SMs:
+# a small causal grid's tail is its heaviest programs, which a tile of more warps runs faster one
+# at a time. tf32x3 at D = 128: s77's forward (32 x 64 on 8 warps, FLOAT32_TILES') and dK/dV (64 x
+# 32 on 8 warps, one stage); see TF32X3_TILES. H100, 2026-12-06 (s79, bench_float32.py --tiles, N =
+# 2048, 8 q heads over 2, forward + backward ms, causal, this dK/dV -> TF32X3_TILES'): 256 dK/dV
+# programs (B = 2) 2.424 -> 3.093, 512 (B = 4) 4.604 -> 5.040, 768 6.827 -> 6.913, 1024 9.018 ->
+# 8.994; non-causal calls take TF32X3_TILES' at every size (256: 4.676 -> 4.415, 512: 9.287 -> 8.724).
+FLOAT32_FEW_PROGRAMS_TILES: dict = {
+    "tf32x3": {256: dict(forward=KernelTiles(32, 64, 8, 2), dkdv=KernelTiles(64, 32, 8, 1))},
+}
 FEW_PROGRAMS_WAVES = 4
 
 # The kernels' DOT_PRECISION for float32 "tf32x3" where core.scores.dot splits the operands itself:
@@ -512,6 +525,22 @@ DECODE_FORWARD_TILE = KernelTiles(16, 64, 4, 3)
 # and K and V lost their double buffers (s71 gave paged steps two more stages for it: NOTES v0.64).
 
 
+class CallGrid(NamedTuple):
+    """A call's (batch, head) pairs and longest sequence on each side: its kernels' grids, for
+    any tiles."""
+
+    query_heads: int  # batch * q heads
+    longest_q: int
+    key_heads: int  # batch * kv heads
+    longest_kv: int
+
+    def programs(self, kernel: str, tiles: KernelTiles) -> int:
+        """Programs of `kernel` ("forward", "dkdv" or "dq") on `tiles`, one per block of rows."""
+        if kernel == "dkdv":
+            return self.key_heads * -(-self.longest_kv // tiles.block_n)
+        return self.query_heads * -(-self.longest_q // tiles.block_m)
+
+
 def tile_width(block_d: int, itemsize: int) -> int:
     """The width the tile tables are keyed by: the head block (at least 64) of a 16-bit call, and
     twice it for float32, whose tiles of width D take the shared memory of 16-bit ones of 2D."""
@@ -521,14 +550,13 @@ def tile_width(block_d: int, itemsize: int) -> int:
 def tile_config(
     block_d: int, itemsize: int, causal: bool, longest: int, map_blocks: Optional[tuple], window: bool = False,
     dropout: bool = False, decode: bool = False, float32_precision: str = "tf32x3",
-    key_heads: Optional[int] = None, longest_kv: int = 0,
+    grid: Optional[CallGrid] = None,
 ) -> TileConfig:
     """Tiles of one call; longest: the longest sequence (queries or keys) the grid covers;
     window: a sliding window's left side bounds the keys; dropout: see DROPOUT_STAGES_FROM_WIDTH;
     decode: at most DECODE_ROWS query rows (see DECODE_FORWARD_TILE); float32_precision: float32
-    calls' dots (see FLOAT32_PRECISION_TILES); key_heads (batch * kv heads) and longest_kv (the
-    longest key sequence): the dK/dV grid's size, for FLOAT32_FEW_PROGRAMS_TILES (None: not
-    known, as if large)."""
+    calls' dots (see FLOAT32_PRECISION_TILES); grid: the call's heads and longest sequences, for
+    FLOAT32_FEW_PROGRAMS_TILES (None: not known, as if large)."""
     if runtime.INTERPRETER:
         # The interpreter runs tiles as NumPy arrays: small tiles, launch options do not matter.
         tiles = TileConfig(*(KernelTiles(16, 16, 1, 1),) * 3)
@@ -552,10 +580,11 @@ def tile_config(
         else:
             tiles = FLOAT32_TILES[width]
             tiles = dataclasses.replace(tiles, **FLOAT32_PRECISION_TILES.get(float32_precision, {}).get(width, {}))
-            few = FLOAT32_FEW_PROGRAMS_TILES.get(float32_precision, {}).get(width)
-            if few is not None and key_heads is not None and (
-                    key_heads * -(-longest_kv // tiles.dkdv.block_n) < FEW_PROGRAMS_WAVES * runtime.multiprocessor_count()):
-                tiles = dataclasses.replace(tiles, **few)
+            if causal and grid is not None:
+                few = FLOAT32_FEW_PROGRAMS_TILES.get(float32_precision, {}).get(width, {})
+                small = FEW_PROGRAMS_WAVES * runtime.multiprocessor_count()
+                tiles = dataclasses.replace(tiles, **{kernel: t for kernel, t in few.items()
+                                                      if grid.programs(kernel, getattr(tiles, kernel)) < small})
         if decode and width <= 256 and map_blocks is None:
             tiles = dataclasses.replace(tiles, forward=DECODE_FORWARD_TILE)
     if map_blocks is None:
