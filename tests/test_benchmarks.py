@@ -589,8 +589,8 @@ def test_bench_float32_times_named_tiles_beside_the_tables(tmp_path):
 
 
 def test_bench_float32_tiles_reach_the_plan(monkeypatch):
-    """Inside bench_float32.tiles_placed the GPU plan of the call takes the named tiles (on a dK/dV
-    grid small enough for FLOAT32_FEW_PROGRAMS_TILES too, which would otherwise override dK/dV),
+    """Inside bench_float32.tiles_placed the GPU plan of the call takes the named tiles (on causal
+    grids small enough for FLOAT32_FEW_PROGRAMS_TILES too, which would otherwise override both),
     and after it the tables' again: the plan cache is cleared on both sides."""
     import torch
 
@@ -601,7 +601,7 @@ def test_bench_float32_tiles_reach_the_plan(monkeypatch):
     monkeypatch.setattr(runtime, "INTERPRETER", False)  # the GPU's tables, not the interpreter's tiles
     monkeypatch.setattr(runtime, "multiprocessor_count", lambda: 132)
     plan_mod.clear_plan_cache()
-    shapes = ((2, 2048, 8, 128), (2, 2048, 2, 128))  # 256 dK/dV programs: the small-grid tile
+    shapes = ((2, 2048, 8, 128), (2, 2048, 2, 128))  # 256 forward and dK/dV programs: the small-grid tiles
     q, k = (core.ArraySpec(s, core.dense_strides(s), "float32", "cuda") for s in shapes)
     tiles = lambda: core.plan_call(core.CallOptions(causal=True), q, k, k, {}).tiles  # noqa: E731
     fields = lambda t: (t.block_m, t.block_n, t.num_warps, t.num_stages)  # noqa: E731
@@ -623,7 +623,7 @@ def test_tune_puts_each_candidate_where_the_plan_reads_it(monkeypatch, dtype, pr
     """tune.py's candidate for one kernel is the tile the GPU plan then takes for that kernel, the
     other kernels keep the table's, and every table is as before once the candidate is out
     (float32: FLOAT32_PRECISION_TILES, also for a precision without an entry of its own; on a
-    small dK/dV grid too, where FLOAT32_FEW_PROGRAMS_TILES would otherwise override it)."""
+    small causal grid too, where FLOAT32_FEW_PROGRAMS_TILES would otherwise override it)."""
     import copy
     import dataclasses
 
