@@ -1007,10 +1007,10 @@ def test_gpu_float32_tiles_on_either_grid(rng, batch, n):
     from flashx.core import tuning
 
     grid = tuning.CallGrid(batch * 16, n, batch * 4, n)
-    few = tuning.tile_config(128, 4, True, n, None, grid=grid)
-    large = tuning.tile_config(128, 4, True, n, None)
+    sized = tuning.tile_config(128, 4, True, n, None, grid=grid)
+    large = tuning.tile_config(128, 4, True, n, None)  # grid not given: as if large
     # each case on its side of the rule on this GPU, for both kernels
-    assert (few.forward != large.forward, few.dkdv != large.dkdv) == ((n == 333),) * 2
+    assert (sized.forward != large.forward, sized.dkdv != large.dkdv) == ((n == 333),) * 2
     case = Case(batch, n, n, 16, 4, 128, 128, causal=True)
     q, k, v = (x.requires_grad_() for x in make_inputs(rng, case, "float32"))
     out = flashx.torch.attention(q, k, v, causal=True)
