@@ -27,7 +27,10 @@ import pytest  # noqa: E402
 import flashx  # noqa: E402, F401  (first: decides compiled vs interpreted before anything loads triton)
 from flashx.core import runtime  # noqa: E402
 
+import fast_interpreter  # noqa: E402
+
 INTERPRETED = runtime.INTERPRETER
+fast_interpreter.install()  # half the CPU suite's time (see fast_interpreter.py)
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -361,7 +364,7 @@ def assert_lse_close(got, want) -> None:
 
 def check_in_fresh_process(tmp_path, name: str, script_text: str) -> None:
     """Run a check script (it prints "checked" last) in a fresh Python process with flashx's src
-    on its path and its own Triton cache folder."""
+    and tests/ (for fast_interpreter) on its path and its own Triton cache folder."""
     import os
     import subprocess
     import sys
@@ -370,7 +373,8 @@ def check_in_fresh_process(tmp_path, name: str, script_text: str) -> None:
     script.write_text(script_text)
     env = dict(os.environ)
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    env["PYTHONPATH"] = os.pathsep.join([src] + [p for p in [env.get("PYTHONPATH")] if p])
+    tests = os.path.dirname(os.path.abspath(__file__))
+    src = os.path.join(os.path.dirname(tests), "src")
+    env["PYTHONPATH"] = os.pathsep.join([src, tests] + [p for p in [env.get("PYTHONPATH")] if p])
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("checked"), done.stderr[-3000:]

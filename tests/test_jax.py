@@ -893,7 +893,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+import fast_interpreter  # tests/: the CPU suite's speedup of Triton's interpreter
 import flashx.jax
+
+fast_interpreter.install()
 
 DTYPE, TOLERANCE, (B, N, HQ, HKV, D) = jnp.{dtype}, {tolerance}, {shape}
 shard_map = getattr(jax, "shard_map", None)
@@ -927,9 +930,13 @@ def reference(q, k, v, causal, cotangent, slopes=None, layout="bnhd"):
         lse = jax.nn.logsumexp(s, axis=-1)
         out = jnp.einsum("bhqk,bkhd->bqhd", jnp.exp(s - lse[..., None]), v)
         return (jnp.swapaxes(out, 1, 2) if layout == "bhnd" else out), lse
-    with jax.enable_x64():
-        (out, lse), vjp = jax.vjp(attend, *map(jnp.asarray, (q, k, v)))
-        return np.asarray(out), np.asarray(lse), [np.asarray(x) for x in vjp((jnp.asarray(cotangent), jnp.zeros_like(lse)))]
+    def with_gradients(q, k, v, cotangent):
+        (out, lse), vjp = jax.vjp(attend, q, k, v)
+        return out, lse, vjp((cotangent, jnp.zeros_like(lse)))
+
+    with jax.enable_x64():  # one compiled call: op by op, JAX compiles each of its steps
+        out, lse, grads = jax.jit(with_gradients)(*(np.asarray(x, np.float64) for x in (q, k, v, cotangent)))
+        return np.asarray(out), np.asarray(lse), [np.asarray(x) for x in grads]
 
 
 def rel(got, want):
@@ -1034,10 +1041,11 @@ if hasattr(jax.sharding, "AxisType") and hasattr(jax, "set_mesh"):
             errors[f"paged decode {{b}}"] = rel(np.asarray(outd)[b:b + 1], want_d)
 
         # Dropout sees the global batch and head index: the call runs whole on every device, its
-        # mask that of the same call off the mesh.
-        drop = lambda q, k, v: jnp.sum(flashx.jax.attention(q, k, v, dropout_p=0.25, dropout_key=key) * g)  # noqa: E731
-        on_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(*placed)
-    off_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(q, k, v)
+        # mask that of the same call off the mesh. Short sequences: each device runs all of it.
+        short = [x[:, :N // 3] for x in (q, k, v, g)]
+        drop = lambda q, k, v: jnp.sum(flashx.jax.attention(q, k, v, dropout_p=0.25, dropout_key=key) * short[3])  # noqa: E731
+        on_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(*(jax.device_put(x, spec) for x in short[:3]))
+    off_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(*short[:3])
     for name, x, y in zip(("loss", "dq", "dk", "dv"), jax.tree_util.tree_leaves(on_mesh), jax.tree_util.tree_leaves(off_mesh)):
         assert np.array_equal(np.asarray(x), np.asarray(y)), f"dropout on the mesh: {{name}} differs from off it"
 print(errors)
@@ -1057,7 +1065,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+import fast_interpreter  # tests/: the CPU suite's speedup of Triton's interpreter
 import flashx.jax
+
+fast_interpreter.install()
 from flashx import core
 
 frontend = sys.modules["flashx.jax.attention"]

@@ -1552,8 +1552,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+import fast_interpreter  # tests/: the CPU suite's speedup of Triton's interpreter
 import flashx.torch  # before triton: on the CPU its kernels run through Triton's interpreter
 
+fast_interpreter.install()
 B, N, HQ, HKV, D, WORLD = 4, 13, 4, 2, 16, 2
 
 
