@@ -1,8 +1,11 @@
-# s80 call 3 (any card; carry [".whl"]): test_shard_map's GPU case after 8ab9b01 (its dropout check on
-# two short sequences); then, on an H200 only, issue 5's D = 64 1k causal forward cell (5 rounds).
+# s80 call 3 (any card; carry [".whl"]): test_jax.py's GPU tests after 8ab9b01 / 2dcda96 (test_shard_map's
+# dropout check on two short sequences; gradients' float32 references jitted); then, on an H200
+# only, issue 5's D = 64 1k causal forward cell (5 rounds).
 set -u
 G=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); echo "$G"; date -u +%H:%M:%S
-python3 -m pytest -q -m gpu tests/test_jax.py -k shard_map -p no:cacheprovider 2>&1 | tail -2
+python3 scripts/gpu_tests.py --processes 8 --deadline 300 --rerun-failed 60 \
+  --balance benchmarks/results/h200/s80-2026-12-06/logs/call1/tests_gpu.durations.json \
+  --log $OUT/tests_jax.log -m gpu tests/test_jax.py 2>&1 | tail -10
 date -u +%H:%M:%S
 case "$G" in *H200*)
   mkdir -p $OUT/fwd
