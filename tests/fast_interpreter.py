@@ -45,7 +45,10 @@ def install() -> bool:
 
     def launch_once(self, *args, **kwargs):
         patched_this_launch.clear()
-        return launch(self, *args, **kwargs)
+        try:
+            return launch(self, *args, **kwargs)
+        finally:  # a helper called outside a launch patches as Triton's does
+            patched_this_launch.clear()
 
     def call_helper(self, *args, **kwargs):
         if id(self.fn.__globals__) not in patched_this_launch:
