@@ -1046,10 +1046,10 @@ if hasattr(jax.sharding, "AxisType") and hasattr(jax, "set_mesh"):
 
         # Dropout sees the global batch and head index: the call runs whole on every device, its
         # mask that of the same call off the mesh. Two short sequences: each device runs all of it.
-        short = [x[:2, :N // 3] for x in (q, k, v, g)]
-        drop = lambda q, k, v: jnp.sum(flashx.jax.attention(q, k, v, dropout_p=0.25, dropout_key=key) * short[3])  # noqa: E731
-        on_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(*(jax.device_put(x, spec) for x in short[:3]))
-    off_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(*short[:3])
+        *short, g_short = (x[:2, :N // 3] for x in (q, k, v, g))
+        drop = lambda q, k, v: jnp.sum(flashx.jax.attention(q, k, v, dropout_p=0.25, dropout_key=key) * g_short)  # noqa: E731
+        on_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(*(jax.device_put(x, spec) for x in short))
+    off_mesh = jax.jit(jax.value_and_grad(drop, argnums=(0, 1, 2)))(*short)
     for name, x, y in zip(("loss", "dq", "dk", "dv"), jax.tree_util.tree_leaves(on_mesh), jax.tree_util.tree_leaves(off_mesh)):
         assert np.array_equal(np.asarray(x), np.asarray(y)), f"dropout on the mesh: {{name}} differs from off it"
 print(errors)
@@ -1071,9 +1071,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import fast_interpreter  # tests/: the CPU suite's speedup of Triton's interpreter
 import flashx.jax
+from flashx import core
 
 fast_interpreter.install()
-from flashx import core
 
 frontend = sys.modules["flashx.jax.attention"]
 mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))  # Auto axes: jax.jit of NamedShardings
