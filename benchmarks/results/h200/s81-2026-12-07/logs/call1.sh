@@ -1,0 +1,9 @@
+# s81 call 1 (any card, prefer an H200; ~8 min; carry [".whl"]): the whole GPU-marked suite on HEAD
+# (25dc7fe: s80's test changes, 8ab9b01 / 2dcda96 / ad1aff5, have not run on a GPU; s75-s80's
+# float32 tiles have never run on an H200).
+set -u
+G=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); echo "$G"; date -u +%H:%M:%S
+python3 scripts/gpu_tests.py --processes 8 --deadline 440 --rerun-failed 60 \
+  --balance benchmarks/results/h200/s80-2026-12-06/logs/call1/tests_gpu.durations.json \
+  --log $OUT/tests_gpu.log -m gpu tests 2>&1 | tail -12
+date -u +%H:%M:%S
