@@ -1,26 +1,13 @@
 # s81 call 2 (any card; ~5 min; carry [".whl"]): tf32x3 D = 128 at B = 5 (640 dK/dV and forward
 # programs, between s79's 512 and 768) with the small- and large-grid tiles named, to place the
 # small-grid threshold (4 waves = 528 programs now); then, on an H200 only, issue 5's D = 64 1k
-# causal forward cell (5 rounds) and the D = 128 1k backward cells (3 rounds); on any card, the
-# D = 64 causal window 1024 forward (16k, H = 32) on the tl kernel (HEAD) against a tree that routes
-# it to the Gluon overlap tile D = 64 block maps take (level in s36, 2026-12-02, before v0.48-v0.50).
+# causal forward cell (5 rounds) and the D = 128 1k backward cells (3 rounds).
 set -u
 G=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); echo "$G"; date -u +%H:%M:%S
 o=$OUT/f32_b5; mkdir -p $o
 timeout -s INT -k 10 100 python3 benchmarks/bench_float32.py --quick --d 128 --precisions tf32x3 --no-sdpa \
   --shape 5 2048 8 2 --tiles "k=32,32,4,1" "k=64,32,8,1" "f=128,32,8,2" "f=32,64,8,2" --out $o > $o/log.txt 2>&1; echo "f32 B=5 rc $?"
 grep "^| 128" $o/float32.md | cut -d'|' -f2-6
-date -u +%H:%M:%S
-mkdir -p $OUT/w64; bash benchmarks/results/h200/s81-2026-12-07/logs/w64_tree.sh
-(cd /tmp/w64 && PYTHONPATH=/tmp/site:/tmp/w64/src timeout -s INT -k 10 150 python3 -m pytest -q -m gpu \
-  tests/test_variants.py tests/test_variants_jax.py -k "gluon_forward_windows_and_maps and d64" > $OUT/w64/tests.log 2>&1; \
-  echo "w64 tests rc $?"; tail -3 $OUT/w64/tests.log)
-timeout -s INT -k 10 150 python3 benchmarks/ab.py head=src w64=/tmp/w64/src --cases variants-d \
-  --only "fwd window B1 N16384 H32 D64" --rounds 2 --control > $OUT/w64/ab.log 2>&1; echo "w64 rc $?"
-tail -6 $OUT/w64/ab.log
-PYTHONPATH=/tmp/site:/tmp/w64/src timeout -s INT -k 10 120 python3 benchmarks/bench_variants.py --quick --d 64 \
-  --cases window --out $OUT/w64 > $OUT/w64/variants.log 2>&1; echo "w64 variants rc $?"
-grep "^|" $OUT/w64/variants.md | head -6
 date -u +%H:%M:%S
 case "$G" in *H200*)
   mkdir -p $OUT/fwd $OUT/bwd
