@@ -15,6 +15,7 @@ tail -6 $OUT/w64/ab.log
 PYTHONPATH=/tmp/site:/tmp/w64/src timeout -s INT -k 10 120 python3 benchmarks/bench_variants.py --quick --d 64 \
   --cases window --out $OUT/w64 > $OUT/w64/variants.log 2>&1; echo "w64 variants rc $?"
 grep "^|" $OUT/w64/variants.md | head -6
+date -u +%H:%M:%S
 python3 scripts/gpu_tests.py --processes 8 --deadline 230 --rerun-failed 40 \
   --balance benchmarks/results/h200/s80-2026-12-06/logs/call1/tests_gpu.durations.json \
   --log $OUT/tests_jax.log -m gpu tests/test_jax.py 2>&1 | tail -10
