@@ -1,8 +1,7 @@
 # s81 call 1b (call 1 without its tests, for a short budget; any card; ~6 min): the D = 64 causal window 1024 forward (16k, H = 32)
 # on the tl kernel (HEAD's route) against a tree that routes it to the Gluon overlap tile D = 64
 # block maps take (w64_tree.sh; level in s36, 2026-12-02, before v0.48-v0.50), its float64 checks
-# first; then test_jax.py's GPU tests on HEAD (s80's test changes, 8ab9b01 / 2dcda96 / ad1aff5,
-# have not run on a GPU: checked_gradients' jitted float32 reference, test_shard_map's dropout slice).
+# first.
 set -u
 G=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); echo "$G"; date -u +%H:%M:%S
 mkdir -p $OUT/w64; bash benchmarks/results/h200/s81-2026-12-07/logs/w64_tree.sh
