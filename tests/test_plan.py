@@ -655,7 +655,7 @@ def test_gluon_forward_route_table():
         pytest.param(dict(window=(256, 0)), "pp-tma-persist-ovl-ts", id="window"),
         pytest.param(dict(window=(300, -1), nq=1000), "pp-tma-persist-ovl-ts", id="window-left-only"),
         pytest.param(dict(window=(256, 0), broadcast_k=True), None, id="window-broadcast-k"),
-        pytest.param(dict(window=(256, 0), d=64), None, id="d64-window"),
+        pytest.param(dict(window=(256, 0), d=64), "pp-tma-persist-ovl-ts", id="d64-window"),
         pytest.param(dict(window=(256, 0), d=256), "d256-tma-persist-ovl-ts", id="d256-window"),
         pytest.param(dict(window=(256, 3)), None, id="window-right"),
         pytest.param(dict(window=(256, 0), bottom_right=False, nq=1000), "pp-tma-persist-ovl-ts", id="window-top-left"),

@@ -245,8 +245,8 @@ def clamped_bounds(cu_seqlens, total: int) -> list:
 # ----------------------------------------------------------------------------------------------
 
 # (id, (B, Nq, Nkv, Hq, Hkv, D, Dv), Variant's fields, dtype): the head dims and kinds to which
-# tuning.GLUON_MASKED_TMA_ROUTE gives the Gluon forward on Hopper (windows at D = 128 and 256, block
-# maps at D = 64, 128 and 256; D = 256 walks each 128-key map block in two 64-key steps).
+# tuning.GLUON_MASKED_TMA_ROUTE gives the Gluon forward on Hopper (windows and block maps at D = 64,
+# 128 and 256; D = 256 walks each 128-key map block in two 64-key steps).
 # Ragged lengths, GQA/MQA, rows without keys (bottom-right causal with Nq > Nkv, "holes"), a
 # window without a right side, a map with the window folded in and one that depends on batch and head.
 GLUON_MASKED_CASES = (
@@ -259,6 +259,10 @@ GLUON_MASKED_CASES = (
      "bfloat16"),
     ("documents-window-400", (1, 1000, 1000, 4, 4, 128, 128), dict(mask="document", window=(400, 0)), "bfloat16"),
     ("holes-rows-without-keys", (2, 900, 900, 4, 4, 128, 128), dict(mask="holes"), "bfloat16"),
+    ("d64-gqa-window-200", (2, 1000, 1000, 8, 2, 64, 64), dict(window=(200, 0)), "bfloat16"),
+    ("d64-q1000-kv600-window-100-rows-without-keys-bhnd", (1, 1000, 600, 4, 2, 64, 64),
+     dict(window=(100, 0), layout="bhnd"), "float16"),
+    ("d64-q900-kv1100-window-150-left-only", (1, 900, 1100, 4, 2, 64, 64), dict(window=(150, -1)), "bfloat16"),
     ("d64-documents-causal", (2, 900, 900, 4, 4, 64, 64), dict(mask="document", causal=True), "bfloat16"),
     ("d256-gqa-q800-kv1000-window-200", (1, 800, 1000, 4, 2, 256, 256), dict(window=(200, 0)), "bfloat16"),
     ("d256-documents-causal-fp16", (1, 1000, 1000, 4, 4, 256, 256), dict(mask="document", causal=True), "float16"),

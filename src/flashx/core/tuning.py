@@ -154,10 +154,13 @@ GLUON_TMA_ROUTE = {
 # TFLOP/s on visible entries, benchmarks/ab.py (2 rounds, A B B A), tl -> Gluon: D = 128 window
 # 1024 318.8 -> 422.3, 8 documents 325.6 -> 449.0, a causal map 438.7 -> 576.1; D = 256 window
 # 318.3 -> 480.6, documents 308.7 -> 505.6; D = 64 documents 219.8 -> 340.2, but the window
-# 286.3 -> 284.4 (level: not routed). Logs: results/h200/logs/2026-12-02-s36-*.
+# 286.3 -> 284.4 (level: not routed then). Logs: results/h200/logs/2026-12-02-s36-*. D = 64 windows
+# routed since 2026-12-07 (H100, NOTES v0.74): the same A/B on that day's kernels read tl 311.9
+# -> Gluon 322.1 TFLOP/s (+3.3%; 2 rounds, spread 1.9%, an identical control tree 0.997).
 # Windows of either alignment: top-left ones with Nq != Nkv (the jax.nn drop-in's) since their GPU
 # test passed (2026-12-02 20:0x UTC, test_dropins.py, NOTES v0.31).
 GLUON_MASKED_TMA_ROUTE = {
+    (64, "window"): "pp-tma-persist-ovl-ts",
     (64, "map"): "pp-tma-persist-ovl-ts",
     (128, "window"): "pp-tma-persist-ovl-ts",
     (128, "map"): "pp-tma-persist-ovl-ts",
