@@ -78,6 +78,14 @@ def check_against_reference(q, k, v, out, lse, dtype, *, causal=False, scale=Non
     assert_lse_close(to_numpy(lse), ref_lse)
 
 
+def native_gradients(grads, q, k, v) -> tuple:
+    """(reference, yardstick): grads(native_attention, ...) on float32 copies of q, k, v, compiled
+    as one call (op by op, JAX compiles each op), and on q, k, v as given, op by op, each op
+    rounding as the error bounds were set."""
+    ref = jax.jit(lambda *a: grads(native_attention, *a))(*(x.astype(jnp.float32) for x in (q, k, v)))
+    return ref, grads(native_attention, q, k, v)
+
+
 def checked_gradients(rng, q, k, v, causal: bool, dtype: str = "bfloat16", layout: str = "bnhd") -> tuple:
     """jax.jit(jax.grad) of flashx.jax.attention under a random cotangent: dq, dk and dv against
     float32 within the dtype's bound of JAX's own in that dtype. Returns them."""
@@ -89,10 +97,7 @@ def checked_gradients(rng, q, k, v, causal: bool, dtype: str = "bfloat16", layou
                                                 * cotangent), argnums=(0, 1, 2))(*inputs)
 
     ours = jax.jit(lambda *a: grads(flashx.jax.attention, *a))(q, k, v)
-    # The float32 reference in one compiled call (op by op, JAX compiles each op); JAX's own bf16
-    # attention stays op by op, each op rounding as the bound was set.
-    ref = jax.jit(lambda *a: grads(native_attention, *a))(*(x.astype(jnp.float32) for x in (q, k, v)))
-    native = grads(native_attention, q, k, v)
+    ref, native = native_gradients(grads, q, k, v)
     for name, g, r, n in zip("qkv", ours, ref, native):
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), dtype, f"d{name}")
     return ours
@@ -324,10 +329,7 @@ def test_vmap_gradients(rng, launched_batches, order):
     ours = jax.jit(lambda *a: grads(flashx.jax.attention, *a))(q, k, v)
     # Every launch folded: the forward, the backward's row statistics and its gradient kernels.
     assert launched_batches is None or (len(launched_batches) >= 3 and set(launched_batches) == {3 * case.b})
-    # The float32 reference in one compiled call (op by op, JAX compiles each op); JAX's own bf16
-    # attention stays op by op, each op rounding as the bound was set.
-    ref = jax.jit(lambda *a: grads(native_attention, *a))(*(x.astype(jnp.float32) for x in (q, k, v)))
-    native = grads(native_attention, q, k, v)
+    ref, native = native_gradients(grads, q, k, v)
     for name, g, r, n in zip("qkv", ours, ref, native):
         assert g.shape == r.shape
         assert_error_within(rel_error(to_numpy(g), to_numpy(r)), rel_error(to_numpy(n), to_numpy(r)), "bfloat16", f"d{name}")
