@@ -48,7 +48,7 @@ def install() -> bool:
         patched_this_launch.clear()
         try:
             return launch(self, *args, **kwargs)
-        finally:  # a helper called outside a launch patches as Triton's does
+        finally:  # so a helper called between launches patches its globals on its first call
             patched_this_launch.clear()
 
     def call_helper(self, *args, **kwargs):
