@@ -79,9 +79,9 @@ def check_against_reference(q, k, v, out, lse, dtype, *, causal=False, scale=Non
 
 
 def native_gradients(grads, q, k, v) -> tuple:
-    """(reference, yardstick): grads(native_attention, ...) on float32 copies of q, k, v, compiled
-    as one call (op by op, JAX compiles each op), and on q, k, v as given, op by op, each op
-    rounding as the error bounds were set."""
+    """(reference, yardstick): grads(native_attention, ...) on float32 copies of q, k, v, jitted as
+    one call (run op by op, JAX would compile each op apart), and on q, k, v as given, run op by op
+    so each op rounds as the error bounds were set."""
     ref = jax.jit(lambda *a: grads(native_attention, *a))(*(x.astype(jnp.float32) for x in (q, k, v)))
     return ref, grads(native_attention, q, k, v)
 
