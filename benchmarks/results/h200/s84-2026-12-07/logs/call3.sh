@@ -1,4 +1,4 @@
-# Prepared in s84 for the next session (carry [".whl"]; ~3.5 min on an H200, ~2 min on an H100).
+# s84 call 3 (carry [".whl"]; ~3.5 min on an H200, ~2 min on an H100).
 # On an H200: issue 5's open cells (s81's next_call2.sh). On any other card: the N = 256 short
 # causal forward (B = 64, H = 16, D = 128) under Nsight Compute, one launch at a time: the routed
 # trimmed Gluon tile, the tl short tile (a tree without GLUON_DEVICE_TMA_ROUTE's D = 128 causal
