@@ -330,7 +330,9 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                     for name, route in zip(names, routes):
                         setattr(core.tuning, name, route)
             gluon_on[0] = False
-            _, *dkdv, dq = plan.backward_calls({}, None, False, spec, split=True)
+            split = plan.backward_calls({}, None, False, spec, split=True)
+            dkdv = [call for call in split if call.constexprs.get("RUN_DKDV")]
+            (dq,) = [call for call in split if call.constexprs.get("RUN_DQ")]  # it may write the row statistics
             # dK/dV in two passes (TileConfig.dkdv_passes) compiles once per pass.
             calls += [("dV" if call.writes == ("DV",) else "dK" if call.writes == ("DK",) else "dK/dV", call) for call in dkdv]
             calls.append(("dQ", dq))
@@ -338,7 +340,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             if fusable:
                 calls.append(("both", plan.backward_calls({}, None, False, spec, split=False)[1]))
             if alibi:
-                calls.append(("dQ slopes", plan.backward_calls({}, None, False, spec, split=True, slopes_grad=True)[-1]))
+                calls.append(("dQ slopes", [c for c in plan.backward_calls({}, None, False, spec, split=True, slopes_grad=True)
+                                            if c.constexprs.get("RUN_DQ")][0]))
                 if fusable:
                     calls.append(("both slopes", plan.backward_calls({}, None, False, spec, split=False, slopes_grad=True)[1]))
             for name, call, *outputs in calls:

@@ -270,12 +270,15 @@ def launcher(torch, c: dict, kernel: str, tiles):
     arrays.update(O=ref["out"], DO=c["do"], LSE=ref["lse"], DELTA=delta, LSE_LOG2=lse_log2)
     # The two kinds of the backward's programs as separate launches (split), each kind timed alone
     # (dK/dV: one launch, or its dV and dK passes back to back where the entry has two).
-    _, *dkdv, dq = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
+    # dQ's launch may write the row statistics too (tuning.DQ_ROW_STATS): into the table's, the same values.
+    calls = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
+    dkdv = [call for call in calls if call.constexprs.get("RUN_DKDV")]
+    (dq,) = [call for call in calls if call.constexprs.get("RUN_DQ")]
     grads = _gradients(torch, plan, q)
     if kernel == "dkdv":
         bound = [plan.launch_outputs(call, grads, placeholder) for call in dkdv]
         return (lambda: [call.launch(outs) for call, outs in zip(dkdv, bound)]), (grads["DK"], grads["DV"])
-    bound_dq = plan.launch_outputs(dq, grads, placeholder)
+    bound_dq = plan.launch_outputs(dq, dict(grads, DELTA_OUT=delta, LSE_LOG2_OUT=lse_log2), placeholder)
     return (lambda: dq.launch(bound_dq)), (grads["DQ"],)
 
 
@@ -297,13 +300,12 @@ def reference_outputs(torch, c: dict) -> dict:
     call.launch((out, lse))
     delta, lse_log2 = (torch.empty(plan.row_stats_shape, dtype=torch.float32, device=q.device) for _ in range(2))
     arrays = dict(Q=q, K=c["k"], V=c["v"], O=out, DO=c["do"], LSE=lse, DELTA=delta, LSE_LOG2=lse_log2)
-    pre, *gradients = plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True)
-    pre.launch((delta, lse_log2))
-    # Each launch takes the outputs it names (a Gluon dK/dV kernel: DK, DV and its descriptor scratch).
+    # Each launch takes the outputs it names (a Gluon dK/dV kernel: DK, DV and its descriptor
+    # scratch; the first launch, the row statistics).
     grads = _gradients(torch, plan, q)
     dk, dv, dq_out = grads["DK"], grads["DV"], grads["DQ"]
-    for call in gradients:
-        call.launch(plan.launch_outputs(call, grads, placeholder))
+    for call in plan.backward_calls(arrays, placeholder, False, _spec(c["do"]), split=True):
+        call.launch(plan.launch_outputs(call, dict(grads, DELTA_OUT=delta, LSE_LOG2_OUT=lse_log2), placeholder))
     return dict(out=out, lse=lse, delta=delta, lse_log2=lse_log2, forward=(out,), dkdv=(dk, dv), dq=(dq_out,))
 
 

@@ -883,7 +883,7 @@ def test_gradient_lowered_ahead_on_threads(monkeypatch, lowered_ahead, rng):
     case = Case(1, 41, 53, 4, 2, 32, 32, causal=True)  # a shape no other test plans
     q, k, v = make_inputs(rng, case, "bfloat16")
     checked_gradients(rng, q, k, v, causal=True)
-    assert len(lowered_ahead) == 4
+    assert len(lowered_ahead) == 3  # the forward, dQ's launch (with the row statistics), dK/dV's
     assert all(name.startswith("flashx-jax-compile") and err is None for name, err in lowered_ahead), lowered_ahead
 
 

@@ -541,26 +541,34 @@ def test_backward_runs_only_the_passes_it_needs(rng, monkeypatch, frozen, path):
                             rel_error(to_numpy(native_grads[name]), to_numpy(ref_grads[name])), "float32", f"d{name}")
 
 
+@pytest.mark.parametrize("in_dq", [False, True], ids=["preprocess", "dq"])
 @pytest.mark.parametrize("window", [None, (5, -1)])
-def test_backward_row_statistics_fill_their_padding(rng, window):
-    """The backward's preprocess writes every row of its padded delta and lse_log2, which the
-    dK/dV and dQ loops read without a mask: real rows rowsum(dO * O) and lse in log2 units
-    (-inf, a row that sees no key, becomes +inf), padding rows 0 and +inf. The gradient tests
-    cannot see the padding: past the sequence q and dO load as zeros, so any finite value there
-    gives the same gradients, and only a NaN or -inf would show."""
+def test_backward_row_statistics_fill_their_padding(rng, monkeypatch, window, in_dq):
+    """The backward's first launch, the preprocess or dQ's programs (tuning.DQ_ROW_STATS), writes
+    every row of the padded delta and lse_log2, which the dK/dV and dQ loops read without a mask:
+    real rows rowsum(dO * O) and lse in log2 units (-inf, a row that sees no key, becomes +inf),
+    padding rows 0 and +inf. The gradient tests cannot see the padding: past the sequence q and dO
+    load as zeros, so any finite value there gives the same gradients, and only a NaN or -inf
+    would show."""
     from flashx import core
     from flashx.torch.attention import _spec
 
+    monkeypatch.setattr(core.tuning, "DQ_ROW_STATS", in_dq)
     case = Case(2, 37, 21, 3, 3, 24, 24, causal=True)  # Nq > Nkv: bottom-right, rows 0-15 see no key
     q, k, v = make_inputs(rng, case, "float32")
     out, lse = flashx.torch.attention(q, k, v, causal=True, window=window, return_lse=True)
     dout = torch.randn_like(out)
     plan = core.plan_attention(_spec("q", q), _spec("k", k), _spec("v", v), causal=True, window=window)
     assert plan.flags["PADDED_ROW_STATS"] and plan.row_stats_shape[-1] % 128 == 0 and plan.row_stats_shape[-1] > 37
+    # More padding rows than one dQ block: the dQ launch's grid must cover them too.
+    assert plan.row_stats_shape[-1] - 37 > plan.tiles.dq.block_m
     delta, lse_log2 = (torch.full(plan.row_stats_shape, float("nan"), device=q.device) for _ in range(2))
-    arrays = dict(Q=q, K=k, V=v, O=out, DO=dout, LSE=lse, DELTA=delta, LSE_LOG2=lse_log2)
-    preprocess, *_ = plan.backward_calls(arrays, torch.empty(1, device=q.device), False, _spec("grad_out", dout))
-    preprocess.launch((delta, lse_log2))
+    arrays = dict(Q=q, K=k, V=v, O=out, DO=dout, LSE=lse)
+    first, *_ = plan.backward_calls(arrays, torch.empty(1, device=q.device), False, _spec("grad_out", dout), split=True)
+    assert (first.kernel is core.plan.attention_backward_kernel) is in_dq
+    assert set(core.ROW_STATS_OUTPUTS) <= set(first.writes)
+    outputs = dict(DELTA_OUT=delta, LSE_LOG2_OUT=lse_log2, DQ=torch.empty_like(q))
+    first.launch(plan.launch_outputs(first, outputs, torch.empty(1, device=q.device)))
 
     want_delta = (out.double() * dout.double()).sum(-1).transpose(1, 2)  # (B, Nq, H) -> (B, H, Nq)
     lse64 = lse.double()

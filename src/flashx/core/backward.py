@@ -1,6 +1,8 @@
 """The FlashAttention-2 backward: per-row statistics (delta = rowsum(dO * O), and lse in log2
 units), then dK/dV over key blocks and dQ over query blocks, two kinds of programs of one kernel
-(attention_backward_kernel), launched together or one after the other (see its docstring).
+(attention_backward_kernel), launched together or one after the other (see its docstring). The
+statistics come from their own pass over O and dO (the preprocess), or, where dQ launches alone
+before dK/dV, from dQ's programs, which load dO anyway (DQ_ROW_STATS).
 
 No atomics: each dK/dV program owns one key block of one kv head and loops over the q heads
 of its GQA group; each dQ program owns one query block. Gradients are therefore bitwise
@@ -28,22 +30,18 @@ def attention_backward_preprocess_kernel(
     stride_dob, stride_don, stride_doh, stride_dod,
     stride_lb, stride_lh, stride_ln,
     stride_rb, stride_rh, stride_rn,
-    DELTA, LSE_LOG2,
+    DELTA_OUT, LSE_LOG2_OUT,
     HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_M: tl.constexpr, VARLEN: tl.constexpr,
     HAS_DLSE: tl.constexpr, STRIDE_ALIGN: tl.constexpr, LSE_ALIGN: tl.constexpr, Q_ALIGN: tl.constexpr,
     PADDED_ROW_STATS: tl.constexpr, ROW_ALIGN: tl.constexpr,
 ):
-    """The backward's row statistics, float32: delta = rowsum(dO * O) - dlse, and lse_log2.
+    """The backward's row statistics, float32, into DELTA_OUT and LSE_LOG2_OUT: delta =
+    rowsum(dO * O) - dlse, and lse_log2 (see _row_stats). For the launches where no dQ launch
+    comes first to write them (AttentionPlan.backward_calls; attention_backward_kernel's
+    DQ_ROW_STATS).
 
     Shapes: the plan's row_stats_shape, lse's [B, Hq, Nq] (varlen [Hq, total_q]) with each row
     padded when PADDED_ROW_STATS. Grid (cdiv(rows, BLOCK_M), Hq, B) over every row of it.
-
-    d lse / d score = P, so an lse gradient enters dS = P * (dP - delta) through delta.
-    lse_log2 is lse in log2 units with +inf for rows that saw no key (lse = -inf) and for
-    padding rows (delta 0 there), so that P = exp2(score - lse_log2) = 0 for them: with
-    PADDED_ROW_STATS the dK/dV loop loads both without a mask or a fix-up (which cost its
-    D = 128 step 8-23% more SASS instructions, mostly predicates packed into registers for the
-    masked loads' fill values).
     """
     stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, STRIDE_ALIGN)
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
@@ -63,19 +61,38 @@ def attention_backward_preprocess_kernel(
     p_do = DO + b64 * stride_dob + h64 * stride_doh + rows[:, None] * stride_don + offs_dv[None, :] * stride_dod
     m_rows = q_idx < q_owned
     m_dv = offs_dv < HEAD_DIM_V
-    b_o = load_tile(p_o, m_rows, m_dv, True, HEAD_DIM_V != BLOCK_DV).to(tl.float32)
-    b_do = load_tile(p_do, m_rows, m_dv, True, HEAD_DIM_V != BLOCK_DV).to(tl.float32)
-    lse_offsets = b64 * stride_lb + h64 * stride_lh + rows * stride_ln
-    delta = tl.sum(b_o * b_do, 1)
+    b_o = load_tile(p_o, m_rows, m_dv, True, HEAD_DIM_V != BLOCK_DV)
+    b_do = load_tile(p_do, m_rows, m_dv, True, HEAD_DIM_V != BLOCK_DV)
+    delta, lse_log2 = _row_stats(b_o, b_do, LSE, DLSE, b64 * stride_lb + h64 * stride_lh + rows * stride_ln, m_rows, HAS_DLSE)
+    _store_row_stats(DELTA_OUT, LSE_LOG2_OUT, b64 * stride_rb + h64 * stride_rh + rows * stride_rn, delta, lse_log2,
+                     m_rows, PADDED_ROW_STATS)
+
+
+@triton.jit
+def _row_stats(b_o, b_do, LSE, DLSE, lse_offsets, m_rows, HAS_DLSE: tl.constexpr):
+    """(delta, lse_log2) of some rows, float32, from their O and dO tiles (zeros past the sequence).
+
+    d lse / d score = P, so an lse gradient enters dS = P * (dP - delta) through delta.
+    lse_log2 is lse in log2 units with +inf for rows that saw no key (lse = -inf) and for
+    rows past the sequence, so that P = exp2(score - lse_log2) = 0 for them.
+    """
+    delta = tl.sum(b_o.to(tl.float32) * b_do.to(tl.float32), 1)
     if HAS_DLSE:
         delta -= tl.load(DLSE + lse_offsets, mask=m_rows, other=0.0)
     lse = tl.load(LSE + lse_offsets, mask=m_rows, other=float("-inf"))
-    lse_log2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2_E)
-    row_offsets = b64 * stride_rb + h64 * stride_rh + rows * stride_rn
-    # Padded: every row of the grid is a row of the buffer, padding included (+inf, 0).
+    return delta, tl.where(lse == float("-inf"), float("inf"), lse * LOG2_E)
+
+
+@triton.jit
+def _store_row_stats(DELTA_OUT, LSE_LOG2_OUT, row_offsets, delta, lse_log2, m_rows, PADDED_ROW_STATS: tl.constexpr):
+    """Stores some rows' statistics. Padded (PADDED_ROW_STATS), every row of the block is a row
+    of the buffer, padding included, and takes delta 0 and lse_log2 +inf past the sequence: the
+    dK/dV and dQ loops then load both without a mask or a fix-up (which cost their D = 128 step
+    8-23% more SASS instructions, mostly predicates packed into registers for the masked loads'
+    fill values)."""
     m_store = None if PADDED_ROW_STATS else m_rows
-    tl.store(DELTA + row_offsets, tl.where(m_rows, delta, 0.0), mask=m_store)
-    tl.store(LSE_LOG2 + row_offsets, lse_log2, mask=m_store)
+    tl.store(DELTA_OUT + row_offsets, tl.where(m_rows, delta, 0.0), mask=m_store)
+    tl.store(LSE_LOG2_OUT + row_offsets, tl.where(m_rows, lse_log2, float("inf")), mask=m_store)
 
 
 @triton.jit
@@ -296,7 +313,7 @@ def _dkdv_program(
 def _dq_program(
     x, programs,
     Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K, DROPOUT_SEED,
-    MAP_COUNTS, MAP_INDICES,
+    MAP_COUNTS, MAP_INDICES, O, LSE, DLSE,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_qd,
     stride_kb, stride_kn, stride_kh, stride_kd,
@@ -310,7 +327,9 @@ def _dq_program(
     stride_ib, stride_ih, stride_iq, stride_ik,
     stride_dqb, stride_dqn, stride_dqh, stride_dqd,
     stride_gb, stride_gh, stride_gq, stride_gk,
-    DQ, DBIAS,
+    stride_ob, stride_on, stride_oh, stride_od,
+    stride_lb, stride_lh, stride_ln,
+    DQ, DBIAS, DELTA_OUT, LSE_LOG2_OUT,
     HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr,
     LIMIT_LEFT: tl.constexpr, LIMIT_RIGHT: tl.constexpr, VARLEN: tl.constexpr,
@@ -322,6 +341,7 @@ def _dq_program(
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr, DROPOUT_P: tl.constexpr,
+    ROW_STATS: tl.constexpr, HAS_DLSE: tl.constexpr, LSE_ALIGN: tl.constexpr,
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and in DBIAS either dBias [B, Hq, Nq, Nkv]
     (BIAS_GRAD) or the block's part of ALiBi's slope gradient [B, Hq, cdiv(Nq, BLOCK_M)]
@@ -329,6 +349,12 @@ def _dq_program(
     per program, summed by the caller, so the result does not depend on program order):
     program x of `programs` along the grid's first axis (cdiv(Nq, BLOCK_M) * HEAD_GROUP), decoded
     by program_tile; walks the same key blocks as the forward.
+
+    ROW_STATS: the program computes its rows' statistics (_row_stats: delta from O and the dO
+    tile it loads anyway, lse_log2 from LSE) instead of loading them, and stores them in
+    DELTA_OUT and LSE_LOG2_OUT for a dK/dV launch after it; the grid then also covers the padding
+    of row_stats_shape (PADDED_ROW_STATS), whose programs only store it. That saves the
+    preprocess's pass over O and dO (attention_backward_preprocess_kernel).
     """
     sm_scale = tl.cast(sm_scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
@@ -338,7 +364,9 @@ def _dq_program(
     stride_vb, stride_vn, stride_vh = aligned_strides(stride_vb, stride_vn, stride_vh, STRIDE_ALIGN)
     stride_dob, stride_don, stride_doh = aligned_strides(stride_dob, stride_don, stride_doh, STRIDE_ALIGN)
     stride_dqb, stride_dqn, stride_dqh = aligned_strides(stride_dqb, stride_dqn, stride_dqh, STRIDE_ALIGN)
+    stride_ob, stride_on, stride_oh = aligned_strides(stride_ob, stride_on, stride_oh, STRIDE_ALIGN)
     stride_rb, stride_rh = aligned(stride_rb, ROW_ALIGN), aligned(stride_rh, ROW_ALIGN)
+    stride_lb, stride_lh = aligned(stride_lb, LSE_ALIGN), aligned(stride_lh, LSE_ALIGN)
     seqlen_q, seqlen_kv = aligned(seqlen_q, Q_ALIGN), aligned(seqlen_kv, KV_ALIGN)
     pid_m, head, batch = program_tile(HEAD_GROUP, True, x, programs)
     head_kv = head // gqa_group
@@ -346,12 +374,20 @@ def _dq_program(
 
     q_start, seqlen_q_b, q_owned = sequence_bounds(CU_SEQLENS_Q, SEQUSED_Q, batch, seqlen_q, VARLEN, HAS_SEQUSED_Q)
     k_start, seqlen_kv_b, _k_owned = sequence_bounds(CU_SEQLENS_K, SEQUSED_K, batch, seqlen_kv, VARLEN, HAS_SEQUSED_K)
+    b64 = batch.to(tl.int64)
+    h64 = head.to(tl.int64)
+    offs_m = tl.arange(0, BLOCK_M)
+    q_idx = start_m + offs_m
+    rows = (q_start + q_idx).to(tl.int64)
+    row_offsets = b64 * stride_rb + h64 * stride_rh + rows * stride_rn
     if start_m >= q_owned:
+        if ROW_STATS and PADDED_ROW_STATS:  # a block of padding rows only
+            m_none = q_idx < 0
+            _store_row_stats(DELTA_OUT, LSE_LOG2_OUT, row_offsets, tl.zeros([BLOCK_M], tl.float32),
+                             tl.zeros([BLOCK_M], tl.float32), m_none, True)
         return
     diag_offset = (seqlen_kv_b - seqlen_q_b) * bottom_right
 
-    b64 = batch.to(tl.int64)
-    h64 = head.to(tl.int64)
     row0 = (q_start + start_m).to(tl.int64)
     k_base = K + b64 * stride_kb + head_kv.to(tl.int64) * stride_kh + tl.cast(k_start, tl.int64) * stride_kn
     v_base = V + b64 * stride_vb + head_kv.to(tl.int64) * stride_vh + tl.cast(k_start, tl.int64) * stride_vn
@@ -360,11 +396,9 @@ def _dq_program(
     )
     dbias_base = DBIAS + b64 * stride_gb + h64 * stride_gh
 
-    offs_m = tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     offs_dv = tl.arange(0, BLOCK_DV)
-    q_idx = start_m + offs_m
     m_m = q_idx < q_owned
     m_d = offs_d < HEAD_DIM
     m_dv = offs_dv < HEAD_DIM_V
@@ -372,9 +406,13 @@ def _dq_program(
     p_do = DO + b64 * stride_dob + h64 * stride_doh + row0 * stride_don + offs_m[:, None] * stride_don + offs_dv[None, :] * stride_dod
     b_q = load_tile(p_q, m_m, m_d, True, HEAD_DIM != BLOCK_D)  # [BM, BD]
     b_do = load_tile(p_do, m_m, m_dv, True, HEAD_DIM_V != BLOCK_DV)  # [BM, BDV]
-    rows = (q_start + q_idx).to(tl.int64)
-    row_offsets = b64 * stride_rb + h64 * stride_rh + rows * stride_rn
-    lse_log2, delta = _load_row_stats(LSE_LOG2 + row_offsets, DELTA + row_offsets, m_m, PADDED_ROW_STATS)
+    if ROW_STATS:
+        p_o = O + b64 * stride_ob + h64 * stride_oh + row0 * stride_on + offs_m[:, None] * stride_on + offs_dv[None, :] * stride_od
+        b_o = load_tile(p_o, m_m, m_dv, True, HEAD_DIM_V != BLOCK_DV)
+        delta, lse_log2 = _row_stats(b_o, b_do, LSE, DLSE, b64 * stride_lb + h64 * stride_lh + rows * stride_ln, m_m, HAS_DLSE)
+        _store_row_stats(DELTA_OUT, LSE_LOG2_OUT, row_offsets, delta, lse_log2, m_m, PADDED_ROW_STATS)
+    else:
+        lse_log2, delta = _load_row_stats(LSE_LOG2 + row_offsets, DELTA + row_offsets, m_m, PADDED_ROW_STATS)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     slope_sums = tl.zeros([BLOCK_M], dtype=tl.float32)  # per row: sum of dS * |i' - j| (SLOPES_GRAD)
 
@@ -428,7 +466,7 @@ def _dq_program(
 @triton.jit(do_not_specialize=["dkdv_programs"])
 def attention_backward_kernel(
     Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K, DROPOUT_SEED,
-    MAP_COUNTS, MAP_INDICES, MAP_T_COUNTS, MAP_T_INDICES,
+    MAP_COUNTS, MAP_INDICES, MAP_T_COUNTS, MAP_T_INDICES, O, LSE, DLSE,
     sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group, dkdv_programs,
     stride_qb, stride_qn, stride_qh, stride_qd,
     stride_kb, stride_kn, stride_kh, stride_kd,
@@ -446,7 +484,9 @@ def attention_backward_kernel(
     stride_dvb, stride_dvn, stride_dvh, stride_dvd,
     stride_dqb, stride_dqn, stride_dqh, stride_dqd,
     stride_gb, stride_gh, stride_gq, stride_gk,
-    DK, DV, DQ, DBIAS,
+    stride_ob, stride_on, stride_oh, stride_od,
+    stride_lb, stride_lh, stride_ln,
+    DK, DV, DQ, DBIAS, DELTA_OUT, LSE_LOG2_OUT,
     HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
     RUN_DKDV: tl.constexpr, RUN_DQ: tl.constexpr, WRITE_DK: tl.constexpr, WRITE_DV: tl.constexpr,
     DKDV_BLOCK_M: tl.constexpr, DKDV_BLOCK_N: tl.constexpr, DKDV_STAGES: tl.constexpr,
@@ -461,8 +501,9 @@ def attention_backward_kernel(
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr, DROPOUT_P: tl.constexpr,
+    DQ_ROW_STATS: tl.constexpr, HAS_DLSE: tl.constexpr, LSE_ALIGN: tl.constexpr,
 ):
-    """The gradients after the preprocess: dK and/or dV (RUN_DKDV; WRITE_DK, WRITE_DV say which)
+    """The gradients after the row statistics: dK and/or dV (RUN_DKDV; WRITE_DK, WRITE_DV say which)
     and dQ, dBias or the slopes' per-block gradient (RUN_DQ).
 
     With both, one launch holds both kinds of programs, as FlexAttention's backward does: grid
@@ -472,7 +513,9 @@ def attention_backward_kernel(
     statistics, so dQ programs fill the SMs that dK/dV's last wave leaves idle, where a second
     launch would start only after it. Alone (dkdv_programs = 0 for dQ), each takes its own grid:
     the plan says when (AttentionPlan.fused_backward). MAP_T_* is the block map transposed
-    (query blocks per key block), for dK/dV.
+    (query blocks per key block), for dK/dV. DQ_ROW_STATS (dQ alone, launched before dK/dV): dQ's
+    programs write the row statistics, DELTA_OUT and LSE_LOG2_OUT, from O, LSE and DLSE, in place
+    of the preprocess (see _dq_program); otherwise they, like dK/dV's, read DELTA and LSE_LOG2.
     """
     x = tl.program_id(0)
     if RUN_DKDV:
@@ -508,7 +551,7 @@ def attention_backward_kernel(
         _dq_program(
             x - dkdv_programs, tl.num_programs(0) - dkdv_programs,
             Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K,
-            DROPOUT_SEED, MAP_COUNTS, MAP_INDICES,
+            DROPOUT_SEED, MAP_COUNTS, MAP_INDICES, O, LSE, DLSE,
             sm_scale, softcap, window_left, window_right, bottom_right, seqlen_q, seqlen_kv, gqa_group,
             stride_qb, stride_qn, stride_qh, stride_qd,
             stride_kb, stride_kn, stride_kh, stride_kd,
@@ -522,11 +565,14 @@ def attention_backward_kernel(
             stride_ib, stride_ih, stride_iq, stride_ik,
             stride_dqb, stride_dqn, stride_dqh, stride_dqd,
             stride_gb, stride_gh, stride_gq, stride_gk,
-            DQ, DBIAS,
+            stride_ob, stride_on, stride_oh, stride_od,
+            stride_lb, stride_lh, stride_ln,
+            DQ, DBIAS, DELTA_OUT, LSE_LOG2_OUT,
             HEAD_DIM, HEAD_DIM_V, BLOCK_D, BLOCK_DV, DQ_BLOCK_M, DQ_BLOCK_N, DQ_STAGES,
             LIMIT_LEFT, LIMIT_RIGHT, VARLEN, HAS_SEQUSED_Q, HAS_SEQUSED_K,
             MASK_MOD, HAS_MASK_MOD, HAS_DENSE_MASK, BLOCK_MAP, DQ_MAP_SPLIT, DQ_MAP_STEPS,
             SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BIAS_GRAD, SLOPES_GRAD,
             UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
             HEAD_GROUP, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER, DROPOUT_P,
+            DQ_ROW_STATS, HAS_DLSE, LSE_ALIGN,
         )

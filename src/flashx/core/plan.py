@@ -31,6 +31,10 @@ MASK_DTYPES = ("bool", "uint8", "int8")
 LAYOUTS = {"bnhd": (0, 1, 2, 3), "bhnd": (0, 2, 1, 3)}
 MAX_HEAD_DIM = 256
 MAX_GRID_YZ = 65535  # CUDA's limit on grid axes 1 and 2 (heads, batch)
+# The backward's row statistics, by the name of the output a launch writes them to and the name
+# of the input the launches after it read them by (AttentionPlan.backward_calls).
+ROW_STATS_INPUTS = {"DELTA_OUT": "DELTA", "LSE_LOG2_OUT": "LSE_LOG2"}
+ROW_STATS_OUTPUTS = tuple(ROW_STATS_INPUTS)
 # The kernels scale scores in float32 (by scale * log2(e) where the scale folds into exp2).
 FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.1754943508222875e-38  # the smallest normal float32: GPUs flush smaller ones to 0
@@ -1008,9 +1012,13 @@ class AttentionPlan:
         split: Optional[bool] = None, gluon: bool = True, descriptors: Optional[str] = None,
         slopes_grad: bool = False, need_dq: bool = True, need_dkdv: bool = True,
     ) -> tuple:
-        """(preprocess, *gradient launches): the row statistics, then dK/dV's and dQ's programs in
-        one launch, or split in two, dK/dV's then dQ's (split=None: as fused_backward says); with
-        tiles.dkdv_passes == 2, dK/dV's launch is two, dV's then dK's. gluon: whether each half
+        """The backward's launches, in order. The first writes the row statistics (DELTA_OUT and
+        LSE_LOG2_OUT, which the launches after it read as DELTA and LSE_LOG2: ROW_STATS_INPUTS):
+        where dQ's portable programs launch alone (split, or beside a Gluon dK/dV launch), they come
+        first and write them (tuning.DQ_ROW_STATS), then dK/dV's; otherwise the preprocess does,
+        then dK/dV's and dQ's programs in one launch, or split in two, dK/dV's then dQ's
+        (split=None: as fused_backward says). With tiles.dkdv_passes == 2, dK/dV's launch is two,
+        dV's then dK's. gluon: whether each half
         may take the Gluon kernel where gluon_backward_tiles gives one (the caller's Q, K, V and
         dO start at 16-byte boundaries); then dK/dV and dQ launch apart. descriptors: as
         gluon_backward_tiles'; where dK/dV takes a TMA tile, its launch binds host descriptors of
@@ -1018,8 +1026,8 @@ class AttentionPlan:
         DESCRIPTOR_SCRATCH output (at most descriptor_scratch_bytes(grid); "device").
 
         arrays: the forward's plus O, DO (grad_out, any strides), LSE, and optionally DLSE (the
-        gradient of lse, folded into delta); for the gradients also DELTA and LSE_LOG2, the
-        preprocess's outputs (row_stats_shape, float32). bias_grad: also write dBias
+        gradient of lse, folded into delta); for the launches after the first also DELTA and
+        LSE_LOG2, the row statistics (row_stats_shape, float32). bias_grad: also write dBias
         (bias_grad_shape) into DBIAS; slopes_grad: write there instead the dQ programs' parts of
         ALiBi's slope gradient (slopes_grad_shape; see slopes_reduce_axes), not both. need_dq,
         need_dkdv: which gradients of q, k and v the caller uses; the other kind's programs are
@@ -1047,7 +1055,7 @@ class AttentionPlan:
         on_device = descriptors == "device"
         statics = self._memoized(
             ("backward", tuple(grad_out.strides), bias_grad, slopes_grad, has_dlse, split, gluon_tiles, on_device,
-             need_dq, need_dkdv),
+             need_dq, need_dkdv, tuning.DQ_ROW_STATS),
             lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device,
                                            slopes_grad, need_dq, need_dkdv),
         )
@@ -1086,37 +1094,47 @@ class AttentionPlan:
         align = dict(STRIDE_ALIGN=stride_alignment(self.flags["STRIDE_ALIGN"], *do_strides[:3]))
         preprocess = self._static(
             attention_backward_preprocess_kernel, self.preprocess_grid,
-            self._template(attention_backward_preprocess_kernel, grads), ("DELTA", "LSE_LOG2"),
+            self._template(attention_backward_preprocess_kernel, grads), ROW_STATS_OUTPUTS,
             self._constexprs(attention_backward_preprocess_kernel, dict(align, HAS_DLSE=has_dlse)),
             dict(num_warps=4, num_stages=1, **tuning.LAUNCH_OPTIONS),
         )
-        dkdv, dq = self.tiles.dkdv, self.tiles.dq
+        dkdv_kt, dq_kt = self.tiles.dkdv, self.tiles.dq  # KernelTiles (dkdv and dq name launches below)
         tiles = dict(
-            DKDV_BLOCK_M=dkdv.block_m, DKDV_BLOCK_N=dkdv.block_n, DKDV_STAGES=dkdv.num_stages,
-            DQ_BLOCK_M=dq.block_m, DQ_BLOCK_N=dq.block_n, DQ_STAGES=dq.num_stages,
-            **{"DKDV_" + k: v for k, v in _map_ratios(self.block_mask, dkdv, True).items()},
-            **{"DQ_" + k: v for k, v in _map_ratios(self.block_mask, dq).items()},
+            DKDV_BLOCK_M=dkdv_kt.block_m, DKDV_BLOCK_N=dkdv_kt.block_n, DKDV_STAGES=dkdv_kt.num_stages,
+            DQ_BLOCK_M=dq_kt.block_m, DQ_BLOCK_N=dq_kt.block_n, DQ_STAGES=dq_kt.num_stages,
+            **{"DKDV_" + k: v for k, v in _map_ratios(self.block_mask, dkdv_kt, True).items()},
+            **{"DQ_" + k: v for k, v in _map_ratios(self.block_mask, dq_kt).items()},
         )
         kernel = attention_backward_kernel
-        outputs = ("DK", "DV", "DQ", "DBIAS")
+        outputs = ("DK", "DV", "DQ", "DBIAS") + ROW_STATS_OUTPUTS
 
-        def launch(run_dkdv: bool, run_dq: bool, write_dk: bool = True, write_dv: bool = True) -> tuple:
+        def launch(run_dkdv: bool, run_dq: bool, write_dk: bool = True, write_dv: bool = True,
+                   row_stats: bool = False) -> tuple:
             # Alone, a kind launches with its own tile's options; together, with their one warp
             # count, and each loop pipelines its own stages (DKDV_STAGES, DQ_STAGES).
-            kinds = [t for t, run in ((dkdv, run_dkdv), (dq, run_dq)) if run]
+            kinds = [t for t, run in ((dkdv_kt, run_dkdv), (dq_kt, run_dq)) if run]
             if len({t.num_warps for t in kinds}) > 1:
-                raise ValueError(f"one backward launch needs one warp count, got dK/dV's {dkdv} and dQ's {dq}")
+                raise ValueError(f"one backward launch needs one warp count, got dK/dV's {dkdv_kt} and dQ's {dq_kt}")
             options = dict(kinds[0].options, num_stages=max(t.num_stages for t in kinds))
-            # Both kinds: one grid (fused_backward: no GQA, so the second axes agree).
+            # Both kinds: one grid (fused_backward: no GQA, so the second axes agree). dQ writing
+            # the row statistics also covers their padding rows.
+            dq_grid = self.dq_grid_of(self.row_stats_shape[-1] if row_stats and self.flags["PADDED_ROW_STATS"] else None)
             dkdv_programs = self.dkdv_grid[0] if run_dkdv else 0
-            grid = (dkdv_programs + (self.dq_grid[0] if run_dq else 0),) + (self.dq_grid if run_dq else self.dkdv_grid)[1:]
+            grid = (dkdv_programs + (dq_grid[0] if run_dq else 0),) + (dq_grid if run_dq else self.dkdv_grid)[1:]
             constexprs = self._constexprs(kernel, dict(
-                align, **tiles, BIAS_GRAD=bias_grad, SLOPES_GRAD=slopes_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq, WRITE_DK=write_dk, WRITE_DV=write_dv,
+                align, **tiles, BIAS_GRAD=bias_grad, SLOPES_GRAD=slopes_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq,
+                WRITE_DK=write_dk, WRITE_DV=write_dv, DQ_ROW_STATS=row_stats, HAS_DLSE=has_dlse,
             ))
             template = self._template(kernel, grads | dict(dkdv_programs=dkdv_programs))
-            written = dict(DK=run_dkdv and write_dk, DV=run_dkdv and write_dv, DQ=run_dq, DBIAS=run_dq)
+            written = dict(DK=run_dkdv and write_dk, DV=run_dkdv and write_dv, DQ=run_dq, DBIAS=run_dq,
+                           **dict.fromkeys(ROW_STATS_OUTPUTS, row_stats))
             writes = tuple(name for name in outputs if written[name])
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
+
+        # Where dQ's tl programs launch alone, they come first and write the row statistics
+        # (tuning.DQ_ROW_STATS): no preprocess.
+        def dq_with_row_stats() -> tuple:
+            return launch(False, True, row_stats=True)
 
         def dkdv_alone() -> tuple:
             # dK/dV's programs without dQ's: in two passes (dV's, then dK's) where the tiles say so.
@@ -1159,10 +1177,16 @@ class AttentionPlan:
                 tile = tuning.GLUON_DQ_TILES[dq_tile]
                 dq = gluon_launch(gluon_backward.gluon_attention_dq_kernel, tile,
                                   (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch), ("DQ",), map_n)
+            if need_dq and dq_tile is None and tuning.DQ_ROW_STATS:
+                return (dq_with_row_stats(), *(dkdv if need_dkdv else ()))
             return (preprocess, *(dkdv if need_dkdv else ()), *((dq,) if need_dq else ()))
         if not (need_dq and need_dkdv):  # one kind alone, in its own launch(es)
+            if need_dq and tuning.DQ_ROW_STATS:
+                return (dq_with_row_stats(),)
             return (preprocess, *(dkdv_alone() if need_dkdv else (launch(False, True),)))
         if split:
+            if tuning.DQ_ROW_STATS:
+                return (dq_with_row_stats(), *dkdv_alone())
             return (preprocess, *dkdv_alone(), launch(False, True))
         if self.dkdv_grid[1] != self.dq_grid[1]:
             raise ValueError("one backward launch needs as many kv heads as q heads (see fused_backward)")
@@ -1232,8 +1256,12 @@ class AttentionPlan:
     @property
     def dq_grid(self) -> tuple:
         """(query blocks * G, q heads / G, batch) in dQ's tiles."""
+        return self.dq_grid_of()
+
+    def dq_grid_of(self, rows: Optional[int] = None) -> tuple:
+        """dq_grid over `rows` query rows (default max_seqlen_q)."""
         group = self.flags["HEAD_GROUP"]
-        return (_cdiv(self.max_seqlen_q, self.tiles.dq.block_m) * group, self.heads_q // group, self.batch)
+        return (_cdiv(rows or self.max_seqlen_q, self.tiles.dq.block_m) * group, self.heads_q // group, self.batch)
 
     @property
     def dkdv_grid(self) -> tuple:

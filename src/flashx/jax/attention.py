@@ -417,20 +417,24 @@ def _backward_of(wanted: _Gradients, options: core.CallOptions, q, k, v, bias, a
                                                  need_dkdv=wanted.kv)[index], ())
 
     row_stats = jax.ShapeDtypeStruct(plan.row_stats_shape, jnp.float32)
-    arrays["DELTA"], arrays["LSE_LOG2"] = _launch(call(0), arrays, (row_stats, row_stats))
     dbias_type = jax.ShapeDtypeStruct(plan.gradient_shapes(bias_grad, slopes_grad)["DBIAS"] or (1,), jnp.float32)
     types = dict(DK=jax.ShapeDtypeStruct(k.shape, k.dtype), DV=jax.ShapeDtypeStruct(v.shape, v.dtype),
-                 DQ=jax.ShapeDtypeStruct(q.shape, q.dtype), DBIAS=dbias_type)
+                 DQ=jax.ShapeDtypeStruct(q.shape, q.dtype), DBIAS=dbias_type,
+                 **dict.fromkeys(core.ROW_STATS_OUTPUTS, row_stats))
     # Zeroed: varlen padding rows (dK, dV, dQ) belong to no sequence, dBias's key blocks that no
     # query block visits are never written, nor the slopes' parts of query blocks past a sequence.
     zeroed = ("DK", "DV", "DQ", "DBIAS") if plan.varlen else ("DBIAS",)
     grads = {}
-    _, *launches = plan.backward_calls({}, None, bias_grad, grad_out, gluon=gluon, descriptors="device",
-                                       slopes_grad=slopes_grad, need_dq=wanted.q, need_dkdv=wanted.kv)
-    for index, launch in enumerate(launches, start=1):
+    launches = plan.backward_calls({}, None, bias_grad, grad_out, gluon=gluon, descriptors="device",
+                                   slopes_grad=slopes_grad, need_dq=wanted.q, need_dkdv=wanted.kv)
+    for index, launch in enumerate(launches):
         results = _launch(call(index), arrays, _output_types(launch, types),
                           zeroed=tuple(i for i, n in enumerate(launch.outputs) if n in zeroed and n in launch.writes))
-        grads.update((n, r) for n, r in zip(launch.outputs, results) if n in launch.writes)
+        for name, result in zip(launch.outputs, results):
+            if name in core.ROW_STATS_INPUTS and name in launch.writes:  # read by the launches after it
+                arrays[core.ROW_STATS_INPUTS[name]] = result
+            elif name in launch.writes:
+                grads[name] = result
     dk, dv, dq, dbias = (grads.get(name) for name in ("DK", "DV", "DQ", "DBIAS"))  # the Gluon launches write no dBias
     if slopes_grad:
         return kept(dq, dk, dv, None) + (dbias,)

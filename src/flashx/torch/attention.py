@@ -340,18 +340,18 @@ def _backward_launches(plan: core.AttentionPlan, dout, dlse, q, k, v, out, lse, 
                        gradients: dict, row_stats: tuple, slopes_grad: bool = False, need_dq: bool = True,
                        need_dkdv: bool = True) -> list:
     """The backward's launches, each (KernelCall, bound outputs, ()): the row statistics into
-    row_stats (delta, lse_log2), then the gradients into `gradients` (DK, DV, DQ, DBIAS)."""
-    delta, lse_log2 = row_stats
-    arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse, DELTA=delta,
-                  LSE_LOG2=lse_log2, DLSE=None if dlse is None else dlse.contiguous())
+    row_stats (delta, lse_log2), and the gradients into `gradients` (DK, DV, DQ, DBIAS)."""
+    stats = dict(zip(core.ROW_STATS_OUTPUTS, row_stats))
+    arrays = dict(zip(_OPTIONAL_INPUTS, tensors), Q=q, K=k, V=v, BIAS=bias, O=out, DO=dout, LSE=lse,
+                  DLSE=None if dlse is None else dlse.contiguous(),
+                  **{core.ROW_STATS_INPUTS[name]: x for name, x in stats.items()})
     # The Gluon backward kernels copy 16 bytes: views that start off a boundary take tl.
     gluon = any(plan.gluon_backward_tiles("host")) and all(x.data_ptr() % 16 == 0 for x in (q, k, v, dout))
-    preprocess, *calls = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout),
-                                             gluon=gluon, descriptors="host", slopes_grad=slopes_grad,
-                                             need_dq=need_dq, need_dkdv=need_dkdv)
+    calls = plan.backward_calls(arrays, _placeholder(q), bias_grad, _spec("grad_out", dout), gluon=gluon,
+                                descriptors="host", slopes_grad=slopes_grad, need_dq=need_dq, need_dkdv=need_dkdv)
     # The Gluon dK/dV kernel's DESCRIPTOR_SCRATCH: unused here (host descriptors).
-    return [(preprocess, (delta, lse_log2), ())] + [
-        (call, plan.launch_outputs(call, gradients, _placeholder(q)), ()) for call in calls]
+    outputs = {**gradients, **stats}
+    return [(call, plan.launch_outputs(call, outputs, _placeholder(q)), ()) for call in calls]
 
 
 @_backward_op.register_fake
