@@ -439,16 +439,14 @@ class _FakeFuture:
 
 def test_compile_together_keeps_a_runner_per_pending_launch(monkeypatch):
     """compile_together compiles (warmup, no launch) the kernels of the launches that have no
-    runner yet, builds their runners on its pool's threads on the caller's device, and the
-    launches then go straight to those runners; a launch with a runner, or a lone pending one,
-    is left to its launch; a compile error reaches the caller."""
+    runner yet, then builds their runners (Triton's launchers) one after another on the caller's
+    thread, and the launches then go straight to those runners; a launch with a runner, or a lone
+    pending one, is left to its launch; a compile error reaches the caller."""
     import threading
 
     monkeypatch.setattr(core.launch.CompiledRunners, "key", staticmethod(
         lambda arrays: tuple((a.dtype, a.data_ptr() % 16 == 0) for a in arrays)))
-    devices = []
-    monkeypatch.setattr(core.launch, "_device_functions", lambda: (lambda: 3, lambda d: devices.append(
-        (d, threading.current_thread().name))))
+    built_on = []  # the thread that built each runner
     monkeypatch.setattr(core.launch, "_async_compile_active", lambda: False)
 
     class Compiled:
@@ -458,6 +456,7 @@ def test_compile_together_keeps_a_runner_per_pending_launch(monkeypatch):
             self.kernel = kernel
 
         def __getitem__(self, grid):
+            built_on.append(threading.current_thread().name)
             return self.kernel.runner(grid)
 
     class Kernel(_FakeKernel):
@@ -488,16 +487,16 @@ def test_compile_together_keeps_a_runner_per_pending_launch(monkeypatch):
         assert kernel.log == [("warmup", (i + 1, 1, 1), launches[i][0].args + launches[i][1],
                                dict(BLOCK=16, num_warps=8))]
     assert kernels[2].log == []
-    assert len(devices) == 2 and all(d == 3 and name.startswith("flashx-compile") for d, name in devices)
+    assert built_on == [threading.current_thread().name] * 3  # the ready launch's, then the two new
     for (call, bound, _), kernel in zip(launches, kernels):
         call.launch(bound)
         assert kernel.log[-1] == ("runner", call.grid, (*call.args, *bound, 16))
 
-    # Kernels Triton had compiled already: their runners are kept without the pool's threads.
-    devices.clear()
+    # Kernels Triton had compiled already: their runners are kept the same way.
+    built_on.clear()
     cached = [launch_of(Kernel(future=False), (1, 1, 1)), launch_of(Kernel(future=False), (2, 1, 1))]
     core.launch.compile_together(cached)
-    assert [name for _, name in devices] == [threading.current_thread().name] * 2
+    assert built_on == [threading.current_thread().name] * 2
     assert all(call.runners.get(call.runners.key((*call.arrays, *bound))) for call, bound, _ in cached)
 
     lone = launch_of(Kernel(), (1, 1, 1))

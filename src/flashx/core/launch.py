@@ -175,8 +175,11 @@ def compile_together(launches: Sequence[tuple]) -> None:
     A first backward launches two or three kernels that Triton would compile one after another:
     each a compile (MLIR passes and ptxas) and a launcher (a C module built by the system
     compiler) that mostly run outside the GIL. Here the compiles go through Triton's
-    AsyncCompileMode on a thread pool, and the launchers are built (and the modules loaded) on the
-    same pool, so the first call waits for about the slowest kernel instead of the sum. Launches
+    AsyncCompileMode on a thread pool, so the first call waits for about the slowest compile
+    instead of the sum; the launchers are then built and loaded one after another on this thread.
+    (Built on the pool, a kernel's runner twice came back with another kernel's launcher, each time
+    in a process's first backward, between the two kernels built side by side: "function takes
+    exactly 109 arguments (165 given)"; every launcher module is named "__triton_launcher".) Launches
     that already have a runner, calls without runners (the interpreter) and Tritons without
     AsyncCompileMode are left to their first launch, which compiles as before. Errors are raised
     here, as the launch would have raised them.
@@ -194,26 +197,17 @@ def compile_together(launches: Sequence[tuple]) -> None:
     async_mode = getattr(triton, "AsyncCompileMode", None)
     if len(pending) < 2 or async_mode is None or _async_compile_active():
         return
-    get_device, set_device = _device_functions()
-    device = get_device()
-
-    def keep_runner(item: tuple) -> None:
-        (call, key, _), compiled = item
-        set_device(device)  # the pool's threads start on the default device
-        call.runners.remember(key, compiled, call.grid)
-
     # The hook is installed for the whole block: the pool's threads compile under it.
-    with compile_hook.installed(), ThreadPoolExecutor(max_workers=len(pending), thread_name_prefix="flashx-compile") as pool:
-        with async_mode(pool):
-            # warmup compiles without launching; in this mode it hands the compile to the pool.
-            kernels = [call.kernel.warmup(*args, grid=call.grid, **call.constexprs, **call.options)
-                       for call, _, args in pending]
+    with compile_hook.installed():
+        with ThreadPoolExecutor(max_workers=len(pending), thread_name_prefix="flashx-compile") as pool:
+            with async_mode(pool):
+                # warmup compiles without launching; in this mode it hands the compile to the pool.
+                kernels = [call.kernel.warmup(*args, grid=call.grid, **call.constexprs, **call.options)
+                           for call, _, args in pending]
         # Leaving the mode finished every compile; a kernel Triton had compiled already (a new
-        # plan, same specialization) came back as is, and then nothing needs the pool's threads
-        # (which it only starts on a first submit).
-        fresh = any(hasattr(k, "result") for k in kernels)
-        compiled = [k.result() if hasattr(k, "result") else k for k in kernels]
-        list((pool.map if fresh else map)(keep_runner, zip(pending, compiled)))
+        # plan, same specialization) came back as is.
+        for (call, key, _), kernel in zip(pending, kernels):
+            call.runners.remember(key, kernel.result() if hasattr(kernel, "result") else kernel, call.grid)
 
 
 def first_launch(call: KernelCall) -> bool:
@@ -229,10 +223,3 @@ def _async_compile_active() -> bool:
     except ImportError:
         return True
     return active_mode.get() is not None
-
-
-def _device_functions() -> tuple:
-    """(get, set) of the current device, as Triton's launcher sees it."""
-    from triton.runtime import driver
-
-    return driver.active.get_current_device, driver.active.set_current_device
