@@ -62,31 +62,64 @@ def test_padded_row_statistics_only_for_the_transposed_dkdv_tile():
 
 
 BOTH, DKDV, DV, DK, DQ = {"DK", "DV", "DQ", "DBIAS"}, {"DK", "DV"}, {"DV"}, {"DK"}, {"DQ", "DBIAS"}
+ROW_STATS = set(core.ROW_STATS_OUTPUTS)  # the backward's row statistics (its first launch writes them)
+DQ_STATS = DQ | ROW_STATS
+
+
+def _gradient_launches(calls) -> list:
+    """The backward's launches less the preprocess (where it has one)."""
+    return [c for c in calls if c.kernel is not plan_mod.attention_backward_preprocess_kernel]
+
+
+def _dkdv_and_dq(calls) -> tuple:
+    """The launches that write dK (one dK/dV pass) and dQ, from backward_calls' launches in any order."""
+    (dkdv,) = [c for c in calls if "DK" in c.writes]
+    (dq,) = [c for c in calls if "DQ" in c.writes]
+    return dkdv, dq
 
 
 @pytest.mark.parametrize(
     "d, hkv, writes",
-    [(128, 3, [BOTH]), (256, 3, [DV, DK, DQ]), (128, 1, [DKDV, DQ]), (64, 3, [DKDV, DQ])],
+    [(128, 3, [ROW_STATS, BOTH]), (256, 3, [DQ_STATS, DV, DK]), (128, 1, [DQ_STATS, DKDV]), (64, 3, [DQ_STATS, DKDV])],
     ids=["d128", "d256", "gqa", "d64-four-warps"],
 )
 def test_backward_launches_where_measured_faster(d, hkv, writes):
     """With the GPU tables, dK/dV's and dQ's programs share one launch at 64 < D <= 128 without
-    GQA (the grids' second axes must agree); D = 64's 4-warp tiles and GQA take two launches;
-    D = 256 three (dK/dV in a dV pass and a dK pass, TileConfig.dkdv_passes, then dQ)."""
+    GQA (the grids' second axes must agree), after the preprocess, which writes the row
+    statistics; D = 64's 4-warp tiles and GQA take two launches, D = 256 three (dK/dV in a dV pass
+    and a dK pass, TileConfig.dkdv_passes), where dQ's launch comes first and writes the row
+    statistics (tuning.DQ_ROW_STATS), over every row of them, padding included."""
     q, kv = spec((2, 300, 3, d)), spec((2, 300, hkv, d))
     plan = core.plan_attention(q, kv, kv, causal=True)
     gpu_tiles = tuning.TUNED_TILES[(d, True)]
     plan = dataclasses.replace(plan, tiles=gpu_tiles, _memo={})
-    fused = writes == [BOTH]
+    fused = writes[1] == BOTH
     assert plan.fused_backward is fused
-    _, *launches = plan.backward_calls({}, None, False, q, gluon=False)  # the portable kernel's (Hopper: Gluon's, apart)
+    launches = plan.backward_calls({}, None, False, q, gluon=False)  # the portable kernel's (Hopper: Gluon's, apart)
     assert [set(c.writes) for c in launches] == writes
     dkdv_programs = plan.dkdv_grid[0]
     if fused:
-        assert launches[0].grid == (dkdv_programs + plan.dq_grid[0],) + plan.dq_grid[1:]
-        assert launches[0].args[list(kernel_params(launches[0].kernel)[0]).index("dkdv_programs")] == dkdv_programs
+        assert launches[0].kernel is plan_mod.attention_backward_preprocess_kernel
+        assert launches[1].grid == (dkdv_programs + plan.dq_grid[0],) + plan.dq_grid[1:]
+        assert launches[1].args[list(kernel_params(launches[1].kernel)[0]).index("dkdv_programs")] == dkdv_programs
+        assert not launches[1].constexprs["DQ_ROW_STATS"]
     else:
-        assert [c.grid for c in launches] == [plan.dkdv_grid] * (len(writes) - 1) + [plan.dq_grid]
+        assert launches[0].constexprs["DQ_ROW_STATS"] and not launches[0].constexprs["RUN_DKDV"]
+        rows = plan.row_stats_shape[-1] if plan.flags["PADDED_ROW_STATS"] else 300
+        assert launches[0].grid == plan.dq_grid_of(rows) and rows >= 300
+        assert [c.grid for c in launches[1:]] == [plan.dkdv_grid] * (len(writes) - 1)
+
+
+def test_backward_row_statistics_from_the_preprocess_when_asked(monkeypatch):
+    """With tuning.DQ_ROW_STATS off, split launches run as before it: the preprocess, dK/dV's,
+    then dQ's, which reads the row statistics."""
+    monkeypatch.setattr(tuning, "DQ_ROW_STATS", False)
+    q, kv = spec((2, 300, 3, 64)), spec((2, 300, 3, 64))
+    plan = dataclasses.replace(core.plan_attention(q, kv, kv, causal=True), tiles=tuning.TUNED_TILES[(64, True)], _memo={})
+    launches = plan.backward_calls({}, None, False, q, gluon=False)
+    assert [set(c.writes) for c in launches] == [ROW_STATS, DKDV, DQ]
+    assert launches[0].kernel is plan_mod.attention_backward_preprocess_kernel
+    assert launches[2].grid == plan.dq_grid and not launches[2].constexprs["DQ_ROW_STATS"]
 
 
 @pytest.mark.parametrize(
@@ -134,7 +167,7 @@ def test_split_backward_launches_keep_each_tiles_options():
     tiles = tuning.TileConfig(tuning.KernelTiles(128, 128, 8, 3), tuning.KernelTiles(64, 128, 8, 2),
                                 tuning.KernelTiles(128, 32, 4, 3))
     plan = dataclasses.replace(plan, tiles=tiles, _memo={})
-    _, dkdv, dq = plan.backward_calls({}, None, False, q, split=True, gluon=False)  # the portable kernel's
+    dq, dkdv = plan.backward_calls({}, None, False, q, split=True, gluon=False)  # the portable kernel's
     assert (dkdv.options["num_warps"], dkdv.options["num_stages"]) == (8, 2)
     assert (dq.options["num_warps"], dq.options["num_stages"]) == (4, 3)
     with pytest.raises(ValueError, match="one warp count"):
@@ -151,7 +184,7 @@ def test_slopes_gradient_launch(slopes_shape, axes):
     plan = core.plan_attention(q, q, q, causal=True, alibi_slopes=spec(slopes_shape, dtype="float32"))
     blocks = -(-300 // plan.tiles.dq.block_m)
     assert plan.slopes_grad_shape == (2, 3, blocks) and plan.slopes_reduce_axes == axes
-    _, *launches = plan.backward_calls({}, None, False, q, gluon=False, slopes_grad=True)
+    launches = plan.backward_calls({}, None, False, q, gluon=False, slopes_grad=True)
     dq_launch = next(c for c in launches if "DQ" in c.writes)
     assert "DBIAS" in dq_launch.writes
     assert dq_launch.constexprs["SLOPES_GRAD"] and not dq_launch.constexprs["BIAS_GRAD"]
@@ -169,17 +202,18 @@ def test_slopes_gradient_launch(slopes_shape, axes):
 @pytest.mark.parametrize("d, hkv, dkdv_writes", [(128, 3, [DKDV]), (64, 3, [DKDV]), (256, 3, [DV, DK]), (128, 1, [DKDV])],
                          ids=["d128-fused", "d64", "d256", "gqa"])
 def test_backward_launches_only_the_needed_passes(d, hkv, dkdv_writes):
-    """need_dkdv=False leaves dK/dV's programs out (one dQ launch, also where dK/dV and dQ would
-    share one); need_dq=False leaves dQ's out (D = 256's two dK/dV passes stay), unless a bias
-    or slopes gradient needs dQ's programs; asking for nothing raises ValueError."""
+    """need_dkdv=False leaves dK/dV's programs out (one dQ launch, which writes the row statistics
+    itself, also where dK/dV and dQ would share one); need_dq=False leaves dQ's out (after the
+    preprocess; D = 256's two dK/dV passes stay), unless a bias or slopes gradient needs dQ's
+    programs; asking for nothing raises ValueError."""
     q, kv = spec((2, 300, 3, d)), spec((2, 300, hkv, d))
     plan = core.plan_attention(q, kv, kv, causal=True, alibi_slopes=spec((3,), dtype="float32"))
     plan = dataclasses.replace(plan, tiles=tuning.TUNED_TILES[(d, True)], _memo={})
-    dq_only = [set(c.writes) for c in plan.backward_calls({}, None, False, q, gluon=False, need_dkdv=False)[1:]]
-    dkdv_only = [set(c.writes) for c in plan.backward_calls({}, None, False, q, gluon=False, need_dq=False)[1:]]
-    assert dq_only == [DQ] and dkdv_only == dkdv_writes
+    dq_only = [set(c.writes) for c in plan.backward_calls({}, None, False, q, gluon=False, need_dkdv=False)]
+    dkdv_only = [set(c.writes) for c in plan.backward_calls({}, None, False, q, gluon=False, need_dq=False)]
+    assert dq_only == [DQ_STATS] and dkdv_only == [ROW_STATS, *dkdv_writes]
     slopes_only = plan.backward_calls({}, None, False, q, gluon=False, slopes_grad=True, need_dq=False, need_dkdv=False)
-    assert [set(c.writes) for c in slopes_only[1:]] == [DQ] and slopes_only[1].constexprs["SLOPES_GRAD"]
+    assert [set(c.writes) for c in slopes_only] == [DQ_STATS] and slopes_only[0].constexprs["SLOPES_GRAD"]
     with pytest.raises(ValueError, match="needs some gradient"):
         plan.backward_calls({}, None, False, q, gluon=False, need_dq=False, need_dkdv=False)
 
@@ -995,13 +1029,16 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
     q, kv = gpu_spec((2, 700, 4, 128)), gpu_spec((2, 900, 2, 128))
     plan = core.plan_attention(q, kv, kv, causal=window is None, window=window)
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
-    _, dkdv, dq = plan.backward_calls(arrays, None, False, q)
+    dkdv, dq = _dkdv_and_dq(plan.backward_calls(arrays, None, False, q))
     assert (dkdv.kernel is gluon_attention_dkdv_kernel) is (halves != "dq")
     assert (dq.kernel is gluon_attention_dq_kernel) is (halves != "dkdv")
     # Either half alone (the other's inputs take no gradient): its own launch, Gluon or not.
-    assert [c.kernel for c in plan.backward_calls(arrays, None, False, q, need_dkdv=False)[1:]] == [dq.kernel]
-    assert [c.kernel for c in plan.backward_calls(arrays, None, False, q, need_dq=False)[1:]] == [dkdv.kernel]
-    assert set(dkdv.writes) == DKDV and set(dq.writes) <= DQ and "DQ" in dq.writes
+    alone = [_gradient_launches(plan.backward_calls(arrays, None, False, q, need_dkdv=need_dkdv, need_dq=not need_dkdv))
+             for need_dkdv in (False, True)]
+    assert [[c.kernel for c in calls] for calls in alone] == [[dq.kernel], [dkdv.kernel]]
+    assert set(dkdv.writes) == DKDV and set(dq.writes) <= DQ_STATS and "DQ" in dq.writes
+    # A tl dQ beside a Gluon dK/dV comes first and writes the row statistics; a Gluon dQ reads them.
+    assert (set(dq.writes) >= ROW_STATS) is (halves == "dkdv")
     if halves != "dq":
         assert dkdv.outputs == ("DK", "DV", "DESCRIPTOR_SCRATCH") and dkdv.writes == ("DK", "DV")
         assert dkdv.grid == (8, 2, 2) and dkdv.options["num_warps"] == 4 and not dkdv.constexprs["DEVICE_DESCRIPTORS"]
@@ -1049,7 +1086,8 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
     plan = core.plan_attention(q, kv, kv, causal=True)
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
     grad_out = spec((2, 700, 4, 128), strides=(700 * 4 * 256, 4 * 256, 256, 1))  # dO in rows of 256
-    preprocess, dkdv, dq = plan.backward_calls(arrays, None, False, grad_out, descriptors="host")
+    calls = plan.backward_calls(arrays, None, False, grad_out, descriptors="host")
+    dkdv, _ = _dkdv_and_dq(calls)
     assert dkdv.kernel is gluon_attention_dkdv_kernel
     tile = tuning.GLUON_DKDV_TILES["dkdv-tma"]
     assert tile["TMA"] and {n: dkdv.constexprs[n] for n in tile} == tile
@@ -1059,12 +1097,12 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
     assert described == [(arrays["Q"], (2, 700, 4, 128), (700 * 512, 512, 128, 1), 64, "bfloat16"),
                          (arrays["DO"], (2, 700, 4, 128), (700 * 1024, 1024, 256, 1), 64, "bfloat16")]
     assert not dkdv.constexprs["DEVICE_DESCRIPTORS"] and dkdv.writes == ("DK", "DV")
-    for call in (preprocess, dq):
+    for call in (c for c in calls if c is not dkdv):
         bound = dict(zip(kernel_params(call.kernel)[0], call.args))
         assert all(bound[n] is arrays[n] for n in ("Q", "DO") if n in bound)
     described.clear()
     # On the device (jax-triton's launcher): the kernel builds them, in its DESCRIPTOR_SCRATCH.
-    _, dkdv, _ = plan.backward_calls(arrays, None, False, grad_out, descriptors="device")
+    dkdv, _ = _dkdv_and_dq(plan.backward_calls(arrays, None, False, grad_out, descriptors="device"))
     assert dkdv.constexprs["TMA"] and dkdv.constexprs["DEVICE_DESCRIPTORS"]
     assert dkdv.writes == ("DK", "DV", "DESCRIPTOR_SCRATCH") == dkdv.outputs
     args = dict(zip(kernel_params(dkdv.kernel)[0], dkdv.args))
@@ -1108,7 +1146,7 @@ def test_gluon_backward_tma_store_binds_gradient_descriptors(monkeypatch, gpu_pl
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
     outputs = {name: object() for name in ("DK", "DV", "DQ")}
     placeholder = object()
-    _, dkdv, dq = plan.backward_calls(arrays, None, False, q, descriptors="host")
+    dkdv, dq = _dkdv_and_dq(plan.backward_calls(arrays, None, False, q, descriptors="host"))
     assert dkdv.constexprs["TMA_STORE"] and not dkdv.constexprs["DEVICE_DESCRIPTORS"]
     described.clear()  # Q's and dO's
     bound = plan.launch_outputs(dkdv, outputs, placeholder)
@@ -1117,11 +1155,11 @@ def test_gluon_backward_tma_store_binds_gradient_descriptors(monkeypatch, gpu_pl
     want = ((b, nkv, hkv, d), (nkv * hkv * d, row, head, 1), 64, "bfloat16", d)
     assert described == [(outputs["DK"], *want), (outputs["DV"], *want)]
     assert plan.launch_outputs(dq, outputs, placeholder) == tuple(outputs.get(n, placeholder) for n in dq.outputs)
-    _, dkdv, _ = plan.backward_calls(arrays, None, False, q, descriptors="device")
+    dkdv, _ = _dkdv_and_dq(plan.backward_calls(arrays, None, False, q, descriptors="device"))
     assert dkdv.constexprs["TMA_STORE"] and dkdv.constexprs["DEVICE_DESCRIPTORS"]
     assert plan.launch_outputs(dkdv, outputs, placeholder) == (outputs["DK"], outputs["DV"], placeholder)
     monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma"})
-    _, dkdv, _ = plan.backward_calls(arrays, None, False, q, descriptors="host")
+    dkdv, _ = _dkdv_and_dq(plan.backward_calls(arrays, None, False, q, descriptors="host"))
     assert plan.launch_outputs(dkdv, outputs, placeholder) == (outputs["DK"], outputs["DV"], placeholder)
     assert len(described) == 4  # the last two calls' Q and dO only
 
@@ -1140,11 +1178,11 @@ def test_gluon_backward_persistent_grid(monkeypatch, gpu_plans, kv_blocks, grid)
     plan = core.plan_attention(q, kv, kv, causal=True)
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
     for descriptors in ("host", "device"):
-        _, dkdv, _ = plan.backward_calls(arrays, None, False, q, descriptors=descriptors)
+        dkdv, _ = _dkdv_and_dq(plan.backward_calls(arrays, None, False, q, descriptors=descriptors))
         assert dkdv.constexprs["PERSISTENT"] and dkdv.constexprs["TMA"] and dkdv.grid == grid
         args = dict(zip(kernel_params(dkdv.kernel)[0], dkdv.args))
         assert (args["num_heads_kv"], args["num_batches"], args["gqa_group"]) == (2, 2, 2)
-    _, dkdv, _ = plan.backward_calls(arrays, None, False, q)  # no descriptors: the cp.async tile
+    dkdv, _ = _dkdv_and_dq(plan.backward_calls(arrays, None, False, q))  # no descriptors: the cp.async tile
     assert not dkdv.constexprs["PERSISTENT"] and dkdv.grid == (kv_blocks, 2, 2)
 
 def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):
@@ -1168,7 +1206,7 @@ def test_gluon_backward_walks_block_maps(monkeypatch, gpu_plans):
     assert plan.gluon_backward_tiles() == ("dkdv", "dq")
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2", "MAP_COUNTS",
                                           "MAP_INDICES", "MAP_T_COUNTS", "MAP_T_INDICES")}
-    _, dkdv, dq = plan.backward_calls(arrays, None, False, q)
+    dkdv, dq = _dkdv_and_dq(plan.backward_calls(arrays, None, False, q))
     assert (dkdv.kernel, dq.kernel) == (gluon_attention_dkdv_kernel, gluon_attention_dq_kernel)
     for call, lists in ((dkdv, ("MAP_T_COUNTS", "MAP_T_INDICES")), (dq, ("MAP_COUNTS", "MAP_INDICES"))):
         assert call.constexprs["BLOCK_MAP"] and call.constexprs["MAP_STEPS"] == 2
