@@ -1131,10 +1131,12 @@ class AttentionPlan:
             writes = tuple(name for name in outputs if written[name])
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
 
-        # Where dQ's tl programs launch alone, they come first and write the row statistics
-        # (tuning.DQ_ROW_STATS): no preprocess.
-        def dq_with_row_stats() -> tuple:
-            return launch(False, True, row_stats=True)
+        def in_order(dkdv: tuple, run_dq: bool, gluon_dq: Optional[tuple] = None) -> tuple:
+            # The row statistics' writer first: dQ's tl launch where it runs alone (tuning.DQ_ROW_STATS),
+            # then dK/dV's launches; else the preprocess, dK/dV's launches, then dQ's.
+            if run_dq and gluon_dq is None and tuning.DQ_ROW_STATS:
+                return (launch(False, True, row_stats=True), *dkdv)
+            return (preprocess, *dkdv, *((gluon_dq or launch(False, True),) if run_dq else ()))
 
         def dkdv_alone() -> tuple:
             # dK/dV's programs without dQ's: in two passes (dV's, then dK's) where the tiles say so.
@@ -1171,23 +1173,16 @@ class AttentionPlan:
                 dkdv = (gluon_launch(gluon_backward.gluon_attention_dkdv_kernel, tile, grid,
                                      dkdv_outputs, map_m, dkdv_outputs if on_device else dkdv_outputs[:2],
                                      DEVICE_DESCRIPTORS=on_device),)
-            if dq_tile is None:
-                dq = launch(False, True)
-            else:
+            gluon_dq = None
+            if dq_tile is not None:
                 tile = tuning.GLUON_DQ_TILES[dq_tile]
-                dq = gluon_launch(gluon_backward.gluon_attention_dq_kernel, tile,
-                                  (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch), ("DQ",), map_n)
-            if need_dq and dq_tile is None and tuning.DQ_ROW_STATS:
-                return (dq_with_row_stats(), *(dkdv if need_dkdv else ()))
-            return (preprocess, *(dkdv if need_dkdv else ()), *((dq,) if need_dq else ()))
+                gluon_dq = gluon_launch(gluon_backward.gluon_attention_dq_kernel, tile,
+                                        (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch), ("DQ",), map_n)
+            return in_order(dkdv if need_dkdv else (), need_dq, gluon_dq)
         if not (need_dq and need_dkdv):  # one kind alone, in its own launch(es)
-            if need_dq and tuning.DQ_ROW_STATS:
-                return (dq_with_row_stats(),)
-            return (preprocess, *(dkdv_alone() if need_dkdv else (launch(False, True),)))
+            return in_order(dkdv_alone() if need_dkdv else (), need_dq)
         if split:
-            if tuning.DQ_ROW_STATS:
-                return (dq_with_row_stats(), *dkdv_alone())
-            return (preprocess, *dkdv_alone(), launch(False, True))
+            return in_order(dkdv_alone(), True)
         if self.dkdv_grid[1] != self.dq_grid[1]:
             raise ValueError("one backward launch needs as many kv heads as q heads (see fused_backward)")
         return preprocess, launch(True, True)

@@ -431,9 +431,11 @@ def _backward_of(wanted: _Gradients, options: core.CallOptions, q, k, v, bias, a
         results = _launch(call(index), arrays, _output_types(launch, types),
                           zeroed=tuple(i for i, n in enumerate(launch.outputs) if n in zeroed and n in launch.writes))
         for name, result in zip(launch.outputs, results):
-            if name in core.ROW_STATS_INPUTS and name in launch.writes:  # read by the launches after it
+            if name not in launch.writes:
+                continue
+            if name in core.ROW_STATS_INPUTS:  # the row statistics: inputs of the launches after it
                 arrays[core.ROW_STATS_INPUTS[name]] = result
-            elif name in launch.writes:
+            else:
                 grads[name] = result
     dk, dv, dq, dbias = (grads.get(name) for name in ("DK", "DV", "DQ", "DBIAS"))  # the Gluon launches write no dBias
     if slopes_grad:
