@@ -410,7 +410,6 @@ def _dq_program(
         p_o = O + b64 * stride_ob + h64 * stride_oh + row0 * stride_on + offs_m[:, None] * stride_on + offs_dv[None, :] * stride_od
         b_o = load_tile(p_o, m_m, m_dv, True, HEAD_DIM_V != BLOCK_DV)
         delta, lse_log2 = _row_stats(b_o, b_do, LSE, DLSE, b64 * stride_lb + h64 * stride_lh + rows * stride_ln, m_m, HAS_DLSE)
-        _store_row_stats(DELTA_OUT, LSE_LOG2_OUT, row_offsets, delta, lse_log2, m_m, PADDED_ROW_STATS)
     else:
         lse_log2, delta = _load_row_stats(LSE_LOG2 + row_offsets, DELTA + row_offsets, m_m, PADDED_ROW_STATS)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -457,6 +456,8 @@ def _dq_program(
 
     p_dq = DQ + b64 * stride_dqb + h64 * stride_dqh + row0 * stride_dqn + offs_m[:, None] * stride_dqn + offs_d[None, :] * stride_dqd
     store_tile(p_dq, (dq * sm_scale).to(DQ.dtype.element_ty), m_m, m_d, HEAD_DIM != BLOCK_D)
+    if ROW_STATS:  # stored last: in the prologue the store's layout change held up the first key block's copies
+        _store_row_stats(DELTA_OUT, LSE_LOG2_OUT, row_offsets, delta, lse_log2, m_m, PADDED_ROW_STATS)
     if SLOPES_GRAD:
         tl.store(dbias_base + pid_m * stride_gq, -tl.sum(slope_sums, 0))
 
