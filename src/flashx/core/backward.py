@@ -421,7 +421,7 @@ def _dq_program(
         start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
         BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD or HAS_DENSE_MASK,
     )
-    if PREFETCH_KV and not BLOCK_MAP:
+    if PREFETCH_KV and not BLOCK_MAP and hi > lo:  # (then the clamped rows are the sequence's own)
         # The key blocks the loop's pipeline fills first are copied only after this prologue (Q,
         # dO, the row statistics and their layout changes); asked for now, they come from L2 then.
         # The first one or two blocks: from lo, or the diagonal's where EDGES_TOGETHER walks the edges first.
