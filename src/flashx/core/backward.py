@@ -151,21 +151,6 @@ def _load_row_stats(p_lse_log2, p_delta, m_rows, PADDED_ROW_STATS: tl.constexpr)
 
 
 @triton.jit
-def _prefetch_rows_to_l2(base, first_row, rows, stride_n, stride_d, ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
-                         HEAD_DIM: tl.constexpr, LINE: tl.constexpr):
-    """Asks L2 for rows first_row .. first_row + ROWS (those before `rows`) of a [rows, HEAD_DIM]
-    array, one prefetch per LINE elements (a 128-byte line), without waiting for them: a hint,
-    so addresses are clamped into the array rather than masked."""
-    LINES: tl.constexpr = BLOCK_D // LINE if BLOCK_D > LINE else 1
-    idx = tl.arange(0, ROWS * LINES)
-    row = tl.minimum(first_row + idx // LINES, rows - 1)
-    col = tl.minimum((idx % LINES) * LINE, HEAD_DIM - 1)
-    ptrs = base + row.to(tl.int64) * stride_n + col * stride_d
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
-                              is_pure=False, pack=1)
-
-
-@triton.jit
 def _dkdv_program(
     x, programs,
     Q, K, V, DO, LSE_LOG2, DELTA, SLOPES, BIAS, MASK, CU_SEQLENS_Q, CU_SEQLENS_K, SEQUSED_Q, SEQUSED_K, DROPOUT_SEED,
@@ -356,7 +341,7 @@ def _dq_program(
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr, DROPOUT_P: tl.constexpr,
-    ROW_STATS: tl.constexpr, HAS_DLSE: tl.constexpr, LSE_ALIGN: tl.constexpr, PREFETCH_KV: tl.constexpr,
+    ROW_STATS: tl.constexpr, HAS_DLSE: tl.constexpr, LSE_ALIGN: tl.constexpr,
 ):
     """dQ of BLOCK_M query rows of one (batch, q head), and in DBIAS either dBias [B, Hq, Nq, Nkv]
     (BIAS_GRAD) or the block's part of ALiBi's slope gradient [B, Hq, cdiv(Nq, BLOCK_M)]
@@ -417,21 +402,6 @@ def _dq_program(
     m_m = q_idx < q_owned
     m_d = offs_d < HEAD_DIM
     m_dv = offs_dv < HEAD_DIM_V
-    lo, full_lo, full_hi, hi = key_spans(
-        start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
-        BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD or HAS_DENSE_MASK,
-    )
-    if PREFETCH_KV and not BLOCK_MAP and hi > lo:  # (then the clamped rows are the sequence's own)
-        # The key blocks the loop's pipeline fills first are copied only after this prologue (Q,
-        # dO, the row statistics and their layout changes); asked for now, they come from L2 then.
-        # The first one or two blocks: from lo, or the diagonal's where EDGES_TOGETHER walks the edges first.
-        first_n = lo
-        if EDGES_TOGETHER:
-            first_n = tl.where((full_lo == lo) & (hi > full_hi), full_hi, lo)
-        _prefetch_rows_to_l2(k_base, first_n, seqlen_kv_b, stride_kn, stride_kd, BLOCK_N * (1 if STAGES <= 2 else 2), BLOCK_D,
-                             HEAD_DIM, 128 // K.dtype.element_ty.primitive_bitwidth * 8)
-        _prefetch_rows_to_l2(v_base, first_n, seqlen_kv_b, stride_vn, stride_vd, BLOCK_N * (1 if STAGES <= 2 else 2), BLOCK_DV,
-                             HEAD_DIM_V, 128 // V.dtype.element_ty.primitive_bitwidth * 8)
     p_q = Q + b64 * stride_qb + h64 * stride_qh + row0 * stride_qn + offs_m[:, None] * stride_qn + offs_d[None, :] * stride_qd
     p_do = DO + b64 * stride_dob + h64 * stride_doh + row0 * stride_don + offs_m[:, None] * stride_don + offs_dv[None, :] * stride_dod
     b_q = load_tile(p_q, m_m, m_d, True, HEAD_DIM != BLOCK_D)  # [BM, BD]
@@ -446,6 +416,10 @@ def _dq_program(
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     slope_sums = tl.zeros([BLOCK_M], dtype=tl.float32)  # per row: sum of dS * |i' - j| (SLOPES_GRAD)
 
+    lo, full_lo, full_hi, hi = key_spans(
+        start_m, seqlen_q_b, q_owned, seqlen_kv_b, diag_offset, window_left, window_right,
+        BLOCK_M, BLOCK_N, LIMIT_LEFT, LIMIT_RIGHT, HAS_MASK_MOD or HAS_DENSE_MASK,
+    )
     p_counts, p_indices = map_row(
         MAP_COUNTS, MAP_INDICES, batch, head, pid_m, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, MAP_SPLIT,
     )
@@ -527,7 +501,7 @@ def attention_backward_kernel(
     UPCAST_DOT: tl.constexpr, DOT_PRECISION: tl.constexpr, STRIDE_ALIGN: tl.constexpr, BOUND_ROWS: tl.constexpr,
     HEAD_GROUP: tl.constexpr, ROWS_DOWN: tl.constexpr, ROW_ALIGN: tl.constexpr, PADDED_ROW_STATS: tl.constexpr,
     Q_ALIGN: tl.constexpr, KV_ALIGN: tl.constexpr, EDGES_TOGETHER: tl.constexpr, DROPOUT_P: tl.constexpr,
-    DQ_ROW_STATS: tl.constexpr, HAS_DLSE: tl.constexpr, LSE_ALIGN: tl.constexpr, DQ_PREFETCH_KV: tl.constexpr,
+    DQ_ROW_STATS: tl.constexpr, HAS_DLSE: tl.constexpr, LSE_ALIGN: tl.constexpr,
 ):
     """The gradients after the row statistics: dK and/or dV (RUN_DKDV; WRITE_DK, WRITE_DV say which)
     and dQ, dBias or the slopes' per-block gradient (RUN_DQ).
@@ -600,5 +574,5 @@ def attention_backward_kernel(
             SCORE_MOD, SCORE_MOD_GRAD, HAS_SCORE_MOD, SOFTCAP_FORM, HAS_ALIBI, HAS_BIAS, BIAS_GRAD, SLOPES_GRAD,
             UPCAST_DOT, DOT_PRECISION, STRIDE_ALIGN, BOUND_ROWS,
             HEAD_GROUP, ROW_ALIGN, PADDED_ROW_STATS, Q_ALIGN, KV_ALIGN, EDGES_TOGETHER, DROPOUT_P,
-            DQ_ROW_STATS, HAS_DLSE, LSE_ALIGN, DQ_PREFETCH_KV,
+            DQ_ROW_STATS, HAS_DLSE, LSE_ALIGN,
         )

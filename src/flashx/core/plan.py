@@ -1124,7 +1124,6 @@ class AttentionPlan:
             constexprs = self._constexprs(kernel, dict(
                 align, **tiles, BIAS_GRAD=bias_grad, SLOPES_GRAD=slopes_grad, RUN_DKDV=run_dkdv, RUN_DQ=run_dq,
                 WRITE_DK=write_dk, WRITE_DV=write_dv, DQ_ROW_STATS=row_stats, HAS_DLSE=has_dlse,
-                DQ_PREFETCH_KV=tuning.DQ_PREFETCH_KV and not runtime.INTERPRETER,
             ))
             template = self._template(kernel, grads | dict(dkdv_programs=dkdv_programs))
             written = dict(DK=run_dkdv and write_dk, DV=run_dkdv and write_dv, DQ=run_dq, DBIAS=run_dq,

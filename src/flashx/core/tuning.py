@@ -471,10 +471,6 @@ FEW_PROGRAMS_WAVES = 4
 # backward (B = 16, H = 16): 5% non-causal, 8% causal (2026-12-07, s85).
 DQ_ROW_STATS = True
 
-# dQ's tl programs ask L2 for the key blocks their pipeline fills first before their prologue
-# (PTX prefetch.global.L2; not in Triton's interpreter).
-DQ_PREFETCH_KV = True
-
 # The kernels' DOT_PRECISION for float32 "tf32x3" where core.scores.dot splits the operands itself:
 # the high part by an integer add and a mask, then three "tf32" dots. Triton's own tf32x3 rounds
 # each split operand through an emulated cvt.rna.tf32, with an extra compare and select an element:
