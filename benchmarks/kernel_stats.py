@@ -55,7 +55,8 @@ def describe(compiled) -> str:
 
 
 # Pointer element types of the kernels' array arguments (the rest are the inputs' dtype).
-_FLOAT32_ARRAYS = ("LSE", "LSE_LOG2", "DELTA", "DLSE", "DBIAS", "SLOPES", "O_SPLIT", "LSE_SPLIT")
+_FLOAT32_ARRAYS = ("LSE", "LSE_LOG2", "DELTA", "LSE_LOG2_OUT", "DELTA_OUT", "DLSE", "DBIAS", "SLOPES", "O_SPLIT",
+                   "LSE_SPLIT")
 _INT32_ARRAYS = ("BLOCK_TABLE", "CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS",
                  "MAP_T_INDICES", "MASK", "DROPOUT_SEED")
 
