@@ -54,9 +54,9 @@ def describe(compiled) -> str:
             f"registers {compiled.n_regs:3d}  spills {compiled.n_spills}")
 
 
-# Pointer element types of the kernels' array arguments (the rest are the inputs' dtype).
-_FLOAT32_ARRAYS = ("LSE", "LSE_LOG2", "DELTA", "LSE_LOG2_OUT", "DELTA_OUT", "DLSE", "DBIAS", "SLOPES", "O_SPLIT",
-                   "LSE_SPLIT")
+# Pointer element types of the kernels' array arguments (the rest are the inputs' dtype); the
+# backward's row statistics, float32 too, by core's names for them (offline's float32_arrays).
+_FLOAT32_ARRAYS = ("LSE", "DLSE", "DBIAS", "SLOPES", "O_SPLIT", "LSE_SPLIT")
 _INT32_ARRAYS = ("BLOCK_TABLE", "CU_SEQLENS_Q", "CU_SEQLENS_K", "SEQUSED_Q", "SEQUSED_K", "MAP_COUNTS", "MAP_INDICES", "MAP_T_COUNTS",
                  "MAP_T_INDICES", "MASK", "DROPOUT_SEED")
 
@@ -152,6 +152,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
 
     from flashx import core
     from flashx.core.launch import kernel_params
+    # The row statistics as written (DELTA_OUT, LSE_LOG2_OUT) and as read (DELTA, LSE_LOG2).
+    float32_arrays = _FLOAT32_ARRAYS + tuple(core.ROW_STATS_INPUTS) + tuple(core.ROW_STATS_INPUTS.values())
 
     if tile is not None:  # routed for its head dim, causal or not, at any length
         from gluon_forward_check import VARIANTS, _constexprs
@@ -197,7 +199,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
             if hasattr(value, "block_shape"):  # a TMA descriptor
                 signature[name] = mangle_type(value)
             elif name.isupper():  # an array
-                signature[name] = "*" + ("fp32" if role in _FLOAT32_ARRAYS else "i32" if role in _INT32_ARRAYS else dtype)
+                signature[name] = "*" + ("fp32" if role in float32_arrays else "i32" if role in _INT32_ARRAYS else dtype)
                 attrs[(i,)] = [["tt.divisibility", 16]]
             elif isinstance(value, float):
                 signature[name] = "fp64" if jax_like else "fp32"
