@@ -80,9 +80,16 @@ def rng(request) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
+def gradient_launches(calls) -> list:
+    """A backward's launches (AttentionPlan.backward_calls) less the preprocess, where it has one."""
+    from flashx import core
+
+    return [call for call in calls if call.kernel is not core.plan.attention_backward_preprocess_kernel]
+
+
 def _count_backward_launches(monkeypatch) -> list:
     """Wraps AttentionPlan.backward_calls: the returned list gets each call's number of gradient
-    launches (less the preprocess)."""
+    launches (gradient_launches)."""
     from flashx import core
 
     counts = []
@@ -90,7 +97,7 @@ def _count_backward_launches(monkeypatch) -> list:
 
     def counted(self, *args, **kwargs):
         calls = backward_calls(self, *args, **kwargs)
-        counts.append(sum(call.kernel is not core.plan.attention_backward_preprocess_kernel for call in calls))
+        counts.append(len(gradient_launches(calls)))
         return calls
 
     monkeypatch.setattr(core.AttentionPlan, "backward_calls", counted)

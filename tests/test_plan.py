@@ -14,6 +14,8 @@ from flashx.core import plan as plan_mod
 from flashx.core import tuning
 from flashx.core.launch import kernel_params
 
+from conftest import gradient_launches
+
 
 # Plans check that arrays live where the kernels run: the CPU under the interpreter, else the GPU.
 DEVICE = "cpu" if core.runtime.INTERPRETER else "cuda:0"
@@ -64,11 +66,6 @@ def test_padded_row_statistics_only_for_the_transposed_dkdv_tile():
 BOTH, DKDV, DV, DK, DQ = {"DK", "DV", "DQ", "DBIAS"}, {"DK", "DV"}, {"DV"}, {"DK"}, {"DQ", "DBIAS"}
 ROW_STATS = set(core.ROW_STATS_OUTPUTS)  # the backward's row statistics (its first launch writes them)
 DQ_STATS = DQ | ROW_STATS
-
-
-def _gradient_launches(calls) -> list:
-    """The backward's launches less the preprocess (where it has one)."""
-    return [c for c in calls if c.kernel is not plan_mod.attention_backward_preprocess_kernel]
 
 
 def _dkdv_and_dq(calls) -> tuple:
@@ -1033,7 +1030,7 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
     assert (dkdv.kernel is gluon_attention_dkdv_kernel) is (halves != "dq")
     assert (dq.kernel is gluon_attention_dq_kernel) is (halves != "dkdv")
     # Either half alone (the other's inputs take no gradient): its own launch, Gluon or not.
-    alone = [_gradient_launches(plan.backward_calls(arrays, None, False, q, need_dkdv=need_dkdv, need_dq=not need_dkdv))
+    alone = [gradient_launches(plan.backward_calls(arrays, None, False, q, need_dkdv=need_dkdv, need_dq=not need_dkdv))
              for need_dkdv in (False, True)]
     assert [[c.kernel for c in calls] for calls in alone] == [[dq.kernel], [dkdv.kernel]]
     assert set(dkdv.writes) == DKDV and set(dq.writes) <= DQ_STATS and "DQ" in dq.writes
