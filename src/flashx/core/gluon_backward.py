@@ -25,7 +25,9 @@ The dQ kernel (gluon_attention_dq_kernel) is the forward's shape: a program owns
 of one (batch, q head), the producer streams the K and V blocks (64 keys) they see, and each
 consumer holds its 64 rows' Q, dO, lse_log2 and delta and accumulates dQ += dS K with dS in
 registers (S = Q K^T, P = exp2(S c - lse_log2), dP = dO V^T, dS = P (dP - delta)). No atomics:
-dQ stays deterministic, as the portable backward's is.
+dQ stays deterministic, as the portable backward's is. Launched before dK/dV (ROW_STATS), its
+consumers compute their rows' lse_log2 and delta from O, dO and lse and write them for dK/dV,
+while the producer's first copies are in flight, in place of the preprocess pass.
 
 Inputs as the portable backward's: Q, dO [B, Nq, Hq, D]; K, V [B, Nkv, Hkv, D] through their
 strides (the last axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE_LOG2 and

@@ -1014,8 +1014,9 @@ class AttentionPlan:
     ) -> tuple:
         """The backward's launches, in order. The first writes the row statistics (DELTA_OUT and
         LSE_LOG2_OUT, which the launches after it read as DELTA and LSE_LOG2: ROW_STATS_INPUTS):
-        where dQ's portable programs launch alone (split, or beside a Gluon dK/dV launch), they come
-        first and write them (tuning.DQ_ROW_STATS), then dK/dV's; otherwise the preprocess does,
+        where dQ's programs launch alone (split, or beside a Gluon dK/dV launch), they come first
+        and write them (tuning.DQ_ROW_STATS for the portable kernel, GLUON_DQ_ROW_STATS for the
+        Gluon one), then dK/dV's; otherwise the preprocess does,
         then dK/dV's and dQ's programs in one launch, or split in two, dK/dV's then dQ's
         (split=None: as fused_backward says). With tiles.dkdv_passes == 2, dK/dV's launch is two,
         dV's then dK's. gluon: whether each half
