@@ -134,13 +134,14 @@ def launch_dq(q, k, v, do, lse_log2, delta, causal, window_left, args):
     grid = (triton.cdiv(nq, 128), hq, b)
     gluon_backward.gluon_attention_dq_kernel[grid](
         q, ks, vs, do, lse_log2, delta, lse_log2, lse_log2,  # no block map: its arrays unused
+        lse_log2, lse_log2, lse_log2,  # O, LSE, DLSE: unused (the statistics come computed: no ROW_STATS)
         d ** -0.5, 1, window_left, nq, nkv, hq // hkv,
         *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], *lse_log2.stride()[:2],
-        *NO_MAP_STRIDES, *dq.stride()[:3],
-        dq,
+        *NO_MAP_STRIDES, 0, 0, 0, 0, 0, *dq.stride()[:3],
+        dq, lse_log2, lse_log2,  # DELTA_OUT, LSE_LOG2_OUT: unused
         HEAD_DIM=d, BLOCK_M=128, BLOCK_N=64, LIMIT_RIGHT=causal, LIMIT_LEFT=window_left >= 0, STRIDE_ALIGN=8,
         ROW_ALIGN=16, STAGES=args.stages, PRODUCER_WARPS=4, PRODUCER_REGS=args.pregs, CONSUMER_REGS=args.cregs,
-        TMA=args.tma, **NO_MAP, num_warps=4,
+        TMA=args.tma, **NO_MAP, ROW_STATS=False, HAS_DLSE=False, LSE_ALIGN=1, num_warps=4,
     )
     return dq
 

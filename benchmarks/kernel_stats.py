@@ -319,14 +319,17 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                 for name, tile in zip(names, ("dkdv", "dkdv-tma", "dq")):
                     setattr(core.tuning, name, {(d, kind): tile})
                 try:
-                    _, gluon_dkdv, gluon_dq = plan.backward_calls({}, None, False, spec)
+                    launches = plan.backward_calls({}, None, False, spec)  # dQ's may come first (row statistics)
+                    (gluon_dkdv,) = [c for c in launches if "DK" in c.writes]
+                    (gluon_dq,) = [c for c in launches if "DQ" in c.writes]
                     calls.append(("Gluon dK/dV", gluon_dkdv))
                     # Its TMA tiles: host descriptors (torch's, over CPU tensors), or built on the device (JAX's).
                     for tile, line in (("dkdv-tma", "Gluon dK/dV TMA"), ("dkdv-tma-persist", "Gluon dK/dV TMA p")):
                         core.tuning.GLUON_DKDV_TMA_ROUTE = {(d, kind): tile}
-                        _, gluon_tma, _ = (
+                        launches = (
                             plan.backward_calls({}, None, False, spec, descriptors="device") if jax_like
                             else plan.backward_calls(tma_arrays(shape), None, False, spec, descriptors="host"))
+                        (gluon_tma,) = [c for c in launches if "DK" in c.writes]
                         calls.append((line, gluon_tma))
                     calls.append(("Gluon dQ", gluon_dq))
                 finally:

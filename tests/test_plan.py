@@ -1033,9 +1033,18 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
     alone = [gradient_launches(plan.backward_calls(arrays, None, False, q, need_dkdv=need_dkdv, need_dq=not need_dkdv))
              for need_dkdv in (False, True)]
     assert [[c.kernel for c in calls] for calls in alone] == [[dq.kernel], [dkdv.kernel]]
-    assert set(dkdv.writes) == DKDV and set(dq.writes) <= DQ_STATS and "DQ" in dq.writes
-    # A tl dQ beside a Gluon dK/dV comes first and writes the row statistics; a Gluon dQ reads them.
-    assert (set(dq.writes) >= ROW_STATS) is (halves == "dkdv")
+    assert set(dkdv.writes) == DKDV and ROW_STATS | {"DQ"} <= set(dq.writes) <= DQ_STATS
+    # dQ's launch, tl or Gluon (tuning.DQ_ROW_STATS, GLUON_DQ_ROW_STATS), comes first and writes
+    # the row statistics, over every padded row; dK/dV's reads them.
+    calls = plan.backward_calls(arrays, None, False, q)
+    assert calls[0].kernel is dq.kernel and calls[1].kernel is dkdv.kernel and len(calls) == 2
+    assert dq.grid[0] * dq.constexprs.get("BLOCK_M", plan.tiles.dq.block_m) >= plan.row_stats_shape[-1]
+    if halves != "dkdv":  # without GLUON_DQ_ROW_STATS the Gluon dQ reads them after the preprocess
+        monkeypatch.setattr(tuning, "GLUON_DQ_ROW_STATS", False)
+        calls = plan.backward_calls(arrays, None, False, q)
+        assert calls[0].kernel is plan_mod.attention_backward_preprocess_kernel and calls[2].writes == ("DQ",)
+        assert not calls[2].constexprs["ROW_STATS"]
+        monkeypatch.setattr(tuning, "GLUON_DQ_ROW_STATS", True)
     if halves != "dq":
         assert dkdv.outputs == ("DK", "DV", "DESCRIPTOR_SCRATCH") and dkdv.writes == ("DK", "DV")
         assert dkdv.grid == (8, 2, 2) and dkdv.options["num_warps"] == 4 and not dkdv.constexprs["DEVICE_DESCRIPTORS"]
@@ -1043,7 +1052,8 @@ def test_gluon_backward_calls(monkeypatch, gpu_plans, window, halves):
     else:
         assert not dkdv.constexprs["RUN_DQ"]
     if halves != "dkdv":
-        assert dq.outputs == ("DQ",) and dq.grid == (6, 4, 2) and dq.options["num_warps"] == 4
+        assert dq.outputs == ("DQ",) + core.ROW_STATS_OUTPUTS and dq.grid == (6, 4, 2) and dq.options["num_warps"] == 4
+        assert dq.constexprs["ROW_STATS"] and not dq.constexprs["HAS_DLSE"]
         assert {n: dq.constexprs[n] for n in tuning.GLUON_DQ_TILES["dq"]} == tuning.GLUON_DQ_TILES["dq"]
     else:
         assert not dq.constexprs["RUN_DKDV"]

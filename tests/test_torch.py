@@ -1284,6 +1284,62 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, case, wi
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("window", [None, (150, 0)], ids=["dense", "window-150"])
+def test_gpu_gluon_dq_writes_row_statistics(monkeypatch, backward_kernels, window):
+    """The Gluon dQ kernel launched first (tuning.GLUON_DQ_ROW_STATS) computes the row statistics
+    itself: every padded row of delta and lse_log2 as the preprocess writes them (real rows
+    rowsum(dO * O) - dlse and lse in log2 units, padding 0 and +inf), and the gradients of a loss
+    through out and lse (the lse's gradient enters through delta) agree with float64 autograd.
+    Nq = 333 leaves 51 padding rows in the last 128-row block; GQA 4 / 2, bf16, D = 128."""
+    from flashx import core
+    from flashx.core import gluon_backward, tuning
+    from flashx.torch.attention import _spec
+
+    require_sm90()
+    monkeypatch.setattr(tuning, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in ("dense", "causal", "window", "map")})
+    monkeypatch.setattr(tuning, "GLUON_DQ_ROW_STATS", True)
+    case = Case(2, 333, 333, 4, 2, 128, 128, causal=window is not None)
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(repr((case, window)).encode()))
+    q, k, v = (torch.randn(s, generator=gen, device="cuda").to(torch.bfloat16).requires_grad_()
+               for s in shapes(*case[:7], "bnhd"))
+    w = torch.randn(q.shape, generator=gen, device="cuda")
+    u = torch.randn((2, 4, 333), generator=gen, device="cuda")
+    options = dict(window=window) if window else {}
+    out, lse = flashx.torch.attention(q, k, v, return_lse=True, **options)
+    grads = torch.autograd.grad((out.float() * w).sum() + (lse * u).sum(), (q, k, v))
+    assert backward_kernels[0] is gluon_backward.gluon_attention_dq_kernel, backward_kernels
+
+    # The first launch alone, into NaN-filled statistics: every row written, padding included.
+    dout, dlse = w.to(torch.bfloat16), u
+    plan = core.plan_attention(_spec("q", q), _spec("k", k), _spec("v", v), **options)
+    assert plan.row_stats_shape[-1] == 384
+    arrays = dict(Q=q.detach(), K=k.detach(), V=v.detach(), O=out.detach(), DO=dout, LSE=lse.detach(), DLSE=dlse)
+    first, *_ = plan.backward_calls(arrays, torch.empty(1, device="cuda"), False, _spec("grad_out", dout))
+    assert first.kernel is gluon_backward.gluon_attention_dq_kernel and first.constexprs["HAS_DLSE"]
+    delta, lse_log2 = (torch.full(plan.row_stats_shape, float("nan"), device="cuda") for _ in range(2))
+    outputs = dict(DELTA_OUT=delta, LSE_LOG2_OUT=lse_log2, DQ=torch.empty_like(q))
+    first.launch(plan.launch_outputs(first, outputs, torch.empty(1, device="cuda")))
+    want_delta = (out.double() * dout.double()).sum(-1).transpose(1, 2) - dlse.double()
+    want_lse_log2 = lse.double() * math.log2(math.e)
+    assert torch.allclose(delta[:, :, :333].double(), want_delta, rtol=1e-4, atol=1e-4)
+    assert torch.allclose(lse_log2[:, :, :333].double(), want_lse_log2, rtol=1e-6, atol=1e-6)
+    assert bool((delta[:, :, 333:] == 0).all()) and bool((lse_log2[:, :, 333:] == float("inf")).all())
+
+    ref_in = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    rq, rk, rv = (x.transpose(1, 2) for x in ref_in)
+    rk, rv = (x.repeat_interleave(2, dim=1) for x in (rk, rv))
+    scores = rq @ rk.transpose(-1, -2) / math.sqrt(128)
+    if window is not None:
+        i, j = torch.arange(333, device="cuda")[:, None], torch.arange(333, device="cuda")[None, :]
+        scores = scores.masked_fill(~((j <= i) & (j >= i - window[0])), float("-inf"))
+    ref_lse = torch.logsumexp(scores, -1)
+    ref_out = (torch.softmax(scores, -1) @ rv).transpose(1, 2)
+    ref = torch.autograd.grad((ref_out * w.double()).sum() + (ref_lse * u.double()).sum(), ref_in)
+    for name, g, r in zip("qkv", grads, ref):
+        assert_error_within(rel_error(to_numpy(g), to_numpy(r)), None, "bfloat16", f"d{name}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("case, dtype", GLUON_CASES)
 @pytest.mark.usefixtures("keys_unsplit")
 def test_gpu_gluon_forward(monkeypatch, forward_kernels, case, dtype):

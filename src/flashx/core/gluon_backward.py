@@ -25,7 +25,9 @@ The dQ kernel (gluon_attention_dq_kernel) is the forward's shape: a program owns
 of one (batch, q head), the producer streams the K and V blocks (64 keys) they see, and each
 consumer holds its 64 rows' Q, dO, lse_log2 and delta and accumulates dQ += dS K with dS in
 registers (S = Q K^T, P = exp2(S c - lse_log2), dP = dO V^T, dS = P (dP - delta)). No atomics:
-dQ stays deterministic, as the portable backward's is.
+dQ stays deterministic, as the portable backward's is. Launched before dK/dV (ROW_STATS), its
+consumers compute their rows' lse_log2 and delta from O, dO and lse and write them for dK/dV,
+while the producer's first copies are in flight, in place of the preprocess pass.
 
 Inputs as the portable backward's: Q, dO [B, Nq, Hq, D]; K, V [B, Nkv, Hkv, D] through their
 strides (the last axis contiguous, the others multiples of STRIDE_ALIGN elements); LSE_LOG2 and
@@ -67,14 +69,20 @@ QUERY_BLOCK = CONSUMER_ROWS  # 64 query rows a step
 
 
 @gluon.jit
-def _stage_rows(X, row0, stride_n, rows, smem, BLOCK_D: gl.constexpr):
-    """Rows row0 .. row0 + 64 of X (a pointer to one (batch, head)'s row 0) through a consumer
-    warpgroup's registers into smem; rows from `rows` on read 0."""
+def _load_rows(X, row0, stride_n, rows, BLOCK_D: gl.constexpr):
+    """Rows row0 .. row0 + 64 of X (a pointer to one (batch, head)'s row 0) into a consumer
+    warpgroup's registers; rows from `rows` on read 0."""
     layout: gl.constexpr = _copy_layout(BLOCK_D, CONSUMER_WARPS)
     offs_n = gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, layout))
     offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
     ok = (row0 + offs_n)[:, None] < rows
-    smem.store(gl.load(X + (row0 + offs_n).to(gl.int64)[:, None] * stride_n + offs_d[None, :], mask=ok, other=0.0))
+    return gl.load(X + (row0 + offs_n).to(gl.int64)[:, None] * stride_n + offs_d[None, :], mask=ok, other=0.0)
+
+
+@gluon.jit
+def _stage_rows(X, row0, stride_n, rows, smem, BLOCK_D: gl.constexpr):
+    """_load_rows through a consumer warpgroup's registers into smem."""
+    smem.store(_load_rows(X, row0, stride_n, rows, BLOCK_D))
 
 
 @gluon.jit
@@ -652,19 +660,45 @@ def _copy_keys(copies, rings, s, begin, end, p_list, BLOCK_N: gl.constexpr, STAG
 
 
 @gluon.jit
+def _dq_row_stats(o_tile, do_tile, LSE, DLSE, DELTA_OUT, LSE_LOG2_OUT, lse_base, stats_base, rows, seqlen_q,
+                  HAS_DLSE: gl.constexpr):
+    """(lse_log2, delta) of one consumer's 64 rows (rows: their indices, in the layout the loop
+    reads them in), computed as the portable backward's _row_stats does (delta = rowsum(dO * O) -
+    dlse; lse in log2 units, +inf where lse = -inf) and stored into LSE_LOG2_OUT and DELTA_OUT for
+    the dK/dV launch after this one; rows past Nq take delta 0 and lse_log2 +inf (the padded
+    row statistics). o_tile, do_tile: the rows' O and dO as _load_rows gives them; LSE, DLSE:
+    pointers to the (batch, head)'s rows at lse_base."""
+    in_seq = rows < seqlen_q
+    lse = gl.load(LSE + lse_base + rows, mask=in_seq, other=float("-inf"))
+    rowsum = gl.sum(o_tile.to(gl.float32) * do_tile.to(gl.float32), axis=1)
+    delta = gl.convert_layout(rowsum, rows.type.layout)
+    if HAS_DLSE:
+        delta -= gl.load(DLSE + lse_base + rows, mask=in_seq, other=0.0)
+    lse_log2 = gl.where(lse == float("-inf"), float("inf"), lse * LOG2_E)
+    delta = gl.where(in_seq, delta, 0.0)
+    gl.store(DELTA_OUT + stats_base + rows, delta)
+    gl.store(LSE_LOG2_OUT + stats_base + rows, lse_log2)
+    return lse_log2, delta
+
+
+@gluon.jit
 def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_scale, rings, qdo_smem, map_q,
-                 CONSUMER: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_D: gl.constexpr,
-                 STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr, TMA: gl.constexpr,
-                 BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
-                 MASK_MOD: gl.constexpr):
+                 row_stats, CONSUMER: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 BLOCK_D: gl.constexpr, STAGES: gl.constexpr, LIMIT_RIGHT: gl.constexpr, LIMIT_LEFT: gl.constexpr,
+                 TMA: gl.constexpr, BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr,
+                 MASK_MOD: gl.constexpr, ROW_STATS: gl.constexpr, HAS_DLSE: gl.constexpr):
     """One warpgroup: rows q0 + CONSUMER * 64 .. + 64 of this program's block; their dQ.
 
     strides: Q's, dO's, dQ's (batch, row, head) and the row statistics' (batch, head); sizes:
     (seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group); rings: (k_smem, v_smem, k_ready,
     v_ready, k_empty, v_empty); qdo_smem: [2 * consumers, 64, D], this consumer's Q at
-    2 * CONSUMER, its dO after it; map_q: the block map (_map_row), with BLOCK_MAP."""
+    2 * CONSUMER, its dO after it; map_q: the block map (_map_row), with BLOCK_MAP; row_stats:
+    (O, LSE, DLSE, DELTA_OUT, LSE_LOG2_OUT, O's (batch, row, head) strides, LSE's (batch, head)),
+    with ROW_STATS the consumer's rows' statistics computed here (_dq_row_stats) rather than
+    loaded from LSE_LOG2 and DELTA."""
     (stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh, stride_dqb, stride_dqn, stride_dqh,
      stride_rb, stride_rh) = strides
+    O, LSE, DLSE, DELTA_OUT, LSE_LOG2_OUT, stride_ob, stride_on, stride_oh, stride_lb, stride_lh = row_stats
     seqlen_q, seqlen_kv, diag_offset, window_left, gqa_group = sizes
     dtype: gl.constexpr = DQ.dtype.element_ty
     s_layout: gl.constexpr = _wgmma_layout(BLOCK_N)
@@ -680,13 +714,24 @@ def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_s
     # dP); rows past Nq read 0, and their lse_log2 is +inf (padded row statistics).
     q_smem = qdo_smem.index(2 * CONSUMER)
     do_smem = qdo_smem.index(2 * CONSUMER + 1)
-    _stage_rows(Q + (b64 * stride_qb + h64 * stride_qh), qc0, stride_qn, seqlen_q, q_smem, BLOCK_D)
-    _stage_rows(DO + (b64 * stride_dob + h64 * stride_doh), qc0, stride_don, seqlen_q, do_smem, BLOCK_D)
-    fence_async_shared()
     rows = qc0 + gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(1, s_layout))
     stats_base = b64 * stride_rb + h64 * stride_rh
-    lse_log2 = gl.load(LSE_LOG2 + stats_base + rows)
-    delta = gl.load(DELTA + stats_base + rows)
+    if ROW_STATS:  # the producer's first copies meanwhile go on: nothing here waits for them
+        # Every load issued before the first store to shared memory: their latencies overlap.
+        q_tile = _load_rows(Q + (b64 * stride_qb + h64 * stride_qh), qc0, stride_qn, seqlen_q, BLOCK_D)
+        do_tile = _load_rows(DO + (b64 * stride_dob + h64 * stride_doh), qc0, stride_don, seqlen_q, BLOCK_D)
+        o_tile = _load_rows(O + (b64 * stride_ob + h64 * stride_oh), qc0, stride_on, seqlen_q, BLOCK_D)
+        q_smem.store(q_tile)
+        do_smem.store(do_tile)
+        fence_async_shared()
+        lse_log2, delta = _dq_row_stats(o_tile, do_tile, LSE, DLSE, DELTA_OUT, LSE_LOG2_OUT,
+                                        b64 * stride_lb + h64 * stride_lh, stats_base, rows, seqlen_q, HAS_DLSE)
+    else:
+        _stage_rows(Q + (b64 * stride_qb + h64 * stride_qh), qc0, stride_qn, seqlen_q, q_smem, BLOCK_D)
+        _stage_rows(DO + (b64 * stride_dob + h64 * stride_doh), qc0, stride_don, seqlen_q, do_smem, BLOCK_D)
+        fence_async_shared()
+        lse_log2 = gl.load(LSE_LOG2 + stats_base + rows)
+        delta = gl.load(DELTA + stats_base + rows)
 
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     s_zero = gl.zeros([QUERY_BLOCK, BLOCK_N], gl.float32, layout=s_layout)
@@ -722,17 +767,19 @@ def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_s
 
 @gluon.jit
 def gluon_attention_dq_kernel(
-    Q, K, V, DO, LSE_LOG2, DELTA, MAP_COUNTS, MAP_INDICES,
+    Q, K, V, DO, LSE_LOG2, DELTA, MAP_COUNTS, MAP_INDICES, O, LSE, DLSE,
     sm_scale, bottom_right, window_left, seqlen_q, seqlen_kv, gqa_group,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh, stride_vb, stride_vn, stride_vh,
     stride_dob, stride_don, stride_doh, stride_rb, stride_rh,
     stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, stride_ik,
+    stride_ob, stride_on, stride_oh, stride_lb, stride_lh,
     stride_dqb, stride_dqn, stride_dqh,
-    DQ,
+    DQ, DELTA_OUT, LSE_LOG2_OUT,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, LIMIT_RIGHT: gl.constexpr,
     LIMIT_LEFT: gl.constexpr, STRIDE_ALIGN: gl.constexpr, ROW_ALIGN: gl.constexpr, STAGES: gl.constexpr,
     PRODUCER_WARPS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr, TMA: gl.constexpr,
     BLOCK_MAP: gl.constexpr, MAP_STEPS: gl.constexpr, HAS_MASK_MOD: gl.constexpr, MASK_MOD: gl.constexpr,
+    ROW_STATS: gl.constexpr, HAS_DLSE: gl.constexpr, LSE_ALIGN: gl.constexpr,
 ):
     """dQ = scale * sum_j dS_j K_j, inputs and masks as gluon_attention_dkdv_kernel's (the row
     statistics padded to R >= cdiv(Nq, BLOCK_M) * BLOCK_M rows); DQ [B, Nq, Hq, D]. Grid
@@ -741,7 +788,11 @@ def gluon_attention_dq_kernel(
     [1, BLOCK_N, 1, D] blocks (descriptor_layout). BLOCK_MAP: the program walks its map row's lists
     (MAP_COUNTS [B, H, nQ, 2], MAP_INDICES [B, H, nQ, 2, nK], map blocks BLOCK_M queries high and
     MAP_STEPS * BLOCK_N keys wide), masking the partial blocks as gluon_attention_dkdv_kernel
-    does; otherwise those arrays and strides are unused."""
+    does; otherwise those arrays and strides are unused. ROW_STATS (launched before dK/dV, as the
+    portable dQ's DQ_ROW_STATS): each consumer computes its rows' statistics from O [B, Nq, Hq, D]
+    (rows contiguous), LSE [B, Hq, Nq] (contiguous rows) and, with HAS_DLSE, DLSE (LSE's shape and
+    strides), uses them and writes them into DELTA_OUT and LSE_LOG2_OUT (DELTA's shape), the
+    grid's rows covering R; otherwise those are unused and LSE_LOG2 and DELTA are read."""
     NUM_CONSUMERS: gl.constexpr = BLOCK_M // QUERY_BLOCK
     gl.static_assert(NUM_CONSUMERS == 2)
     gl.static_assert(HEAD_DIM == 64 or HEAD_DIM == 128)
@@ -752,7 +803,9 @@ def gluon_attention_dq_kernel(
     stride_vb, stride_vn, stride_vh = _aligned_strides(stride_vb, stride_vn, stride_vh, A)
     stride_dob, stride_don, stride_doh = _aligned_strides(stride_dob, stride_don, stride_doh, A)
     stride_dqb, stride_dqn, stride_dqh = _aligned_strides(stride_dqb, stride_dqn, stride_dqh, A)
+    stride_ob, stride_on, stride_oh = _aligned_strides(stride_ob, stride_on, stride_oh, A)
     stride_rb, stride_rh = _aligned(stride_rb, ROW_ALIGN), _aligned(stride_rh, ROW_ALIGN)
+    stride_lb, stride_lh = _aligned(stride_lb, LSE_ALIGN), _aligned(stride_lh, LSE_ALIGN)
     diag_offset = (seqlen_kv - seqlen_q) * bottom_right
 
     k_smem, v_smem = _ring_buffers(dtype, STAGES, BLOCK_N, HEAD_DIM, TMA)
@@ -770,13 +823,14 @@ def gluon_attention_dq_kernel(
     strides = (stride_qb, stride_qn, stride_qh, stride_dob, stride_don, stride_doh, stride_dqb, stride_dqn, stride_dqh,
                stride_rb, stride_rh)
     map_q = (MAP_COUNTS, MAP_INDICES, stride_cb, stride_ch, stride_cq, stride_ib, stride_ih, stride_iq, stride_ik)
+    row_stats = (O, LSE, DLSE, DELTA_OUT, LSE_LOG2_OUT, stride_ob, stride_on, stride_oh, stride_lb, stride_lh)
     gl.warp_specialize(
         [(_dq_consumer, (Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, qdo_smem, map_q,
-                         0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS,
-                         HAS_MASK_MOD, MASK_MOD)),
+                         row_stats, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP,
+                         MAP_STEPS, HAS_MASK_MOD, MASK_MOD, ROW_STATS, HAS_DLSE)),
          (_dq_consumer, (Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, scale, rings, qdo_smem, map_q,
-                         1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS,
-                         HAS_MASK_MOD, MASK_MOD)),
+                         row_stats, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP,
+                         MAP_STEPS, HAS_MASK_MOD, MASK_MOD, ROW_STATS, HAS_DLSE)),
          (_dq_producer, (K, V, copy_strides, sizes, rings, map_q, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, PRODUCER_WARPS,
                          LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS))],
         [CONSUMER_WARPS, PRODUCER_WARPS],

@@ -1014,8 +1014,9 @@ class AttentionPlan:
     ) -> tuple:
         """The backward's launches, in order. The first writes the row statistics (DELTA_OUT and
         LSE_LOG2_OUT, which the launches after it read as DELTA and LSE_LOG2: ROW_STATS_INPUTS):
-        where dQ's portable programs launch alone (split, or beside a Gluon dK/dV launch), they come
-        first and write them (tuning.DQ_ROW_STATS), then dK/dV's; otherwise the preprocess does,
+        where dQ's programs launch alone (split, or beside a Gluon dK/dV launch), they come first
+        and write them (tuning.DQ_ROW_STATS for the portable kernel, GLUON_DQ_ROW_STATS for the
+        Gluon one), then dK/dV's; otherwise the preprocess does,
         then dK/dV's and dQ's programs in one launch, or split in two, dK/dV's then dQ's
         (split=None: as fused_backward says). With tiles.dkdv_passes == 2, dK/dV's launch is two,
         dV's then dK's. gluon: whether each half
@@ -1055,7 +1056,7 @@ class AttentionPlan:
         on_device = descriptors == "device"
         statics = self._memoized(
             ("backward", tuple(grad_out.strides), bias_grad, slopes_grad, has_dlse, split, gluon_tiles, on_device,
-             need_dq, need_dkdv, tuning.DQ_ROW_STATS),
+             need_dq, need_dkdv, tuning.DQ_ROW_STATS, tuning.GLUON_DQ_ROW_STATS),
             lambda: self._backward_statics(tuple(grad_out.strides), bias_grad, has_dlse, split, gluon_tiles, on_device,
                                            slopes_grad, need_dq, need_dkdv),
         )
@@ -1132,10 +1133,13 @@ class AttentionPlan:
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
 
         def in_order(dkdv: tuple, run_dq: bool, gluon_dq: Optional[tuple] = None) -> tuple:
-            # The row statistics' writer first: dQ's tl launch where it runs alone (tuning.DQ_ROW_STATS),
-            # then dK/dV's launches; else the preprocess, dK/dV's launches, then dQ's.
+            # The row statistics' writer first: dQ's launch where it runs alone and writes them
+            # (tuning.DQ_ROW_STATS), then dK/dV's launches; else the preprocess, dK/dV's
+            # launches, then dQ's.
             if run_dq and gluon_dq is None and tuning.DQ_ROW_STATS:
                 return (launch(False, True, row_stats=True), *dkdv)
+            if run_dq and gluon_dq is not None and set(ROW_STATS_OUTPUTS) <= set(gluon_dq[7]):
+                return (gluon_dq, *dkdv)
             return (preprocess, *dkdv, *((gluon_dq or launch(False, True),) if run_dq else ()))
 
         def dkdv_alone() -> tuple:
@@ -1176,8 +1180,14 @@ class AttentionPlan:
             gluon_dq = None
             if dq_tile is not None:
                 tile = tuning.GLUON_DQ_TILES[dq_tile]
-                gluon_dq = gluon_launch(gluon_backward.gluon_attention_dq_kernel, tile,
-                                        (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch), ("DQ",), map_n)
+                grid = (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch)
+                # Its programs write the row statistics where their rows cover every padded row
+                # (tuning.GLUON_DQ_ROW_STATS).
+                row_stats = tuning.GLUON_DQ_ROW_STATS and grid[0] * tile["BLOCK_M"] == self.row_stats_shape[-1]
+                dq_outputs = ("DQ",) + ROW_STATS_OUTPUTS
+                gluon_dq = gluon_launch(gluon_backward.gluon_attention_dq_kernel, tile, grid, dq_outputs, map_n,
+                                        dq_outputs if row_stats else dq_outputs[:1], ROW_STATS=row_stats,
+                                        HAS_DLSE=has_dlse)
             return in_order(dkdv if need_dkdv else (), need_dq, gluon_dq)
         if not (need_dq and need_dkdv):  # one kind alone, in its own launch(es)
             return in_order(dkdv_alone() if need_dkdv else (), need_dq)

@@ -470,6 +470,9 @@ FEW_PROGRAMS_WAVES = 4
 # before them (AttentionPlan.backward_calls). The preprocess took 50 us of an H100's D = 128 1k
 # backward (B = 16, H = 16): 5% non-causal, 8% causal (2026-12-07, s85).
 DQ_ROW_STATS = True
+# The same for the Gluon dQ kernel (GLUON_DQ_ROUTE): each consumer warpgroup computes its rows'
+# statistics while the producer's first K and V copies are in flight.
+GLUON_DQ_ROW_STATS = True
 
 # The kernels' DOT_PRECISION for float32 "tf32x3" where core.scores.dot splits the operands itself:
 # the high part by an integer add and a mask, then three "tf32" dots. Triton's own tf32x3 rounds
