@@ -521,6 +521,44 @@ def test_gpu_gluon_dkdv_through_the_plan(monkeypatch, backward_kernels, rng, cas
     assert any(on_device) is (dkdv_tile != "dkdv")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("window", [None, (150, 0)], ids=["dense", "window-150"])
+def test_gpu_gluon_dq_row_statistics(monkeypatch, backward_kernels, rng, window):
+    """jax.grad through out and lse with the Gluon dQ routed: its launch comes first and writes the
+    row statistics (tuning.GLUON_DQ_ROW_STATS, the lse's gradient folded into delta) that the
+    dK/dV launch after it reads; the gradients agree with a float32 reference (highest-precision
+    matmuls) within the bf16 bound. GQA 4 / 2, Nq = 333 (51 padding rows), D = 128."""
+    from flashx.core import gluon_backward, tuning
+
+    require_sm90()
+    monkeypatch.setattr(tuning, "GLUON_DQ_ROUTE", {(128, k): "dq" for k in ("dense", "causal", "window", "map")})
+    monkeypatch.setattr(tuning, "GLUON_DQ_ROW_STATS", True)
+    q, k, v = (jnp.asarray(rng.standard_normal(s), jnp.bfloat16) for s in ((2, 333, 4, 128), (2, 333, 2, 128), (2, 333, 2, 128)))
+    w = jnp.asarray(rng.standard_normal((2, 333, 4, 128)), jnp.float32)
+    u = jnp.asarray(rng.standard_normal((2, 4, 333)), jnp.float32)
+    options = dict(window=window) if window else {}
+
+    def loss(q, k, v):
+        out, lse = flashx.jax.attention(q, k, v, return_lse=True, **options)
+        return jnp.sum(out.astype(jnp.float32) * w) + jnp.sum(lse * u)
+
+    def reference_loss(q, k, v):
+        k, v = (jnp.repeat(x, 2, axis=2) for x in (k, v))
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, precision="highest") / np.sqrt(128)
+        if window is not None:
+            i, j = np.arange(333)[:, None], np.arange(333)[None, :]
+            scores = jnp.where((j <= i) & (j >= i - window[0]), scores, -jnp.inf)
+        lse = jax.nn.logsumexp(scores, axis=-1)
+        out = jnp.einsum("bhqk,bkhd->bqhd", jnp.exp(scores - lse[..., None]), v, precision="highest")
+        return jnp.sum(out * w) + jnp.sum(lse * u)
+
+    ours = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
+    assert backward_kernels[0] is gluon_backward.gluon_attention_dq_kernel, backward_kernels
+    ref = jax.jit(jax.grad(reference_loss, argnums=(0, 1, 2)))(*(x.astype(jnp.float32) for x in (q, k, v)))
+    for name, g, r in zip("qkv", ours, ref):
+        assert_error_within(rel_error(np.asarray(g, np.float64), np.asarray(r, np.float64)), None, "bfloat16", f"d{name}")
+
+
 def test_descriptor_scratch_sized_by_slot_sharing(monkeypatch):
     """DESCRIPTOR_SCRATCH holds one slot of descriptors (and 127 bytes to align its start) for a
     kernel whose programs share it, as both JAX TMA kernels do, else a slot for every program."""
