@@ -716,20 +716,18 @@ def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_s
     do_smem = qdo_smem.index(2 * CONSUMER + 1)
     rows = qc0 + gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(1, s_layout))
     stats_base = b64 * stride_rb + h64 * stride_rh
-    if ROW_STATS:  # the producer's first copies meanwhile go on: nothing here waits for them
-        # Every load issued before the first store to shared memory: their latencies overlap.
-        q_tile = _load_rows(Q + (b64 * stride_qb + h64 * stride_qh), qc0, stride_qn, seqlen_q, BLOCK_D)
-        do_tile = _load_rows(DO + (b64 * stride_dob + h64 * stride_doh), qc0, stride_don, seqlen_q, BLOCK_D)
+    # Every load issued before the first store to shared memory: their latencies overlap.
+    q_tile = _load_rows(Q + (b64 * stride_qb + h64 * stride_qh), qc0, stride_qn, seqlen_q, BLOCK_D)
+    do_tile = _load_rows(DO + (b64 * stride_dob + h64 * stride_doh), qc0, stride_don, seqlen_q, BLOCK_D)
+    if ROW_STATS:
         o_tile = _load_rows(O + (b64 * stride_ob + h64 * stride_oh), qc0, stride_on, seqlen_q, BLOCK_D)
-        q_smem.store(q_tile)
-        do_smem.store(do_tile)
-        fence_async_shared()
+    q_smem.store(q_tile)
+    do_smem.store(do_tile)
+    fence_async_shared()
+    if ROW_STATS:  # the producer's first copies meanwhile go on: nothing here waits for them
         lse_log2, delta = _dq_row_stats(o_tile, do_tile, LSE, DLSE, DELTA_OUT, LSE_LOG2_OUT,
                                         b64 * stride_lb + h64 * stride_lh, stats_base, rows, seqlen_q, HAS_DLSE)
     else:
-        _stage_rows(Q + (b64 * stride_qb + h64 * stride_qh), qc0, stride_qn, seqlen_q, q_smem, BLOCK_D)
-        _stage_rows(DO + (b64 * stride_dob + h64 * stride_doh), qc0, stride_don, seqlen_q, do_smem, BLOCK_D)
-        fence_async_shared()
         lse_log2 = gl.load(LSE_LOG2 + stats_base + rows)
         delta = gl.load(DELTA + stats_base + rows)
 

@@ -1132,14 +1132,12 @@ class AttentionPlan:
             writes = tuple(name for name in outputs if written[name])
             return self._static(kernel, grid, template, outputs, constexprs, options, writes)
 
-        def in_order(dkdv: tuple, run_dq: bool, gluon_dq: Optional[tuple] = None) -> tuple:
+        def in_order(dkdv: tuple, run_dq: bool, gluon_dq: Optional[tuple] = None, gluon_row_stats: bool = False) -> tuple:
             # The row statistics' writer first: dQ's launch where it runs alone and writes them
-            # (tuning.DQ_ROW_STATS), then dK/dV's launches; else the preprocess, dK/dV's
-            # launches, then dQ's.
-            if run_dq and gluon_dq is None and tuning.DQ_ROW_STATS:
-                return (launch(False, True, row_stats=True), *dkdv)
-            if run_dq and gluon_dq is not None and set(ROW_STATS_OUTPUTS) <= set(gluon_dq[7]):
-                return (gluon_dq, *dkdv)
+            # (tuning.DQ_ROW_STATS for the tl dQ; gluon_row_stats for the Gluon one), then dK/dV's
+            # launches; else the preprocess, dK/dV's launches, then dQ's.
+            if run_dq and (gluon_row_stats if gluon_dq else tuning.DQ_ROW_STATS):
+                return (gluon_dq or launch(False, True, row_stats=True), *dkdv)
             return (preprocess, *dkdv, *((gluon_dq or launch(False, True),) if run_dq else ()))
 
         def dkdv_alone() -> tuple:
@@ -1177,7 +1175,7 @@ class AttentionPlan:
                 dkdv = (gluon_launch(gluon_backward.gluon_attention_dkdv_kernel, tile, grid,
                                      dkdv_outputs, map_m, dkdv_outputs if on_device else dkdv_outputs[:2],
                                      DEVICE_DESCRIPTORS=on_device),)
-            gluon_dq = None
+            gluon_dq, row_stats = None, False
             if dq_tile is not None:
                 tile = tuning.GLUON_DQ_TILES[dq_tile]
                 grid = (_cdiv(self.max_seqlen_q, tile["BLOCK_M"]), self.heads_q, self.batch)
@@ -1188,7 +1186,7 @@ class AttentionPlan:
                 gluon_dq = gluon_launch(gluon_backward.gluon_attention_dq_kernel, tile, grid, dq_outputs, map_n,
                                         dq_outputs if row_stats else dq_outputs[:1], ROW_STATS=row_stats,
                                         HAS_DLSE=has_dlse)
-            return in_order(dkdv if need_dkdv else (), need_dq, gluon_dq)
+            return in_order(dkdv if need_dkdv else (), need_dq, gluon_dq, row_stats)
         if not (need_dq and need_dkdv):  # one kind alone, in its own launch(es)
             return in_order(dkdv_alone() if need_dkdv else (), need_dq)
         if split:
