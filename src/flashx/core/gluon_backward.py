@@ -462,14 +462,8 @@ def _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_
         tma.async_copy_shared_to_global(DK, [batch, kc0, kv_head, 0], k_buffer)  # keys past Nkv: clipped
         tma.async_copy_shared_to_global(DV, [batch, kc0, kv_head, 0], v_buffer)
     else:
-        offs_no = gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, acc_layout))
-        offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
-        out_rows = (kc0 + offs_no).to(gl.int64)[:, None]
-        out_ok = (kc0 + offs_no)[:, None] < seqlen_kv
-        gl.store(DK + b64 * stride_dkb + h64 * stride_dkh + out_rows * stride_dkn + offs_do[None, :],
-                 (dk * sm_scale).to(dtype), mask=out_ok)
-        gl.store(DV + b64 * stride_dvb + h64 * stride_dvh + out_rows * stride_dvn + offs_do[None, :], dv.to(dtype),
-                 mask=out_ok)
+        _write_rows(DK + (b64 * stride_dkb + h64 * stride_dkh), kc0, stride_dkn, seqlen_kv, (dk * sm_scale).to(dtype))
+        _write_rows(DV + (b64 * stride_dvb + h64 * stride_dvh), kc0, stride_dvn, seqlen_kv, dv.to(dtype))
     return s
 
 
