@@ -1514,10 +1514,11 @@ def test_gpu_new_sequence_length_compiles_nothing(window):
     """A new sequence length of the same divisibility by 16 (2048, then 2560: 16, then 20 key
     blocks of 128) reuses every compiled kernel, forward and backward; integer arguments that
     grow with the length must not be specialized on (the backward's dkdv_programs)."""
-    from flashx.core import backward, forward, gluon_forward
+    from flashx.core import backward, forward, gluon_backward, gluon_forward
 
     kernels = (forward.attention_forward_kernel, gluon_forward.gluon_attention_forward_kernel,
-               backward.attention_backward_preprocess_kernel, backward.attention_backward_kernel)
+               backward.attention_backward_preprocess_kernel, backward.attention_backward_kernel,
+               gluon_backward.gluon_attention_dkdv_kernel, gluon_backward.gluon_attention_dq_kernel)
 
     def compiled() -> int:  # Triton's per-device kernel caches (internal API, as benchmarks/kernel_stats.py reads it)
         return sum(len(entry[0] if isinstance(entry, tuple) else entry) for k in kernels for entry in k.device_caches.values())

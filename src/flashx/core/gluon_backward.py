@@ -80,6 +80,21 @@ def _load_rows(X, row0, stride_n, rows, BLOCK_D: gl.constexpr):
 
 
 @gluon.jit
+def _write_rows(X, row0, stride_n, rows, tile):
+    """tile (64 rows of a consumer warpgroup, any layout) into rows row0 .. row0 + 64 of X (a pointer
+    to one (batch, head)'s row 0), rows from `rows` on left out: converted to _load_rows' layout
+    first, so that each thread stores 16 bytes at once (wgmma's accumulator layout holds 2 adjacent
+    values a thread, 4-byte stores)."""
+    BLOCK_D: gl.constexpr = tile.shape[1]
+    layout: gl.constexpr = _copy_layout(BLOCK_D, CONSUMER_WARPS)
+    offs_n = gl.arange(0, CONSUMER_ROWS, layout=gl.SliceLayout(1, layout))
+    offs_d = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, layout))
+    ok = (row0 + offs_n)[:, None] < rows
+    gl.store(X + (row0 + offs_n).to(gl.int64)[:, None] * stride_n + offs_d[None, :], gl.convert_layout(tile, layout),
+             mask=ok)
+
+
+@gluon.jit
 def _stage_rows(X, row0, stride_n, rows, smem, BLOCK_D: gl.constexpr):
     """_load_rows through a consumer warpgroup's registers into smem."""
     smem.store(_load_rows(X, row0, stride_n, rows, BLOCK_D))
@@ -447,14 +462,8 @@ def _dkdv_consumer_tile(K, V, DK, DV, LSE_LOG2, DELTA, strides, sizes, qk_scale_
         tma.async_copy_shared_to_global(DK, [batch, kc0, kv_head, 0], k_buffer)  # keys past Nkv: clipped
         tma.async_copy_shared_to_global(DV, [batch, kc0, kv_head, 0], v_buffer)
     else:
-        offs_no = gl.arange(0, KEYS_PER_CONSUMER, layout=gl.SliceLayout(1, acc_layout))
-        offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
-        out_rows = (kc0 + offs_no).to(gl.int64)[:, None]
-        out_ok = (kc0 + offs_no)[:, None] < seqlen_kv
-        gl.store(DK + b64 * stride_dkb + h64 * stride_dkh + out_rows * stride_dkn + offs_do[None, :],
-                 (dk * sm_scale).to(dtype), mask=out_ok)
-        gl.store(DV + b64 * stride_dvb + h64 * stride_dvh + out_rows * stride_dvn + offs_do[None, :], dv.to(dtype),
-                 mask=out_ok)
+        _write_rows(DK + (b64 * stride_dkb + h64 * stride_dkh), kc0, stride_dkn, seqlen_kv, (dk * sm_scale).to(dtype))
+        _write_rows(DV + (b64 * stride_dvb + h64 * stride_dvh), kc0, stride_dvn, seqlen_kv, dv.to(dtype))
     return s
 
 
@@ -756,11 +765,7 @@ def _dq_consumer(Q, DO, DQ, LSE_LOG2, DELTA, strides, sizes, qk_scale_log2, sm_s
         dq, s = _dq_steps(dq, s, hi, end, Q, operands, rings, BLOCK_N, BLOCK_D, STAGES, True,
                           LIMIT_RIGHT, LIMIT_LEFT, TMA, BLOCK_MAP, MAP_STEPS, HAS_MASK_MOD, MASK_MOD)
 
-    offs_mo = gl.arange(0, QUERY_BLOCK, layout=gl.SliceLayout(1, acc_layout))
-    offs_do = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, acc_layout))
-    out_rows = (qc0 + offs_mo).to(gl.int64)[:, None]
-    gl.store(DQ + b64 * stride_dqb + h64 * stride_dqh + out_rows * stride_dqn + offs_do[None, :],
-             (dq * sm_scale).to(dtype), mask=(qc0 + offs_mo)[:, None] < seqlen_q)
+    _write_rows(DQ + (b64 * stride_dqb + h64 * stride_dqh), qc0, stride_dqn, seqlen_q, (dq * sm_scale).to(dtype))
 
 
 @gluon.jit

@@ -233,9 +233,13 @@ GLUON_DQ_TILES = {
 # 2026-11-30 22:10 UTC, whole backward TFLOP/s, portable / Gluon dK/dV / Gluon dK/dV + dQ (D = 128):
 # 4k dense 407 / 423 / 416; 4k causal 371 / 377 / 370; 16k causal 391 / 416 / 426; GQA 32/8 4k
 # causal 343 / 365 / 361; 16k window 1024 275 / 287 / 297; 16k 8 documents 286 / 299 / 325. D = 64
-# (4k causal) 337 / 326 / 326: not routed. The dQ kernel only where it won by more than noise.
+# (4k causal) 337 / 326 / 326: not routed. The dQ kernel only where it won by more than noise:
+# windows and maps until it stored 16 bytes a thread (s88). Since then, H100, 2026-12-07 16:44-16:53
+# UTC (B 16 H 16 at 1k, B 4 H 16 at 4k), the dQ kernel alone, us, tl / Gluon: 1k dense 441 / 407, 1k
+# causal 290 / 268; whole backward, Gluon dQ / tl dQ, 3 rounds (control beside): 1k dense 1.028
+# (1.004), 1k causal 1.055 (1.013), 4k dense 1.052 (0.986), 4k causal 0.995 (0.995).
 GLUON_DKDV_ROUTE: dict = {(128, kind): "dkdv" for kind in ("dense", "causal", "window", "map")}
-GLUON_DQ_ROUTE: dict = {(128, kind): "dq" for kind in ("window", "map")}
+GLUON_DQ_ROUTE: dict = {(128, kind): "dq" for kind in ("dense", "causal", "window", "map")}
 # Same run, the dK/dV kernel alone, TMA (3 stages) / cp.async (2 stages): 599 / 576 (4k dense),
 # 530 / 517 (4k causal), 612 / 606 (16k causal), 502 / 482 (GQA), 449 / 403 (window).
 GLUON_DKDV_TMA_ROUTE: dict = {(128, kind): "dkdv-tma-ts" for kind in ("dense", "causal", "window", "map")}
@@ -474,7 +478,8 @@ DQ_ROW_STATS = True
 # statistics while the producer's first K and V copies are in flight. H100, 2026-12-07 (s87), the
 # D = 128 16k backward with the preprocess / without, TFLOP/s: window 1024 309.5 / 313.4, documents
 # 321.9 / 326.2, causal block map 429.0 / 438.8 (the preprocess was ~1% of these; within the run's
-# 1-3% noise). At 1k (B 16, H 16, dense) its dQ kernel took 421 us where the tl dQ took 443.
+# 1-3% noise). At 1k (B 16, H 16, dense) its dQ kernel took 421 us where the tl dQ took 443 (407
+# once it stored 16 bytes a thread, s88).
 GLUON_DQ_ROW_STATS = True
 
 # The kernels' DOT_PRECISION for float32 "tf32x3" where core.scores.dot splits the operands itself:
