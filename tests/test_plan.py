@@ -1089,6 +1089,7 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
     monkeypatch.setattr(plan_mod, "gluon_tma_descriptor", fake_descriptor)
     monkeypatch.setattr(tuning, "GLUON_DKDV_ROUTE", {(128, "causal"): "dkdv"})
     monkeypatch.setattr(tuning, "GLUON_DKDV_TMA_ROUTE", {(128, "causal"): "dkdv-tma"})
+    monkeypatch.setattr(tuning, "GLUON_DQ_ROUTE", {(128, "causal"): "dq"})  # first: it writes the row statistics
     q, kv = gpu_spec((2, 700, 4, 128)), gpu_spec((2, 900, 2, 128))
     plan = core.plan_attention(q, kv, kv, causal=True)
     arrays = {name: object() for name in ("Q", "K", "V", "O", "DO", "LSE", "DELTA", "LSE_LOG2")}
@@ -1125,7 +1126,7 @@ def test_gluon_backward_descriptors(monkeypatch, gpu_plans):
     calls = plan.backward_calls(arrays, None, False, columns, descriptors="host")
     assert gluon_attention_dkdv_kernel not in {call.kernel for call in calls}
     monkeypatch.setattr(tuning, "GLUON_DEVICE_DESCRIPTORS", False)
-    assert plan.gluon_backward_tiles("device") == ("dkdv", None)
+    assert plan.gluon_backward_tiles("device") == ("dkdv", "dq")
     assert described == []
 
 @pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
