@@ -324,7 +324,8 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                     (gluon_dq,) = [c for c in launches if "DQ" in c.writes]
                     calls.append(("Gluon dK/dV", gluon_dkdv))
                     # Its TMA tiles: host descriptors (torch's, over CPU tensors), or built on the device (JAX's).
-                    for tile, line in (("dkdv-tma", "Gluon dK/dV TMA"), ("dkdv-tma-persist", "Gluon dK/dV TMA p")):
+                    routed_tma = routes[1].get((d, kind), "dkdv-tma-ts")  # the tile GLUON_DKDV_TMA_ROUTE gives
+                    for tile, line in ((routed_tma, "Gluon dK/dV TMA"), ("dkdv-tma-persist", "Gluon dK/dV TMA p")):
                         core.tuning.GLUON_DKDV_TMA_ROUTE = {(d, kind): tile}
                         launches = (
                             plan.backward_calls({}, None, False, spec, descriptors="device") if jax_like
