@@ -223,7 +223,9 @@ GLUON_DKDV_TILES = {
     # Not routed: one program a multiprocessor walking key blocks (under causal masks the first
     # blocks, which the most queries see, first), so that a block's K/V staging and dK/dV stores
     # overlap the producer's next copies; correct, and slower than a program a key block
-    # everywhere it was timed (NOTES v0.17-v0.18).
+    # everywhere it was timed (NOTES v0.17-v0.18). Nor does it help JAX, whose maps it builds
+    # once an SM: with TMA_STORE, 1k causal (B 16, H 16), us, JAX / torch: 365 / 368 against the
+    # routed tile's 368 / 329 (H100, 2026-12-07, NOTES v0.82).
     "dkdv-tma-persist": dict(BLOCK_N=128, STAGES=3, TMA=True, PRODUCER_WARPS=4, PRODUCER_REGS=24,
                              CONSUMER_REGS=240, PERSISTENT=True, TMA_STORE=False),
 }
