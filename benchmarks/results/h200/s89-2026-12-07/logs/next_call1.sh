@@ -6,7 +6,7 @@
 set -u
 name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); echo "$name"; date -u +%H:%M:%S
 mkdir -p $OUT/ab
-timeout -s INT -k 10 200 python3 -m pytest -q -p no:cacheprovider -x \
+timeout -s INT -k 10 200 python3 -m pytest -q -rfE -p no:cacheprovider \
   $(cat benchmarks/results/h200/s89-2026-12-07/logs/call1/tests_gpu.unreached.txt) > $OUT/unreached.log 2>&1
 echo "unreached tests rc $?"; tail -3 $OUT/unreached.log
 date -u +%H:%M:%S
