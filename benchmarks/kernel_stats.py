@@ -183,6 +183,15 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                        LSE=torch.empty(plan.lse_shape, dtype=torch.float32))
         return call, plan.launch_outputs(call, outputs, torch.empty(1))
 
+    def tma_gradients(plan, call):
+        """A host-descriptor dK/dV launch's outputs as torch's frontend binds them (a TMA_STORE
+        tile's DK and DV are descriptors over CPU tensors, only compiled)."""
+        import torch
+
+        outputs = dict(DK=torch.empty(plan.k_shape, dtype=torch.bfloat16),
+                       DV=torch.empty(plan.v_shape, dtype=torch.bfloat16))
+        return plan.launch_outputs(call, outputs, torch.empty(1))
+
     def resources(call, dtype: str, outputs: tuple = (), sass_name: str = None) -> str:
         """outputs: the launch's bound outputs where they matter to the signature (descriptors);
         else its outputs are pointers."""
@@ -331,7 +340,7 @@ def offline(d_list, jax_like: bool, window=None, ptx_hash: bool = False, documen
                             plan.backward_calls({}, None, False, spec, descriptors="device") if jax_like
                             else plan.backward_calls(tma_arrays(shape), None, False, spec, descriptors="host"))
                         (gluon_tma,) = [c for c in launches if "DK" in c.writes]
-                        calls.append((line, gluon_tma))
+                        calls.append((line, gluon_tma) if jax_like else (line, gluon_tma, tma_gradients(plan, gluon_tma)))
                     calls.append(("Gluon dQ", gluon_dq))
                 finally:
                     for name, route in zip(names, routes):
